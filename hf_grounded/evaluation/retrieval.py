@@ -1,0 +1,84 @@
+"""Caption→image and image→caption retrieval: R@K, median and mean rank (1-based)."""
+
+import numpy as np
+import torch
+
+RECALL_AT = (1, 5, 10)
+
+
+def retrieval_ranks(
+    text_embeds: torch.Tensor,
+    image_embeds: torch.Tensor,
+    caption_to_image: torch.Tensor,
+    chunk_size: int = 2048,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rank of the right answer for every caption (c2i) and every image (i2c).
+
+    Similarity is the dot product (cosine for normalised embeddings). Ties count against the model: a caption's
+    rank is the number of images scoring at least as high as its own image, so a collapsed model that scores
+    everything equally ranks last, not first. For image→caption an image's rank is that of its best-ranked
+    caption. Rows are processed in chunks so memory stays bounded.
+    """
+    caption_to_image = torch.as_tensor(caption_to_image, dtype=torch.long, device=text_embeds.device)
+    num_images = image_embeds.size(0)
+    if caption_to_image.numel() != text_embeds.size(0):
+        raise ValueError(f"caption_to_image has {caption_to_image.numel()} entries for {text_embeds.size(0)} captions")
+    if caption_to_image.numel() and (caption_to_image.min() < 0 or caption_to_image.max() >= num_images):
+        raise ValueError(f"caption_to_image points outside the {num_images} images")
+    if torch.bincount(caption_to_image, minlength=num_images).min() == 0:
+        raise ValueError("every image needs at least one caption for image→caption retrieval")
+
+    c2i = []
+    for start in range(0, text_embeds.size(0), chunk_size):
+        scores = text_embeds[start : start + chunk_size] @ image_embeds.t()
+        positive = scores.gather(1, caption_to_image[start : start + chunk_size, None])
+        c2i.append((scores >= positive).sum(dim=1))
+
+    i2c = []
+    for start in range(0, num_images, chunk_size):
+        scores = image_embeds[start : start + chunk_size] @ text_embeds.t()
+        owned = caption_to_image[None, :] == torch.arange(start, start + scores.size(0), device=scores.device)[:, None]
+        best_positive = scores.masked_fill(~owned, float("-inf")).max(dim=1, keepdim=True).values
+        i2c.append((scores >= best_positive).sum(dim=1))
+    return torch.cat(c2i), torch.cat(i2c)
+
+
+def summarize_ranks(ranks: torch.Tensor) -> dict[str, float]:
+    """R@1/5/10 in percent, median and mean rank."""
+    ranks = ranks.double().cpu()
+    metrics = {f"R@{k}": 100.0 * (ranks <= k).double().mean().item() for k in RECALL_AT}
+    metrics["median_rank"] = float(np.median(ranks.numpy()))
+    metrics["mean_rank"] = ranks.mean().item()
+    return metrics
+
+
+def retrieval_metrics(
+    text_embeds: torch.Tensor, image_embeds: torch.Tensor, caption_to_image: torch.Tensor
+) -> dict[str, dict[str, float]]:
+    """`{"c2i": {...}, "i2c": {...}}` with R@1, R@5, R@10 (%), median_rank and mean_rank."""
+    c2i, i2c = retrieval_ranks(text_embeds.float(), image_embeds.float(), caption_to_image)
+    return {"c2i": summarize_ranks(c2i), "i2c": summarize_ranks(i2c)}
+
+
+def chance_recall(num_images: int, captions_per_image: int, k: int) -> dict[str, float]:
+    """Expected R@K in percent of a model that ranks at random, for both directions."""
+    num_captions = num_images * captions_per_image
+    c2i = min(1.0, k / num_images)
+    # The chance that none of an image's captions lands in the top k of all captions.
+    miss = 1.0
+    for taken in range(k):
+        miss *= max(0.0, (num_captions - captions_per_image - taken) / (num_captions - taken))
+    return {"c2i": 100.0 * c2i, "i2c": 100.0 * (1.0 - miss)}
+
+
+def format_retrieval_table(metrics: dict[str, dict[str, float]], title: str = "") -> str:
+    """A markdown table with one row per direction."""
+    columns = [f"R@{k}" for k in RECALL_AT] + ["median_rank", "mean_rank"]
+    lines = [f"| {title or 'direction'} | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    names = {"c2i": "caption → image", "i2c": "image → caption"}
+    for direction, values in metrics.items():
+        lines.append(f"| {names.get(direction, direction)} | " + " | ".join(f"{values[c]:.1f}" for c in columns) + " |")
+    return "\n".join(lines)
+
+
+__all__ = ["retrieval_ranks", "summarize_ranks", "retrieval_metrics", "chance_recall", "format_retrieval_table"]

@@ -1,0 +1,97 @@
+"""Configuration of the character-level GRU sentence encoder of Merkx & Frank (2019)."""
+
+from transformers import PreTrainedConfig
+
+_RNN_TYPES = ("gru", "lstm")
+_POOLINGS = ("attention", "max")
+_LOSS_REDUCTIONS = ("sum", "mean")
+
+
+class CharGRUConfig(PreTrainedConfig):
+    r"""
+    Configuration of a [`CharGRUModel`]: a bidirectional recurrent encoder over raw characters, pooled into one
+    sentence embedding, and a linear projection of precomputed CNN image features into the same space.
+
+    Args:
+        vocab_size (`int`, *optional*, defaults to 97):
+            Number of character ids, padding (id 0) and unknown (id 1) included. The default matches
+            [`CharTokenizer`]'s printable-ASCII vocabulary.
+        char_embedding_size (`int`, *optional*, defaults to 20):
+            Size of the character embeddings.
+        rnn_type (`str`, *optional*, defaults to `"gru"`):
+            Recurrent cell, `"gru"` or `"lstm"`.
+        hidden_size (`int`, *optional*, defaults to 1024):
+            Units per direction of the bidirectional recurrent layer; its outputs are `2 * hidden_size` wide.
+        pooling (`str`, *optional*, defaults to `"attention"`):
+            How the recurrent outputs become one vector: `"attention"` (vectorial self-attention, one weight per
+            feature dimension and time step) or `"max"` (max over time).
+        attention_hidden_size (`int`, *optional*, defaults to 128):
+            Hidden units of each attention head's scoring network.
+        attention_heads (`int`, *optional*, defaults to 1):
+            Number of attention heads; their pooled vectors are concatenated, so the embedding is
+            `2 * hidden_size * attention_heads` wide. Ignored by max pooling.
+        image_feature_dim (`int`, *optional*, defaults to 2048):
+            Size of the precomputed image features (2048 for ResNet-152's pooled features).
+        margin (`float`, *optional*, defaults to 0.2):
+            Margin of the bidirectional hinge loss.
+        loss_reduction (`str`, *optional*, defaults to `"sum"`):
+            `"sum"` adds the hinge terms over all negatives (the paper's formula); `"mean"` averages each direction
+            over the batch-by-batch matrix (the authors' code).
+        hardest_negative (`bool`, *optional*, defaults to `False`):
+            Keep only the hardest in-batch negative for each anchor (VSE++'s max-violation loss).
+        initializer_range (`float`, *optional*, defaults to 0.1):
+            Standard deviation of the normal initialisation of the character embeddings.
+        pad_token_id (`int`, *optional*, defaults to 0):
+            Id of the padding character.
+
+    Example:
+
+    ```python
+    >>> from hf_grounded import CharGRUConfig, CharGRUModel
+
+    >>> config = CharGRUConfig(hidden_size=64, image_feature_dim=512)
+    >>> model = CharGRUModel(config)
+    >>> config.embed_dim
+    128
+    ```
+    """
+
+    model_type = "char_gru"
+
+    vocab_size: int = 97
+    char_embedding_size: int = 20
+    rnn_type: str = "gru"
+    hidden_size: int = 1024
+    pooling: str = "attention"
+    attention_hidden_size: int = 128
+    attention_heads: int = 1
+    image_feature_dim: int = 2048
+    margin: float = 0.2
+    loss_reduction: str = "sum"
+    hardest_negative: bool = False
+    initializer_range: float = 0.1
+    pad_token_id: int = 0
+
+    def __post_init__(self, **kwargs):
+        _check_choice("rnn_type", self.rnn_type, _RNN_TYPES)
+        _check_choice("pooling", self.pooling, _POOLINGS)
+        _check_choice("loss_reduction", self.loss_reduction, _LOSS_REDUCTIONS)
+        for name in ("vocab_size", "char_embedding_size", "hidden_size", "attention_hidden_size",
+                     "attention_heads", "image_feature_dim"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"CharGRUConfig.{name} must be at least 1, got {getattr(self, name)}")
+        super().__post_init__(**kwargs)
+
+    @property
+    def embed_dim(self) -> int:
+        """Width of the joint text-image embedding space."""
+        heads = self.attention_heads if self.pooling == "attention" else 1
+        return 2 * self.hidden_size * heads
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"CharGRUConfig.{name} must be one of {choices}, got {value!r}")
+
+
+__all__ = ["CharGRUConfig"]

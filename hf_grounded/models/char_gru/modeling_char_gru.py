@@ -1,0 +1,298 @@
+"""The character-level GRU sentence encoder of Merkx & Frank (2019), grounded in images.
+
+Everything the forward pass needs, the hinge loss included, lives in this folder so that a saved checkpoint
+carries it for `trust_remote_code`.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.utils import ModelOutput
+
+from .configuration_char_gru import CharGRUConfig
+from .tokenization_char import CharTokenizer
+
+
+@dataclass
+class CharGRUOutput(ModelOutput):
+    r"""
+    Output of [`CharGRUModel.forward`].
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `return_loss=True`):
+            Bidirectional hinge loss over the in-batch negatives.
+        logits_per_text (`torch.FloatTensor` of shape `(text_batch_size, image_batch_size)`):
+            Cosine similarities between each caption and each image.
+        logits_per_image (`torch.FloatTensor` of shape `(image_batch_size, text_batch_size)`):
+            The transpose of `logits_per_text`.
+        text_embeds (`torch.FloatTensor` of shape `(text_batch_size, embed_dim)`):
+            L2-normalised sentence embeddings.
+        image_embeds (`torch.FloatTensor` of shape `(image_batch_size, embed_dim)`):
+            L2-normalised image embeddings.
+    """
+
+    loss: torch.FloatTensor | None = None
+    logits_per_text: torch.FloatTensor | None = None
+    logits_per_image: torch.FloatTensor | None = None
+    text_embeds: torch.FloatTensor | None = None
+    image_embeds: torch.FloatTensor | None = None
+
+
+def hinge_loss(
+    logits_per_text: torch.Tensor, margin: float = 0.2, reduction: str = "sum", hardest_negative: bool = False
+) -> torch.Tensor:
+    """Bidirectional hinge loss over in-batch negatives; pair i is (caption i, image i).
+
+    For every caption the other images of the batch are negatives, and for every image the other captions, each
+    contributing max(0, margin - s(positive) + s(negative)). `reduction="sum"` adds all terms (Merkx & Frank's
+    formula); `"mean"` divides each direction by batch_size**2, the diagonal counted as zero (the authors' code).
+    `hardest_negative=True` keeps only the largest term per anchor (VSE++).
+    """
+    batch_size = logits_per_text.size(0)
+    if logits_per_text.size(1) != batch_size:
+        raise ValueError(f"hinge_loss needs one image per caption, got logits of shape {tuple(logits_per_text.shape)}")
+    positives = logits_per_text.diagonal()
+    off_diagonal = ~torch.eye(batch_size, dtype=torch.bool, device=logits_per_text.device)
+    # Rows: a caption against every image; columns: an image against every caption.
+    text_anchor = (margin - positives.unsqueeze(1) + logits_per_text).clamp(min=0) * off_diagonal
+    image_anchor = (margin - positives.unsqueeze(0) + logits_per_text).clamp(min=0) * off_diagonal
+    if hardest_negative:
+        text_terms, image_terms = text_anchor.max(dim=1).values, image_anchor.max(dim=0).values
+    else:
+        text_terms, image_terms = text_anchor, image_anchor
+    if reduction == "sum":
+        return text_terms.sum() + image_terms.sum()
+    if reduction == "mean":
+        denominator = batch_size if hardest_negative else batch_size * batch_size
+        return (text_terms.sum() + image_terms.sum()) / denominator
+    raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
+
+
+class CharGRUAttentionPooling(nn.Module):
+    """Vectorial self-attention: a_t = softmax_t(V tanh(W h_t + b_w) + b_v), one weight per feature and step.
+
+    Several heads are concatenated. Padded steps get no weight.
+    """
+
+    def __init__(self, config: CharGRUConfig):
+        super().__init__()
+        width = 2 * config.hidden_size
+        self.hidden = nn.ModuleList(
+            nn.Linear(width, config.attention_hidden_size) for _ in range(config.attention_heads)
+        )
+        self.scores = nn.ModuleList(
+            nn.Linear(config.attention_hidden_size, width) for _ in range(config.attention_heads)
+        )
+
+    def forward(self, states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        padded = ~mask.bool().unsqueeze(-1)
+        pooled = []
+        for hidden, scores in zip(self.hidden, self.scores):
+            logits = scores(torch.tanh(hidden(states))).masked_fill(padded, float("-inf"))
+            pooled.append((logits.softmax(dim=1) * states).sum(dim=1))
+        return torch.cat(pooled, dim=-1)
+
+
+class CharGRUMaxPooling(nn.Module):
+    """Maximum over the unpadded time steps, per feature."""
+
+    def forward(self, states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return states.masked_fill(~mask.bool().unsqueeze(-1), float("-inf")).max(dim=1).values
+
+
+class CharGRUTextEncoder(nn.Module):
+    """Characters -> embeddings -> packed bidirectional GRU/LSTM -> masked pooling."""
+
+    def __init__(self, config: CharGRUConfig):
+        super().__init__()
+        self.embeddings = nn.Embedding(config.vocab_size, config.char_embedding_size, padding_idx=config.pad_token_id)
+        rnn_class = nn.GRU if config.rnn_type == "gru" else nn.LSTM
+        self.rnn = rnn_class(config.char_embedding_size, config.hidden_size, batch_first=True, bidirectional=True)
+        self.pooling = CharGRUAttentionPooling(config) if config.pooling == "attention" else CharGRUMaxPooling()
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        lengths = attention_mask.sum(dim=1)
+        if bool((lengths == 0).any()):
+            empty = (lengths == 0).nonzero().flatten().tolist()
+            raise ValueError(f"empty sequences at batch positions {empty}: every sentence needs a character")
+        positions = torch.arange(attention_mask.size(1), device=attention_mask.device)
+        if not torch.equal(attention_mask.bool(), positions.unsqueeze(0) < lengths.unsqueeze(1)):
+            raise ValueError("attention_mask must be right-padded (padding_side='right'); packing needs it")
+        longest = int(lengths.max())
+        input_ids, attention_mask = input_ids[:, :longest], attention_mask[:, :longest]
+        packed = pack_padded_sequence(
+            self.embeddings(input_ids), lengths.cpu(), batch_first=True, enforce_sorted=False
+        )
+        states, _ = pad_packed_sequence(self.rnn(packed)[0], batch_first=True, total_length=longest)
+        return self.pooling(states, attention_mask)
+
+
+class CharGRUPreTrainedModel(PreTrainedModel):
+    config_class = CharGRUConfig
+    base_model_prefix = "char_gru"
+    main_input_name = "input_ids"
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            init.xavier_uniform_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, std=self.config.initializer_range)
+            if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
+                init.zeros_(module.weight[module.padding_idx])
+        elif isinstance(module, (nn.GRU, nn.LSTM)):
+            for name, param in module.named_parameters():
+                if name.startswith("weight_hh"):
+                    init.orthogonal_(param)
+                elif name.startswith("weight_ih"):
+                    init.xavier_uniform_(param)
+                else:
+                    init.zeros_(param)
+
+
+class CharGRUModel(CharGRUPreTrainedModel):
+    r"""
+    Character-level recurrent sentence encoder trained against image features (Merkx & Frank, 2019).
+
+    The text branch embeds characters, runs a packed bidirectional GRU (or LSTM), pools over time with masked
+    attention (or max) pooling and L2-normalises. The image branch is a linear projection of precomputed CNN
+    features, also L2-normalised. Both land in a `config.embed_dim`-wide space compared by cosine similarity.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer
+
+    >>> tokenizer = CharTokenizer()
+    >>> model = CharGRUModel(CharGRUConfig(hidden_size=32, image_feature_dim=16))
+    >>> inputs = tokenizer(["A dog runs.", "Two cats."], padding=True, return_tensors="pt")
+    >>> outputs = model(**inputs, image_features=torch.randn(2, 16), return_loss=True)
+    >>> outputs.logits_per_text.shape
+    torch.Size([2, 2])
+    >>> model.encode(["A dog runs."], tokenizer=tokenizer).shape
+    (1, 64)
+    ```
+    """
+
+    def __init__(self, config: CharGRUConfig):
+        super().__init__(config)
+        self.text_encoder = CharGRUTextEncoder(config)
+        self.image_projection = nn.Linear(config.image_feature_dim, config.embed_dim)
+        self._tokenizer: CharTokenizer | None = None
+        self.post_init()
+
+    def get_text_features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """L2-normalised sentence embeddings of shape `(batch_size, embed_dim)`."""
+        if attention_mask is None:
+            attention_mask = (input_ids != self.config.pad_token_id).long()
+        return F.normalize(self.text_encoder(input_ids, attention_mask), dim=-1)
+
+    def get_image_features(self, image_features: torch.Tensor) -> torch.Tensor:
+        """L2-normalised image embeddings of shape `(batch_size, embed_dim)` from precomputed CNN features."""
+        if image_features.size(-1) != self.config.image_feature_dim:
+            raise ValueError(
+                f"image_features have {image_features.size(-1)} dimensions, the model expects "
+                f"config.image_feature_dim={self.config.image_feature_dim}"
+            )
+        return F.normalize(self.image_projection(image_features), dim=-1)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        image_features: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        return_loss: bool = False,
+        **kwargs,
+    ) -> CharGRUOutput:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`):
+                Character ids from [`CharTokenizer`], right-padded.
+            image_features (`torch.FloatTensor` of shape `(image_batch_size, image_feature_dim)`):
+                Precomputed CNN features; with `return_loss=True`, row i belongs to caption i.
+            attention_mask (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+                1 for characters, 0 for padding. Derived from the padding id when absent.
+            return_loss (`bool`, *optional*, defaults to `False`):
+                Whether to compute the bidirectional hinge loss.
+        """
+        text_embeds = self.get_text_features(input_ids, attention_mask)
+        image_embeds = self.get_image_features(image_features)
+        logits_per_text = text_embeds @ image_embeds.t()
+        loss = None
+        if return_loss:
+            loss = hinge_loss(
+                logits_per_text,
+                margin=self.config.margin,
+                reduction=self.config.loss_reduction,
+                hardest_negative=self.config.hardest_negative,
+            )
+        return CharGRUOutput(
+            loss=loss,
+            logits_per_text=logits_per_text,
+            logits_per_image=logits_per_text.t(),
+            text_embeds=text_embeds,
+            image_embeds=image_embeds,
+        )
+
+    @torch.no_grad()
+    def encode(
+        self,
+        sentences: str | list[str],
+        tokenizer: CharTokenizer | None = None,
+        batch_size: int = 64,
+        device: str | torch.device | None = None,
+        convert_to_numpy: bool = True,
+        show_progress_bar: bool = False,
+    ) -> np.ndarray | torch.Tensor:
+        """Embed sentences, returned in input order as an `(n, embed_dim)` array (1-D for a single string).
+
+        Sentences are sorted by length so batches carry little padding; packing and masking make every
+        embedding independent of its batch. Without `tokenizer`, the one saved beside the model is used.
+        """
+        single = isinstance(sentences, str)
+        sentences = [sentences] if single else list(sentences)
+        tokenizer = tokenizer or self.default_tokenizer()
+        if device is not None:
+            self.to(device)
+        was_training = self.training
+        self.eval()
+        order = np.argsort([-len(sentence) for sentence in sentences], kind="stable")
+        batches = range(0, len(sentences), batch_size)
+        if show_progress_bar:
+            from tqdm.auto import tqdm
+
+            batches = tqdm(batches, desc="Encoding")
+        chunks = []
+        for start in batches:
+            batch = [sentences[index] for index in order[start : start + batch_size]]
+            inputs = tokenizer(batch, padding=True, truncation=True, return_tensors="pt").to(self.device)
+            chunks.append(self.get_text_features(inputs["input_ids"], inputs["attention_mask"]))
+        self.train(was_training)
+        embeddings = torch.cat(chunks) if chunks else torch.empty(0, self.config.embed_dim, device=self.device)
+        embeddings = embeddings[torch.as_tensor(np.argsort(order), device=embeddings.device)]
+        if single:
+            embeddings = embeddings[0]
+        return embeddings.float().cpu().numpy() if convert_to_numpy else embeddings
+
+    def default_tokenizer(self) -> CharTokenizer:
+        """The tokenizer saved with this model, or the default printable-ASCII one when the sizes agree."""
+        if self._tokenizer is None:
+            source = self.config.name_or_path
+            self._tokenizer = CharTokenizer.from_pretrained(source) if source else CharTokenizer()
+            if len(self._tokenizer) != self.config.vocab_size:
+                raise ValueError(
+                    f"no tokenizer was given and none is saved with this model; the default one has "
+                    f"{len(self._tokenizer)} ids but config.vocab_size is {self.config.vocab_size}"
+                )
+        return self._tokenizer
+
+
+__all__ = ["CharGRUModel", "CharGRUPreTrainedModel", "CharGRUOutput", "hinge_loss"]

@@ -1,0 +1,100 @@
+"""Command-line arguments of recipes/train.py: dataclasses for `HfArgumentParser`, optionally seeded by a YAML file.
+
+The defaults describe the quick run on the embedded synthetic set; the papers' settings live in
+`recipes/configs/*.yaml`.
+"""
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from transformers import HfArgumentParser
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "Start from this saved model (folder or Hub id) instead of a new one."}
+    )
+    rnn_type: Literal["gru", "lstm"] = field(default="gru", metadata={"help": "Recurrent cell."})
+    hidden_size: int = field(default=128, metadata={"help": "Units per direction (the paper uses 1024)."})
+    pooling: Literal["attention", "max"] = field(default="attention", metadata={"help": "Pooling over time."})
+    attention_heads: int = field(default=1, metadata={"help": "Attention heads, concatenated."})
+    margin: float = field(default=0.2, metadata={"help": "Hinge-loss margin."})
+    loss_reduction: Literal["sum", "mean"] = field(
+        default="sum", metadata={"help": "'sum' (the paper's formula) or 'mean' (the authors' code)."}
+    )
+    hardest_negative: bool = field(default=False, metadata={"help": "VSE++ max-violation loss."})
+
+
+@dataclass
+class DataArguments:
+    dataset: str = field(default="synthetic", metadata={"help": "Dataset name; see hf_grounded.data.DATASETS."})
+    data_dir: str | None = field(default=None, metadata={"help": "Local folder of the dataset."})
+    synthetic_train_images: int = field(default=1000, metadata={"help": "Synthetic set: training images."})
+    synthetic_eval_images: int = field(
+        default=100, metadata={"help": "Synthetic set: validation and test images, each."}
+    )
+    caption_policy: Literal["all", "one"] = field(
+        default="all", metadata={"help": "'all' captions per image per epoch (Merkx & Frank) or a fixed 'one'."}
+    )
+    backbone: str = field(default="efficientnet_lite0", metadata={"help": "timm model giving image features."})
+    pretrained_file: str | None = field(
+        default=None, metadata={"help": "Local weights for the backbone (safetensors); random weights without."}
+    )
+    pretrained_backbone: bool = field(
+        default=False, metadata={"help": "Fetch the backbone's weights from the Hub when no file is given."}
+    )
+    feature_batch_size: int = field(default=32, metadata={"help": "Images per batch during feature extraction."})
+    max_length: int = field(default=512, metadata={"help": "Characters kept per caption."})
+
+
+@dataclass
+class TrainingArguments:
+    output_dir: str = field(default="outputs/char-gru-synthetic", metadata={"help": "Where the model is saved."})
+    num_train_epochs: int = field(default=8, metadata={"help": "Training epochs."})
+    max_steps: int = field(default=-1, metadata={"help": "If positive, stop after this many optimiser steps."})
+    per_device_train_batch_size: int = field(default=32, metadata={"help": "Caption-image pairs per batch."})
+    per_device_eval_batch_size: int = field(default=128, metadata={"help": "Batch size when encoding."})
+    learning_rate: float = field(default=1e-3, metadata={"help": "Peak learning rate of Adam."})
+    lr_scheduler_type: str = field(
+        default="cosine", metadata={"help": "Any name accepted by transformers.get_scheduler."}
+    )
+    warmup_steps: int = field(default=0, metadata={"help": "Linear warm-up steps."})
+    seed: int = field(default=42, metadata={"help": "Seed of model initialisation, sampling and the data."})
+    logging_steps: int = field(default=50, metadata={"help": "Log the training loss every this many steps."})
+    dataloader_num_workers: int = field(default=0, metadata={"help": "DataLoader worker processes."})
+
+
+ARGUMENT_CLASSES = (ModelArguments, DataArguments, TrainingArguments)
+
+
+def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, DataArguments, TrainingArguments]:
+    """Parse `--config FILE.yaml` first, use its values as defaults, then apply the other command-line flags."""
+    parser = HfArgumentParser(ARGUMENT_CLASSES)
+    parser.add_argument("--config", type=str, default=None, help="YAML file of argument values.")
+    known, _ = parser.parse_known_args(argv)
+    if known.config is not None:
+        parser.set_defaults(**read_config(known.config))
+    *arguments, _namespace_config = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=False,
+                                                                       look_for_args_file=False)
+    return tuple(arguments)
+
+
+def read_config(path: str) -> dict:
+    """The YAML file's mapping, refusing keys that are not arguments so a typo never goes unnoticed."""
+    config_path = Path(path)
+    if not config_path.is_file():
+        raise FileNotFoundError(f"config file {path} does not exist")
+    values = yaml.safe_load(config_path.read_text()) or {}
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: expected a mapping of argument names to values")
+    known = {f.name for cls in ARGUMENT_CLASSES for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"{path}: unknown arguments {unknown}")
+    return values
+
+
+__all__ = ["ModelArguments", "DataArguments", "TrainingArguments", "parse_arguments", "read_config"]

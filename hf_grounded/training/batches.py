@@ -1,0 +1,92 @@
+"""Tokenised captions beside their images' features, and the batches the trainer and evaluation draw from them."""
+
+from dataclasses import dataclass
+
+import torch
+from datasets import Dataset
+from torch.utils.data import Dataset as TorchDataset
+from transformers import PreTrainedTokenizerBase
+
+
+@dataclass
+class EncodedSplit:
+    """One split ready for the model: captions flattened image-major, each pointing at its image's features."""
+
+    input_ids: list[list[int]]
+    caption_to_image: torch.Tensor
+    image_features: torch.Tensor
+    captions_per_image: list[int]
+
+    @classmethod
+    def from_dataset(
+        cls, dataset: Dataset, image_features: torch.Tensor, tokenizer: PreTrainedTokenizerBase, max_length: int
+    ) -> "EncodedSplit":
+        captions = dataset["captions"]
+        image_ids = dataset["image_id"] if "image_id" in dataset.column_names else list(range(len(captions)))
+        if len(captions) != image_features.size(0):
+            raise ValueError(f"{len(captions)} images have captions but {image_features.size(0)} have features")
+        flat, owners = [], []
+        for image_index, image_captions in enumerate(captions):
+            for caption in image_captions:
+                if not caption or not caption.strip():
+                    raise ValueError(f"image {image_ids[image_index]} has an empty caption")
+                flat.append(caption)
+                owners.append(image_index)
+        input_ids = tokenizer(flat, truncation=True, max_length=max_length)["input_ids"]
+        return cls(
+            input_ids=input_ids,
+            caption_to_image=torch.tensor(owners, dtype=torch.long),
+            image_features=image_features,
+            captions_per_image=[len(image_captions) for image_captions in captions],
+        )
+
+
+class CaptionImagePairs(TorchDataset):
+    """Item k is caption k with its image's features; batched by `CaptionBatchSampler`."""
+
+    def __init__(self, split: EncodedSplit):
+        self.split = split
+
+    def __len__(self) -> int:
+        return len(self.split.input_ids)
+
+    def __getitem__(self, index: int) -> dict:
+        image = int(self.split.caption_to_image[index])
+        return {"input_ids": self.split.input_ids[index], "image_features": self.split.image_features[image]}
+
+
+class Captions(TorchDataset):
+    """Item k is caption k and its position, so embeddings gathered across processes can be put back in order."""
+
+    def __init__(self, input_ids: list[list[int]]):
+        self.input_ids = input_ids
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def __getitem__(self, index: int) -> dict:
+        return {"input_ids": self.input_ids[index], "index": index}
+
+
+def length_sorted_batches(input_ids: list[list[int]], batch_size: int) -> list[list[int]]:
+    """Batches of caption positions with similar lengths, for encoding with little padding."""
+    order = sorted(range(len(input_ids)), key=lambda index: len(input_ids[index]))
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def collate_captions(items: list[dict], pad_token_id: int = 0) -> dict[str, torch.Tensor]:
+    """Right-pad `input_ids`, build `attention_mask`, and stack every other field."""
+    longest = max(len(item["input_ids"]) for item in items)
+    input_ids = torch.full((len(items), longest), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(items), longest), dtype=torch.long)
+    for row, item in enumerate(items):
+        input_ids[row, : len(item["input_ids"])] = torch.as_tensor(item["input_ids"])
+        attention_mask[row, : len(item["input_ids"])] = 1
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask}
+    for key in items[0]:
+        if key != "input_ids":
+            batch[key] = torch.stack([torch.as_tensor(item[key]) for item in items])
+    return batch
+
+
+__all__ = ["EncodedSplit", "CaptionImagePairs", "Captions", "length_sorted_batches", "collate_captions"]

@@ -1,0 +1,217 @@
+"""The Accelerate training loop shared by the recipes: data → features → model → train → evaluate → save."""
+
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+from transformers import get_scheduler
+
+from ..data import CaptionBatchSampler, load_captioned_images
+from ..evaluation import format_retrieval_table, retrieval_metrics
+from ..features import create_backbone, extract_image_features
+from ..model_card import write_model_card
+from ..models.char_gru import CharGRUConfig, CharGRUModel, CharTokenizer
+from .arguments import DataArguments, ModelArguments, TrainingArguments
+from .batches import CaptionImagePairs, Captions, EncodedSplit, collate_captions, length_sorted_batches
+
+logger = logging.getLogger(__name__)
+
+
+def train(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
+    """Train a char-GRU model as the arguments say, save it to `output_dir`, and return the test results."""
+    accelerator = Accelerator()
+    set_seed(training_args.seed)
+    started = time.perf_counter()
+
+    dataset_kwargs = {}
+    if data_args.dataset == "synthetic":
+        dataset_kwargs = {"num_train": data_args.synthetic_train_images, "num_eval": data_args.synthetic_eval_images}
+    dataset = load_captioned_images(data_args.dataset, data_args.data_dir, seed=training_args.seed, **dataset_kwargs)
+
+    backbone = create_backbone(data_args.backbone, data_args.pretrained_file, data_args.pretrained_backbone)
+    features = {
+        split: extract_image_features(
+            dataset[split]["image"],
+            backbone,
+            batch_size=data_args.feature_batch_size,
+            device=accelerator.device,
+            num_workers=training_args.dataloader_num_workers,
+            show_progress_bar=accelerator.is_local_main_process,
+        )
+        for split in ("train", "validation", "test")
+    }
+    del backbone
+
+    if model_args.model_name_or_path is not None:
+        model = CharGRUModel.from_pretrained(model_args.model_name_or_path)
+        tokenizer = CharTokenizer.from_pretrained(model_args.model_name_or_path)
+    else:
+        tokenizer = CharTokenizer(model_max_length=data_args.max_length)
+        model = CharGRUModel(_build_config(model_args, len(tokenizer), features["train"].size(1)))
+    splits = {
+        split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, data_args.max_length)
+        for split in features
+    }
+
+    sampler = CaptionBatchSampler(
+        splits["train"].captions_per_image,
+        training_args.per_device_train_batch_size,
+        policy=data_args.caption_policy,
+        seed=training_args.seed,
+    )
+    train_loader = DataLoader(
+        CaptionImagePairs(splits["train"]),
+        batch_sampler=sampler,
+        collate_fn=collate_captions,
+        num_workers=training_args.dataloader_num_workers,
+    )
+    optimizer = torch.optim.Adam(model.parameters(), lr=training_args.learning_rate)
+    steps_per_epoch = math.ceil(len(sampler) / accelerator.num_processes)
+    if training_args.max_steps > 0:
+        total_steps = training_args.max_steps
+        num_epochs = math.ceil(total_steps / steps_per_epoch)
+    else:
+        num_epochs = training_args.num_train_epochs
+        total_steps = num_epochs * steps_per_epoch
+    scheduler = get_scheduler(
+        training_args.lr_scheduler_type,
+        optimizer,
+        num_warmup_steps=training_args.warmup_steps,
+        num_training_steps=total_steps,
+    )
+    model, optimizer, train_loader, scheduler = accelerator.prepare(model, optimizer, train_loader, scheduler)
+
+    logger.info("training on %d captions of %d images for %d steps", len(splits["train"].input_ids),
+                len(splits["train"].captions_per_image), total_steps)
+    history = []
+    step = 0
+    progress = tqdm(total=total_steps, desc="Training", disable=not accelerator.is_local_main_process)
+    for epoch in range(num_epochs):
+        model.train()
+        sampler.set_epoch(epoch)
+        train_loader.set_epoch(epoch)
+        epoch_loss, epoch_batches = 0.0, 0
+        for batch in train_loader:
+            loss = model(**batch, return_loss=True).loss
+            accelerator.backward(loss)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            step += 1
+            epoch_loss += loss.item()
+            epoch_batches += 1
+            progress.update(1)
+            if step % training_args.logging_steps == 0:
+                progress.set_postfix(loss=f"{loss.item():.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
+            if step >= total_steps:
+                break
+        validation = evaluate_retrieval(model, splits["validation"], accelerator, training_args.per_device_eval_batch_size)
+        history.append({"epoch": epoch + 1, "step": step, "train_loss": epoch_loss / max(epoch_batches, 1),
+                        "validation": validation})
+        if accelerator.is_main_process:
+            logger.info("epoch %d: loss %.4f, validation R@10 c2i %.1f i2c %.1f", epoch + 1, history[-1]["train_loss"],
+                        validation["c2i"]["R@10"], validation["i2c"]["R@10"])
+        if step >= total_steps:
+            break
+    progress.close()
+    train_seconds = time.perf_counter() - started
+
+    test = evaluate_retrieval(model, splits["test"], accelerator, training_args.per_device_eval_batch_size)
+    results = {"test": {"retrieval": test}}
+    if accelerator.is_main_process:
+        output_dir = Path(training_args.output_dir)
+        save_model(accelerator.unwrap_model(model), tokenizer, output_dir)
+        (output_dir / "results.json").write_text(json.dumps(results, indent=2))
+        (output_dir / "training_history.json").write_text(json.dumps(history, indent=2))
+        write_model_card(
+            output_dir,
+            results=results,
+            dataset=data_args.dataset,
+            backbone=data_args.backbone,
+            hyperparameters={
+                "epochs": epoch + 1,
+                "steps": step,
+                "batch_size": training_args.per_device_train_batch_size * accelerator.num_processes,
+                "learning_rate": training_args.learning_rate,
+                "lr_scheduler_type": training_args.lr_scheduler_type,
+                "caption_policy": data_args.caption_policy,
+                "seed": training_args.seed,
+            },
+            config=accelerator.unwrap_model(model).config,
+        )
+        print(format_retrieval_table(test, title=f"test ({data_args.dataset})"))
+        print(f"trained in {train_seconds:.0f} s; model saved to {output_dir}")
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return results
+
+
+def _build_config(model_args: ModelArguments, vocab_size: int, image_feature_dim: int) -> CharGRUConfig:
+    return CharGRUConfig(
+        vocab_size=vocab_size,
+        rnn_type=model_args.rnn_type,
+        hidden_size=model_args.hidden_size,
+        pooling=model_args.pooling,
+        attention_heads=model_args.attention_heads,
+        margin=model_args.margin,
+        loss_reduction=model_args.loss_reduction,
+        hardest_negative=model_args.hardest_negative,
+        image_feature_dim=image_feature_dim,
+    )
+
+
+@torch.no_grad()
+def evaluate_retrieval(model, split: EncodedSplit, accelerator: Accelerator, batch_size: int) -> dict:
+    """Retrieval metrics on a split; captions are encoded on all processes and gathered in order."""
+    model.eval()
+    loader = accelerator.prepare_data_loader(
+        DataLoader(
+            Captions(split.input_ids),
+            batch_sampler=length_sorted_batches(split.input_ids, batch_size),
+            collate_fn=collate_captions,
+        )
+    )
+    unwrapped = accelerator.unwrap_model(model)
+    embeddings, positions = [], []
+    for batch in loader:
+        text = unwrapped.get_text_features(batch["input_ids"], batch["attention_mask"])
+        embeddings.append(accelerator.gather(text))
+        positions.append(accelerator.gather(batch["index"]))
+    text_embeds = torch.empty(len(split.input_ids), unwrapped.config.embed_dim, device=accelerator.device)
+    text_embeds[torch.cat(positions)] = torch.cat(embeddings)
+    image_embeds = unwrapped.get_image_features(split.image_features.to(accelerator.device))
+    model.train()
+    return retrieval_metrics(text_embeds, image_embeds, split.caption_to_image.to(accelerator.device))
+
+
+def save_model(model: CharGRUModel, tokenizer: CharTokenizer, output_dir: Path) -> None:
+    """Write model, code files for `trust_remote_code`, tokenizer and config, replacing files one by one atomically.
+
+    Everything is first written to a temporary folder beside `output_dir`, so an interrupted save never leaves a
+    half-written weights file.
+    """
+    output_dir.mkdir(parents=True, exist_ok=True)
+    model.config.register_for_auto_class()
+    model.register_for_auto_class("AutoModel")
+    tokenizer.register_for_auto_class("AutoTokenizer")
+    staging = Path(tempfile.mkdtemp(prefix=".saving-", dir=output_dir.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        for path in staging.iterdir():
+            os.replace(path, output_dir / path.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+__all__ = ["train", "evaluate_retrieval", "save_model"]

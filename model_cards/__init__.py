@@ -1,0 +1,1 @@
+"""Model card templates, shipped inside the package as `hf_grounded.model_cards`."""

@@ -1,0 +1,31 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="hf_grounded",
+    version="0.1.0",
+    description="Visually grounded sentence encoders (char-GRU, VETE, grounded SkipThought) for the Hugging Face stack",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["hf_grounded", "hf_grounded.*"]) + ["hf_grounded.model_cards"],
+    # The card templates live at the top level for contributors and ship inside the package for users.
+    package_dir={"hf_grounded.model_cards": "model_cards"},
+    package_data={"hf_grounded.model_cards": ["*.md"]},
+    install_requires=[
+        "torch>=2.4",
+        "torchvision",
+        "transformers>=5.0,<6",
+        "datasets>=4.0",
+        "accelerate>=1.0",
+        "timm>=1.0",
+        "safetensors>=0.4",
+        "huggingface_hub>=1.0",
+        "jinja2",
+        "pillow",
+        "pyyaml",
+        "tqdm",
+        "numpy",
+    ],
+    extras_require={"test": ["pytest>=8", "scipy"]},
+)
