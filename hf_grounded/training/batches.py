@@ -21,8 +21,8 @@ class EncodedSplit:
     def from_dataset(
         cls, dataset: Dataset, image_features: torch.Tensor, tokenizer: PreTrainedTokenizerBase, max_length: int
     ) -> "EncodedSplit":
-        captions = dataset["captions"]
-        image_ids = dataset["image_id"] if "image_id" in dataset.column_names else list(range(len(captions)))
+        captions = list(dataset["captions"])
+        image_ids = list(dataset["image_id"]) if "image_id" in dataset.column_names else list(range(len(captions)))
         if len(captions) != image_features.size(0):
             raise ValueError(f"{len(captions)} images have captions but {image_features.size(0)} have features")
         flat, owners = [], []

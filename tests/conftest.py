@@ -1,0 +1,42 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+# Tests never reach the network: the Hub is unreachable here and in CI.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED = REPO_ROOT.parent / "shared"
+
+
+@pytest.fixture(autouse=True)
+def isolated_module_cache(tmp_path, monkeypatch):
+    """Keep transformers' copies of remote code in the test's own folder."""
+    monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "hf_modules"))
+
+
+@pytest.fixture
+def tokenizer():
+    from hf_grounded import CharTokenizer
+
+    return CharTokenizer()
+
+
+@pytest.fixture
+def tiny_config():
+    from hf_grounded import CharGRUConfig
+
+    return CharGRUConfig(hidden_size=16, attention_hidden_size=8, image_feature_dim=12)
+
+
+def run_python(code: str, cwd: Path, env: dict | None = None):
+    """Run `code` in a fresh interpreter; return the completed process."""
+    import subprocess
+
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True
+    )

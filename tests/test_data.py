@@ -1,0 +1,91 @@
+import itertools
+
+import pytest
+from datasets import Image
+
+from hf_grounded.data import CaptionBatchSampler, caption_pairs, load_captioned_images, make_synthetic_dataset
+from hf_grounded.data.synthetic import COLOURS, SHAPES, SIZES
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    return make_synthetic_dataset(num_train=60, num_validation=10, num_test=10, seed=3)
+
+
+def test_synthetic_schema_and_splits(synthetic):
+    assert {split: len(rows) for split, rows in synthetic.items()} == {"train": 60, "validation": 10, "test": 10}
+    assert isinstance(synthetic["train"].features["image"], Image)
+    row = synthetic["test"][0]
+    assert row["image"].size == (128, 128) and row["image"].mode == "RGB"
+    assert len(row["captions"]) == 5 and all(caption.strip() for caption in row["captions"])
+    ids = [image_id for split in synthetic.values() for image_id in split["image_id"]]
+    assert len(set(ids)) == 80
+
+
+def test_synthetic_is_deterministic_and_splits_are_independent(synthetic):
+    again = make_synthetic_dataset(num_train=60, num_validation=10, num_test=10, seed=3)
+    bigger_train = make_synthetic_dataset(num_train=80, num_validation=10, num_test=10, seed=3)
+    other_seed = make_synthetic_dataset(num_train=60, num_validation=10, num_test=10, seed=4)
+    assert list(again["train"]["captions"]) == list(synthetic["train"]["captions"])
+    assert again["train"][5]["image"].tobytes() == synthetic["train"][5]["image"].tobytes()
+    assert list(bigger_train["test"]["captions"]) == list(synthetic["test"]["captions"])
+    assert list(other_seed["train"]["captions"]) != list(synthetic["train"]["captions"])
+
+
+def test_synonyms_never_share_a_caption_but_meet_through_images():
+    dataset = make_synthetic_dataset(num_train=300, num_validation=0, num_test=0, seed=0)["train"]
+    pairs = [(plain, synonym) for plain, synonym, _ in COLOURS] + SHAPES + SIZES
+    met_through_an_image = set()
+    for captions in dataset["captions"]:
+        words_per_caption = [set(caption.lower().rstrip(".").replace(",", "").replace(":", "").split())
+                             for caption in captions]
+        for plain, synonym in pairs:
+            assert not any(plain in words and synonym in words for words in words_per_caption), (plain, captions)
+            if any(plain in words for words in words_per_caption) and any(synonym in words for words in words_per_caption):
+                met_through_an_image.add(plain)
+    assert met_through_an_image == {plain for plain, _ in pairs}
+
+
+def test_unknown_dataset_name_is_refused():
+    with pytest.raises(ValueError, match="unknown dataset 'flickr9k'"):
+        load_captioned_images("flickr9k")
+    with pytest.raises(ValueError, match="takes no data_dir"):
+        load_captioned_images("synthetic", data_dir="/somewhere")
+
+
+def _epoch(sampler, epoch):
+    sampler.set_epoch(epoch)
+    return list(sampler)
+
+
+def test_all_policy_shows_every_caption_once_per_epoch_without_duplicate_images():
+    counts = [5, 5, 3, 5, 5, 5, 4]
+    pairs = caption_pairs(counts)
+    sampler = CaptionBatchSampler(counts, batch_size=3, policy="all", seed=1)
+    batches = _epoch(sampler, 0)
+    assert len(batches) == len(sampler) == 5 * 3  # 5 passes of ceil(7 / 3) batches
+    for batch in batches:
+        images = [pairs[index][0] for index in batch]
+        assert len(images) == len(set(images)), batch
+    seen = [pairs[index] for batch in batches for index in batch]
+    assert set(seen) == set(pairs)  # every caption, images with fewer captions repeating theirs
+    assert len(seen) == 5 * len(counts)
+    assert _epoch(sampler, 0) == batches
+    assert _epoch(sampler, 1) != batches
+
+
+def test_one_policy_keeps_a_fixed_caption_per_image():
+    counts = [5] * 10
+    pairs = caption_pairs(counts)
+    sampler = CaptionBatchSampler(counts, batch_size=4, policy="one", seed=2)
+    chosen = [{pairs[i] for batch in _epoch(sampler, epoch) for i in batch} for epoch in range(3)]
+    assert chosen[0] == chosen[1] == chosen[2]
+    assert sorted(image for image, _ in chosen[0]) == list(range(10))
+    assert len(sampler) == 3
+
+
+def test_sampler_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="policy"):
+        CaptionBatchSampler([1], 2, policy="some")
+    with pytest.raises(ValueError, match="image 1 has no caption"):
+        CaptionBatchSampler([1, 0], 2)

@@ -1,0 +1,78 @@
+import json
+import subprocess
+import sys
+
+import pytest
+from transformers import AutoModel
+
+from hf_grounded.evaluation import chance_recall
+from hf_grounded.training import DataArguments, ModelArguments, TrainingArguments, parse_arguments, train
+
+from .conftest import REPO_ROOT
+
+
+def test_short_training_run_beats_chance_clearly(tmp_path):
+    output_dir = tmp_path / "model"
+    results = train(
+        ModelArguments(hidden_size=64),
+        DataArguments(backbone="test_efficientnet", synthetic_train_images=300, synthetic_eval_images=100),
+        TrainingArguments(output_dir=str(output_dir), num_train_epochs=6, seed=0),
+    )
+    chance = chance_recall(num_images=100, captions_per_image=5, k=10)
+    retrieval = results["test"]["retrieval"]
+    assert retrieval["c2i"]["R@10"] >= 2.5 * chance["c2i"], retrieval
+    assert retrieval["i2c"]["R@10"] >= 2.5 * chance["i2c"], retrieval
+
+    assert json.loads((output_dir / "results.json").read_text()) == results
+    card = (output_dir / "README.md").read_text()
+    assert "model-index" in card and f"{retrieval['c2i']['R@10']:.1f}" in card
+    history = json.loads((output_dir / "training_history.json").read_text())
+    assert [entry["epoch"] for entry in history] == list(range(1, 7))
+    assert history[-1]["train_loss"] < history[0]["train_loss"]
+    # 'red'/'crimson' and 'square'/'box' never share a caption: only the images link them.
+    model = AutoModel.from_pretrained(output_dir)
+    red_square, crimson_box, blue_circle = model.encode(["a red square", "a crimson box", "a blue circle"])
+    assert red_square @ crimson_box > red_square @ blue_circle
+
+
+def test_config_file_with_command_line_overrides(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("hidden_size: 32\nlearning_rate: 0.01\nnum_train_epochs: 3\n")
+    model_args, data_args, training_args = parse_arguments(
+        ["--config", str(config), "--num_train_epochs", "5", "--backbone", "resnet18"]
+    )
+    assert model_args.hidden_size == 32 and training_args.learning_rate == 0.01
+    assert training_args.num_train_epochs == 5 and data_args.backbone == "resnet18"
+    defaults = parse_arguments([])
+    assert defaults[0].hidden_size == 128 and defaults[2].output_dir == "outputs/char-gru-synthetic"
+
+
+def test_config_file_with_unknown_key_is_refused(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("hiden_size: 32\n")
+    with pytest.raises(ValueError, match="unknown arguments \\['hiden_size'\\]"):
+        parse_arguments(["--config", str(config)])
+
+
+def test_shipped_configs_parse():
+    for config in (REPO_ROOT / "recipes" / "configs").glob("*.yaml"):
+        parse_arguments(["--config", str(config)])
+
+
+def test_command_line_smoke(tmp_path):
+    output_dir = tmp_path / "cli"
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1", "--cpu",
+        str(REPO_ROOT / "recipes" / "train.py"),
+        "--config", str(REPO_ROOT / "recipes" / "configs" / "char_gru_synthetic.yaml"),
+        "--output_dir", str(output_dir), "--max_steps", "3", "--hidden_size", "16",
+        "--backbone", "test_efficientnet", "--synthetic_train_images", "40", "--synthetic_eval_images", "20",
+    ]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "| caption → image |" in result.stdout
+    results = json.loads((output_dir / "results.json").read_text())
+    for direction in ("c2i", "i2c"):
+        assert set(results["test"]["retrieval"][direction]) == {"R@1", "R@5", "R@10", "median_rank", "mean_rank"}
+    for name in ("model.safetensors", "config.json", "tokenizer_config.json", "vocab.json", "README.md"):
+        assert (output_dir / name).is_file(), name
