@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
+from datasets import DatasetDict
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 from transformers import get_scheduler
@@ -26,6 +27,8 @@ from .batches import CaptionImagePairs, Captions, EncodedSplit, collate_captions
 
 logger = logging.getLogger(__name__)
 
+SPLITS = ("train", "validation", "test")
+
 
 def train(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
     """Train a char-GRU model as the arguments say, save it to `output_dir`, and return the test results."""
@@ -33,34 +36,12 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     set_seed(training_args.seed)
     started = time.perf_counter()
 
-    dataset_kwargs = {}
-    if data_args.dataset == "synthetic":
-        dataset_kwargs = {"num_train": data_args.synthetic_train_images, "num_eval": data_args.synthetic_eval_images}
-    dataset = load_captioned_images(data_args.dataset, data_args.data_dir, seed=training_args.seed, **dataset_kwargs)
-
-    backbone = create_backbone(data_args.backbone, data_args.pretrained_file, data_args.pretrained_backbone)
-    features = {
-        split: extract_image_features(
-            dataset[split]["image"],
-            backbone,
-            batch_size=data_args.feature_batch_size,
-            device=accelerator.device,
-            num_workers=training_args.dataloader_num_workers,
-            show_progress_bar=accelerator.is_local_main_process,
-        )
-        for split in ("train", "validation", "test")
-    }
-    del backbone
-
-    if model_args.model_name_or_path is not None:
-        model = CharGRUModel.from_pretrained(model_args.model_name_or_path)
-        tokenizer = CharTokenizer.from_pretrained(model_args.model_name_or_path)
-    else:
-        tokenizer = CharTokenizer(model_max_length=data_args.max_length)
-        model = CharGRUModel(_build_config(model_args, len(tokenizer), features["train"].size(1)))
+    dataset = _load_dataset(data_args, training_args.seed)
+    features = _extract_features(dataset, data_args, training_args, accelerator)
+    model, tokenizer = _model_and_tokenizer(model_args, data_args, image_feature_dim=features["train"].size(1))
     splits = {
         split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, data_args.max_length)
-        for split in features
+        for split in SPLITS
     }
 
     sampler = CaptionBatchSampler(
@@ -75,7 +56,6 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         collate_fn=collate_captions,
         num_workers=training_args.dataloader_num_workers,
     )
-    optimizer = torch.optim.Adam(model.parameters(), lr=training_args.learning_rate)
     steps_per_epoch = math.ceil(len(sampler) / accelerator.num_processes)
     if training_args.max_steps > 0:
         total_steps = training_args.max_steps
@@ -83,6 +63,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     else:
         num_epochs = training_args.num_train_epochs
         total_steps = num_epochs * steps_per_epoch
+    optimizer = torch.optim.Adam(model.parameters(), lr=training_args.learning_rate)
     scheduler = get_scheduler(
         training_args.lr_scheduler_type,
         optimizer,
@@ -91,15 +72,14 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     )
     model, optimizer, train_loader, scheduler = accelerator.prepare(model, optimizer, train_loader, scheduler)
 
-    logger.info("training on %d captions of %d images for %d steps", len(splits["train"].input_ids),
-                len(splits["train"].captions_per_image), total_steps)
+    logger.info("training on %d captions of %d images for %d steps (%d epochs)", len(splits["train"].input_ids),
+                len(splits["train"].captions_per_image), total_steps, num_epochs)
     history = []
     step = 0
     progress = tqdm(total=total_steps, desc="Training", disable=not accelerator.is_local_main_process)
     for epoch in range(num_epochs):
         model.train()
-        sampler.set_epoch(epoch)
-        train_loader.set_epoch(epoch)
+        train_loader.set_epoch(epoch)  # reaches the sampler through Accelerate's wrapper
         epoch_loss, epoch_batches = 0.0, 0
         for batch in train_loader:
             loss = model(**batch, return_loss=True).loss
@@ -117,20 +97,19 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
                 break
         validation = evaluate_retrieval(model, splits["validation"], accelerator, training_args.per_device_eval_batch_size)
         history.append({"epoch": epoch + 1, "step": step, "train_loss": epoch_loss / max(epoch_batches, 1),
-                        "validation": validation})
-        if accelerator.is_main_process:
-            logger.info("epoch %d: loss %.4f, validation R@10 c2i %.1f i2c %.1f", epoch + 1, history[-1]["train_loss"],
-                        validation["c2i"]["R@10"], validation["i2c"]["R@10"])
+                        "validation": {"retrieval": validation}})
+        logger.info("epoch %d: loss %.4f, validation R@10 c2i %.1f i2c %.1f", epoch + 1, history[-1]["train_loss"],
+                    validation["c2i"]["R@10"], validation["i2c"]["R@10"])
         if step >= total_steps:
             break
     progress.close()
-    train_seconds = time.perf_counter() - started
 
     test = evaluate_retrieval(model, splits["test"], accelerator, training_args.per_device_eval_batch_size)
     results = {"test": {"retrieval": test}}
     if accelerator.is_main_process:
         output_dir = Path(training_args.output_dir)
-        save_model(accelerator.unwrap_model(model), tokenizer, output_dir)
+        unwrapped = accelerator.unwrap_model(model)
+        save_model(unwrapped, tokenizer, output_dir)
         (output_dir / "results.json").write_text(json.dumps(results, indent=2))
         (output_dir / "training_history.json").write_text(json.dumps(history, indent=2))
         write_model_card(
@@ -139,7 +118,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
             dataset=data_args.dataset,
             backbone=data_args.backbone,
             hyperparameters={
-                "epochs": epoch + 1,
+                "epochs": len(history),
                 "steps": step,
                 "batch_size": training_args.per_device_train_batch_size * accelerator.num_processes,
                 "learning_rate": training_args.learning_rate,
@@ -147,18 +126,53 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
                 "caption_policy": data_args.caption_policy,
                 "seed": training_args.seed,
             },
-            config=accelerator.unwrap_model(model).config,
+            config=unwrapped.config,
         )
         print(format_retrieval_table(test, title=f"test ({data_args.dataset})"))
-        print(f"trained in {train_seconds:.0f} s; model saved to {output_dir}")
+        print(f"finished in {time.perf_counter() - started:.0f} s; model saved to {output_dir}")
     accelerator.wait_for_everyone()
     accelerator.end_training()
     return results
 
 
-def _build_config(model_args: ModelArguments, vocab_size: int, image_feature_dim: int) -> CharGRUConfig:
-    return CharGRUConfig(
-        vocab_size=vocab_size,
+def _load_dataset(data_args: DataArguments, seed: int) -> DatasetDict:
+    options = {}
+    if data_args.dataset == "synthetic":
+        options = {"num_train": data_args.synthetic_train_images, "num_eval": data_args.synthetic_eval_images}
+    return load_captioned_images(data_args.dataset, data_args.data_dir, seed=seed, **options)
+
+
+def _extract_features(
+    dataset: DatasetDict, data_args: DataArguments, training_args: TrainingArguments, accelerator: Accelerator
+) -> dict[str, torch.Tensor]:
+    backbone = create_backbone(data_args.backbone, data_args.pretrained_file, data_args.pretrained_backbone)
+    return {
+        split: extract_image_features(
+            dataset[split]["image"],
+            backbone,
+            batch_size=data_args.feature_batch_size,
+            device=accelerator.device,
+            num_workers=training_args.dataloader_num_workers,
+            show_progress_bar=accelerator.is_local_main_process,
+        )
+        for split in SPLITS
+    }
+
+
+def _model_and_tokenizer(
+    model_args: ModelArguments, data_args: DataArguments, image_feature_dim: int
+) -> tuple[CharGRUModel, CharTokenizer]:
+    if model_args.model_name_or_path is not None:
+        model = CharGRUModel.from_pretrained(model_args.model_name_or_path)
+        if model.config.image_feature_dim != image_feature_dim:
+            raise ValueError(
+                f"{model_args.model_name_or_path} expects {model.config.image_feature_dim}-d image features but "
+                f"backbone {data_args.backbone} gives {image_feature_dim}"
+            )
+        return model, CharTokenizer.from_pretrained(model_args.model_name_or_path)
+    tokenizer = CharTokenizer(model_max_length=data_args.max_length)
+    config = CharGRUConfig(
+        vocab_size=len(tokenizer),
         rnn_type=model_args.rnn_type,
         hidden_size=model_args.hidden_size,
         pooling=model_args.pooling,
@@ -168,11 +182,17 @@ def _build_config(model_args: ModelArguments, vocab_size: int, image_feature_dim
         hardest_negative=model_args.hardest_negative,
         image_feature_dim=image_feature_dim,
     )
+    return CharGRUModel(config), tokenizer
 
 
 @torch.no_grad()
 def evaluate_retrieval(model, split: EncodedSplit, accelerator: Accelerator, batch_size: int) -> dict:
-    """Retrieval metrics on a split; captions are encoded on all processes and gathered in order."""
+    """Retrieval metrics on a split; captions are encoded on all processes and gathered by position.
+
+    Scattering the gathered embeddings back by caption position also absorbs the samples Accelerate repeats
+    to even out the last batches across processes.
+    """
+    was_training = model.training
     model.eval()
     loader = accelerator.prepare_data_loader(
         DataLoader(
@@ -182,24 +202,22 @@ def evaluate_retrieval(model, split: EncodedSplit, accelerator: Accelerator, bat
         )
     )
     unwrapped = accelerator.unwrap_model(model)
-    embeddings, positions = [], []
-    for batch in loader:
-        text = unwrapped.get_text_features(batch["input_ids"], batch["attention_mask"])
-        embeddings.append(accelerator.gather(text))
-        positions.append(accelerator.gather(batch["index"]))
     text_embeds = torch.empty(len(split.input_ids), unwrapped.config.embed_dim, device=accelerator.device)
-    text_embeds[torch.cat(positions)] = torch.cat(embeddings)
+    for batch in loader:
+        embeddings = unwrapped.get_text_features(batch["input_ids"], batch["attention_mask"])
+        text_embeds[accelerator.gather(batch["index"])] = accelerator.gather(embeddings)
     image_embeds = unwrapped.get_image_features(split.image_features.to(accelerator.device))
-    model.train()
+    model.train(was_training)
     return retrieval_metrics(text_embeds, image_embeds, split.caption_to_image.to(accelerator.device))
 
 
 def save_model(model: CharGRUModel, tokenizer: CharTokenizer, output_dir: Path) -> None:
-    """Write model, code files for `trust_remote_code`, tokenizer and config, replacing files one by one atomically.
+    """Write model, code files for `trust_remote_code`, tokenizer and config into `output_dir`.
 
-    Everything is first written to a temporary folder beside `output_dir`, so an interrupted save never leaves a
-    half-written weights file.
+    Everything is first written to a temporary folder beside `output_dir` and then moved in file by file with
+    atomic renames, so an interrupted save never leaves a half-written weights file.
     """
+    output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     model.config.register_for_auto_class()
     model.register_for_auto_class("AutoModel")

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import ModelOutput
@@ -266,12 +267,8 @@ class CharGRUModel(CharGRUPreTrainedModel):
         self.eval()
         order = np.argsort([-len(sentence) for sentence in sentences], kind="stable")
         batches = range(0, len(sentences), batch_size)
-        if show_progress_bar:
-            from tqdm.auto import tqdm
-
-            batches = tqdm(batches, desc="Encoding")
         chunks = []
-        for start in batches:
+        for start in tqdm(batches, desc="Encoding", disable=not show_progress_bar):
             batch = [sentences[index] for index in order[start : start + batch_size]]
             inputs = tokenizer(batch, padding=True, truncation=True, return_tensors="pt").to(self.device)
             chunks.append(self.get_text_features(inputs["input_ids"], inputs["attention_mask"]))
