@@ -53,6 +53,7 @@ class CharGRUConfig(PreTrainedConfig):
     >>> model = CharGRUModel(config)
     >>> config.embed_dim
     128
+
     ```
     """
 

@@ -180,6 +180,7 @@ class CharGRUModel(CharGRUPreTrainedModel):
     torch.Size([2, 2])
     >>> model.encode(["A dog runs."], tokenizer=tokenizer).shape
     (1, 64)
+
     ```
     """
 
@@ -260,6 +261,9 @@ class CharGRUModel(CharGRUPreTrainedModel):
         """
         single = isinstance(sentences, str)
         sentences = [sentences] if single else list(sentences)
+        empty = [index for index, sentence in enumerate(sentences) if not sentence]
+        if empty:
+            raise ValueError(f"cannot encode empty sentences (input positions {empty[:10]})")
         tokenizer = tokenizer or self.default_tokenizer()
         if device is not None:
             self.to(device)

@@ -44,6 +44,7 @@ class CharTokenizer(PreTrainedTokenizer):
     >>> tokenizer = CharTokenizer()
     >>> tokenizer("A dog.")["input_ids"]
     [35, 2, 70, 81, 73, 16]
+
     ```
     """
 
