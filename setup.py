@@ -26,6 +26,8 @@ setup(
         "pyyaml",
         "tqdm",
         "numpy",
+        "av>=12",
+        "sentencex>=1.0",
     ],
     extras_require={"test": ["pytest>=8", "scipy"]},
 )

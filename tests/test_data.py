@@ -51,6 +51,8 @@ def test_unknown_dataset_name_is_refused():
         load_captioned_images("flickr9k")
     with pytest.raises(ValueError, match="takes no data_dir"):
         load_captioned_images("synthetic", data_dir="/somewhere")
+    with pytest.raises(ValueError, match="pass data_dir"):
+        load_captioned_images("flickr8k")
 
 
 def _epoch(sampler, epoch):

@@ -1,26 +1,47 @@
-"""Named image–caption datasets, so recipes can pick one with `--dataset NAME --data_dir DIR`."""
+"""Named caption datasets, so recipes can pick one with `--dataset NAME --data_dir DIR`."""
 
 from collections.abc import Callable
 
 from datasets import DatasetDict
 
+from .coco import load_coco
+from .flickr8k import load_flickr8k
+from .msvd import load_msvd
 from .synthetic import make_synthetic_dataset
 
 
-def _synthetic(data_dir: str | None, seed: int, num_train: int = 1000, num_eval: int = 100) -> DatasetDict:
+def _synthetic(data_dir: str | None, seed: int = 0, num_train: int = 1000, num_eval: int = 100) -> DatasetDict:
     if data_dir is not None:
         raise ValueError("the synthetic dataset is generated in memory and takes no data_dir")
     return make_synthetic_dataset(num_train=num_train, num_validation=num_eval, num_test=num_eval, seed=seed)
 
 
-DATASETS: dict[str, Callable[..., DatasetDict]] = {"synthetic": _synthetic}
+def _needs_folder(loader: Callable[..., DatasetDict], name: str) -> Callable[..., DatasetDict]:
+    def load(data_dir: str | None, **options) -> DatasetDict:
+        if data_dir is None:
+            raise ValueError(f"dataset {name!r} is read from a local folder: pass data_dir (--data_dir)")
+        return loader(data_dir, **options)
+
+    return load
 
 
-def load_captioned_images(name: str, data_dir: str | None = None, seed: int = 0, **kwargs) -> DatasetDict:
-    """A `DatasetDict` (train / validation / test) with one row per image: `image`, `captions`, `image_id`."""
+DATASETS: dict[str, Callable[..., DatasetDict]] = {
+    "synthetic": _synthetic,
+    "flickr8k": _needs_folder(load_flickr8k, "flickr8k"),
+    "coco": _needs_folder(load_coco, "coco"),
+    "msvd": _needs_folder(load_msvd, "msvd"),
+}
+
+
+def load_captioned_images(name: str, data_dir: str | None = None, **options) -> DatasetDict:
+    """A `DatasetDict` (train / validation / test), one row per image (or video) with its `captions` and id.
+
+    `options` go to the dataset's loader: `seed`, `num_train`, `num_eval` for the synthetic set;
+    `skip_invalid` (and `char_gru_preprocessing` for COCO) for the real ones.
+    """
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; available: {sorted(DATASETS)}")
-    return DATASETS[name](data_dir, seed, **kwargs)
+    return DATASETS[name](data_dir, **options)
 
 
 __all__ = ["DATASETS", "load_captioned_images"]

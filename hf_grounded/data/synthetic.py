@@ -8,9 +8,11 @@ has a reason to place them close together.
 
 import random
 
-from datasets import Dataset, DatasetDict, Features, Image, Sequence, Value
+from datasets import Dataset, DatasetDict
 from PIL import Image as PILImage
 from PIL import ImageDraw
+
+from .schema import image_features_schema
 
 # (plain word, synonym, RGB)
 COLOURS = [
@@ -59,7 +61,7 @@ def make_synthetic_dataset(
     """
     if captions_per_image < 1:
         raise ValueError(f"captions_per_image must be at least 1, got {captions_per_image}")
-    features = Features({"image": Image(), "captions": Sequence(Value("string")), "image_id": Value("string")})
+    features = image_features_schema()
     sizes = {"train": num_train, "validation": num_validation, "test": num_test}
     splits = {}
     for split, size in sizes.items():

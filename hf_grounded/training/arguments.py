@@ -39,6 +39,9 @@ class DataArguments:
     caption_policy: Literal["all", "one"] = field(
         default="all", metadata={"help": "'all' captions per image per epoch (Merkx & Frank) or a fixed 'one'."}
     )
+    skip_invalid: bool = field(
+        default=False, metadata={"help": "Log and skip bad samples (missing or corrupt files, empty captions)."}
+    )
     backbone: str = field(default="efficientnet_lite0", metadata={"help": "timm model giving image features."})
     pretrained_file: str | None = field(
         default=None, metadata={"help": "Local weights for the backbone (safetensors); random weights without."}
@@ -46,7 +49,18 @@ class DataArguments:
     pretrained_backbone: bool = field(
         default=False, metadata={"help": "Fetch the backbone's weights from the Hub when no file is given."}
     )
-    feature_batch_size: int = field(default=32, metadata={"help": "Images per batch during feature extraction."})
+    image_preprocessing: Literal["center", "ten_crop"] = field(
+        default="center", metadata={"help": "'center' crop at the backbone's size, or 'ten_crop' averaged."}
+    )
+    frame_pooling: Literal["first", "mean"] = field(
+        default="mean", metadata={"help": "Videos: the first frame's features (F) or the mean over frames (A)."}
+    )
+    feature_cache_dir: str | None = field(
+        default=None,
+        metadata={"help": "Where extracted features are cached; default $HF_GROUNDED_CACHE or "
+                          "$HF_HOME/hf_grounded, then /features. 'none' disables the cache."},
+    )
+    feature_batch_size: int = field(default=16, metadata={"help": "Backbone batch size during feature extraction."})
     max_length: int = field(default=512, metadata={"help": "Characters kept per caption."})
 
 

@@ -19,7 +19,7 @@ from transformers import get_scheduler
 
 from ..data import CaptionBatchSampler, load_captioned_images
 from ..evaluation import format_retrieval_table, retrieval_metrics
-from ..features import create_backbone, extract_image_features
+from ..features import BackboneSpec, FeatureSpec, dataset_features, feature_cache_file, pool_frames, source_name
 from ..model_card import write_model_card
 from ..models.char_gru import CharGRUConfig, CharGRUModel, CharTokenizer
 from .arguments import DataArguments, ModelArguments, TrainingArguments
@@ -37,7 +37,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     started = time.perf_counter()
 
     dataset = _load_dataset(data_args, training_args.seed)
-    features = _extract_features(dataset, data_args, training_args, accelerator)
+    features = _visual_features(dataset, data_args, training_args, accelerator)
     model, tokenizer = _model_and_tokenizer(model_args, data_args, image_feature_dim=features["train"].size(1))
     splits = {
         split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, data_args.max_length)
@@ -136,27 +136,37 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
 
 
 def _load_dataset(data_args: DataArguments, seed: int) -> DatasetDict:
-    options = {}
+    return load_captioned_images(data_args.dataset, data_args.data_dir, **_dataset_options(data_args, seed))
+
+
+def _dataset_options(data_args: DataArguments, seed: int) -> dict:
     if data_args.dataset == "synthetic":
-        options = {"num_train": data_args.synthetic_train_images, "num_eval": data_args.synthetic_eval_images}
-    return load_captioned_images(data_args.dataset, data_args.data_dir, seed=seed, **options)
+        return {"seed": seed, "num_train": data_args.synthetic_train_images,
+                "num_eval": data_args.synthetic_eval_images}
+    return {"skip_invalid": data_args.skip_invalid}
 
 
-def _extract_features(
+def _visual_features(
     dataset: DatasetDict, data_args: DataArguments, training_args: TrainingArguments, accelerator: Accelerator
 ) -> dict[str, torch.Tensor]:
-    backbone = create_backbone(data_args.backbone, data_args.pretrained_file, data_args.pretrained_backbone)
-    return {
-        split: extract_image_features(
-            dataset[split]["image"],
-            backbone,
-            batch_size=data_args.feature_batch_size,
-            device=accelerator.device,
-            num_workers=training_args.dataloader_num_workers,
-            show_progress_bar=accelerator.is_local_main_process,
-        )
-        for split in SPLITS
-    }
+    """One feature vector per row of each split, extracted once and then read from the cache."""
+    spec = FeatureSpec(
+        BackboneSpec(data_args.backbone, data_args.pretrained_file, data_args.pretrained_backbone,
+                     seed=training_args.seed),
+        preprocessing=data_args.image_preprocessing,
+    )
+    cache_file = None
+    if data_args.feature_cache_dir != "none":
+        options = _dataset_options(data_args, training_args.seed)
+        options.pop("skip_invalid", None)  # skipping changes which rows exist, not what an id's features are
+        source = source_name(data_args.dataset, data_args.data_dir, **options)
+        cache_file = feature_cache_file(source, spec, data_args.feature_cache_dir)
+    features = dataset_features(
+        dataset, spec, cache_file, batch_size=data_args.feature_batch_size,
+        num_workers=training_args.dataloader_num_workers, accelerator=accelerator,
+    )
+    return {split: torch.stack([pool_frames(frames, data_args.frame_pooling) for frames in rows])
+            for split, rows in features.items()}
 
 
 def _model_and_tokenizer(

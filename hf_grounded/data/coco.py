@@ -1,0 +1,108 @@
+"""MS-COCO captions (Chen et al., 2015) with Karpathy's split. Nothing is downloaded."""
+
+import json
+import re
+import string
+from collections import defaultdict
+from pathlib import Path
+
+from datasets import DatasetDict
+
+from .karpathy import read_karpathy_json
+from .schema import build_dataset_dict, image_features_schema
+from .validation import InvalidSampleError, InvalidSamples, caption_problem, image_file_problem
+
+SPLIT_LIST_NAMES = {"train": "train", "restval": "train", "val": "validation", "test": "test"}
+_PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}]")
+
+
+def char_gru_caption(caption: str, tokens: list[str] | None = None) -> str:
+    """A caption as Merkx & Frank fed COCO to the char-GRU: tokens joined by single spaces, then ' .'.
+
+    Karpathy's tokens are used when given; otherwise the caption is tokenised the same way (lower case,
+    punctuation removed, split on white space).
+    """
+    if tokens is None:
+        tokens = _PUNCTUATION.sub("", caption.lower()).split()
+    return " ".join(tokens) + " ."
+
+
+def load_coco(
+    data_dir: str | Path,
+    split_dir: str | Path | None = None,
+    char_gru_preprocessing: bool = False,
+    skip_invalid: bool = False,
+) -> DatasetDict:
+    """MS-COCO 2014 in Karpathy's split: 113,287 / 5,000 / 5,000 images ('restval' joins train), ~5 captions each.
+
+    `data_dir` holds `train2014/` and `val2014/` and either Karpathy's `dataset_coco.json`, or the official
+    `annotations/captions_{train,val}2014.json` plus Karpathy's split lists in `split_dir` (default
+    `data_dir/karpathy_splits`): `train.txt`, `restval.txt` (optional), `val.txt` and `test.txt`, one COCO image
+    id or image file name per line. Captions are raw unless `char_gru_preprocessing` (see `char_gru_caption`).
+    """
+    data_dir = Path(data_dir)
+    problems = InvalidSamples("coco", skip_invalid)
+    karpathy = data_dir / "dataset_coco.json"
+    if karpathy.is_file():
+        entries = read_karpathy_json(karpathy)
+        source = str(karpathy)
+    elif (data_dir / "annotations").is_dir():
+        entries = _official_entries(data_dir, Path(split_dir) if split_dir else data_dir / "karpathy_splits", problems)
+        source = str(data_dir / "annotations")
+    else:
+        raise FileNotFoundError(f"{data_dir}: expected dataset_coco.json or annotations/captions_*2014.json")
+
+    rows = defaultdict(list)
+    for entry in entries:
+        image_path = data_dir / entry["filepath"] / entry["filename"]
+        problem = image_file_problem(image_path)
+        if problem is not None:
+            problems.report(problem)
+            continue
+        captions = []
+        for raw, tokens in zip(entry["raw"], entry["tokens"]):
+            issue = caption_problem(raw, f"{source}, image {entry['image_id']}")
+            if issue is not None:
+                problems.report(issue)
+                continue
+            captions.append(char_gru_caption(raw, tokens) if char_gru_preprocessing else raw.strip())
+        if captions:
+            rows[entry["split"]].append({"image": str(image_path), "captions": captions, "image_id": entry["image_id"]})
+    problems.log_summary()
+    return build_dataset_dict(rows, image_features_schema())
+
+
+def _official_entries(data_dir: Path, split_dir: Path, problems: InvalidSamples) -> list[dict]:
+    images = {}
+    for folder in ("train2014", "val2014"):
+        annotation_file = data_dir / "annotations" / f"captions_{folder}.json"
+        if not annotation_file.is_file():
+            raise FileNotFoundError(f"{annotation_file}: COCO caption annotations are missing")
+        annotations = json.loads(annotation_file.read_text(encoding="utf-8"))
+        for image in annotations["images"]:
+            images[image["id"]] = {"filepath": folder, "filename": image["file_name"], "raw": [], "tokens": []}
+        for annotation in annotations["annotations"]:
+            images[annotation["image_id"]]["raw"].append(annotation["caption"])
+            images[annotation["image_id"]]["tokens"].append(None)
+    by_name = {image["filename"]: image_id for image_id, image in images.items()}
+
+    entries = []
+    for list_name, split in SPLIT_LIST_NAMES.items():
+        split_file = split_dir / f"{list_name}.txt"
+        if not split_file.is_file():
+            if list_name == "restval":
+                continue
+            raise FileNotFoundError(f"{split_file}: Karpathy split list is missing")
+        for line_number, line in enumerate(split_file.read_text(encoding="utf-8").splitlines(), start=1):
+            name = line.strip()
+            if not name:
+                continue
+            image_id = int(name) if name.isdigit() else by_name.get(Path(name).name)
+            if image_id not in images:
+                problems.report(f"{split_file}:{line_number}: names unknown image {name}")
+                continue
+            entries.append({"split": split, "image_id": str(image_id), **images[image_id]})
+    return entries
+
+
+__all__ = ["char_gru_caption", "load_coco"]

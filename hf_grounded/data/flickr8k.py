@@ -1,0 +1,100 @@
+"""Flickr8k (Hodosh et al., 2013) from its official layout or Karpathy's split file. Nothing is downloaded."""
+
+import logging
+from collections import defaultdict
+from pathlib import Path
+
+from datasets import DatasetDict
+
+from .karpathy import read_karpathy_json
+from .schema import build_dataset_dict, image_features_schema
+from .validation import InvalidSampleError, InvalidSamples, caption_problem, image_file_problem
+
+logger = logging.getLogger(__name__)
+
+IMAGE_FOLDERS = ("Flicker8k_Dataset", "Flickr8k_Dataset", "Images", "images")
+SPLIT_FILES = {"train": "Flickr_8k.trainImages.txt", "validation": "Flickr_8k.devImages.txt",
+               "test": "Flickr_8k.testImages.txt"}
+
+
+def load_flickr8k(data_dir: str | Path, skip_invalid: bool = False) -> DatasetDict:
+    """Flickr8k as train / validation / test (6,000 / 1,000 / 1,000 images for the full set), 5 captions each.
+
+    `data_dir` holds the images (`Flicker8k_Dataset/`, as the official archive spells it) and either
+    `Flickr8k_text/` (`Flickr8k.token.txt` and `Flickr_8k.{train,dev,test}Images.txt`, which equal Karpathy's
+    split) or Karpathy's `dataset_flickr8k.json`. Captions are kept as written. Missing or corrupt images, empty
+    captions and split lists naming unknown images raise `InvalidSampleError` naming the file, unless
+    `skip_invalid=True`, which logs and skips them.
+    """
+    data_dir = Path(data_dir)
+    image_dir = _image_folder(data_dir)
+    problems = InvalidSamples("flickr8k", skip_invalid)
+    karpathy = data_dir / "dataset_flickr8k.json"
+    if (data_dir / "Flickr8k_text" / "Flickr8k.token.txt").is_file():
+        splits = _official_splits(data_dir / "Flickr8k_text", problems)
+    elif karpathy.is_file():
+        splits = {split: [] for split in SPLIT_FILES}
+        for entry in read_karpathy_json(karpathy):
+            splits[entry["split"]].append((entry["filename"], entry["raw"], f"{karpathy} ({entry['filename']})"))
+    else:
+        raise FileNotFoundError(
+            f"{data_dir}: expected Flickr8k_text/Flickr8k.token.txt (official layout) or dataset_flickr8k.json"
+        )
+    rows = {split: [] for split in splits}
+    for split, entries in splits.items():
+        for filename, captions, where in entries:
+            problem = image_file_problem(image_dir / filename)
+            if problem is not None:
+                problems.report(problem)
+                continue
+            kept = []
+            for caption in captions:
+                caption_issue = caption_problem(caption, f"{where}, image {filename}")
+                if caption_issue is not None:
+                    problems.report(caption_issue)
+                else:
+                    kept.append(caption)
+            if kept:
+                rows[split].append({"image": str(image_dir / filename), "captions": kept, "image_id": filename})
+    problems.log_summary()
+    return build_dataset_dict(rows, image_features_schema())
+
+
+def _image_folder(data_dir: Path) -> Path:
+    for name in IMAGE_FOLDERS:
+        if (data_dir / name).is_dir():
+            return data_dir / name
+    raise FileNotFoundError(f"{data_dir}: no image folder (looked for {', '.join(IMAGE_FOLDERS)})")
+
+
+def _official_splits(text_dir: Path, problems: InvalidSamples) -> dict[str, list[tuple[str, list[str], str]]]:
+    token_file = text_dir / "Flickr8k.token.txt"
+    captions: dict[str, list[str]] = defaultdict(list)
+    for line_number, line in enumerate(token_file.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        key, _, caption = line.partition("\t")
+        filename, hash_sign, _ = key.partition("#")
+        if not hash_sign:
+            raise InvalidSampleError(f"{token_file}:{line_number}: expected 'IMAGE.jpg#N<TAB>caption', got {line!r}")
+        captions[filename].append((caption.strip(), f"{token_file}:{line_number}"))
+    splits = {}
+    for split, name in SPLIT_FILES.items():
+        split_file = text_dir / name
+        if not split_file.is_file():
+            raise FileNotFoundError(f"{split_file}: split list is missing")
+        entries = []
+        for line_number, filename in enumerate(split_file.read_text(encoding="utf-8").splitlines(), start=1):
+            filename = filename.strip()
+            if not filename:
+                continue
+            if filename not in captions:
+                problems.report(f"{split_file}:{line_number}: names image {filename}, which has no captions")
+                continue
+            texts = [text for text, _ in captions[filename]]
+            entries.append((filename, texts, captions[filename][0][1]))
+        splits[split] = entries
+    return splits
+
+
+__all__ = ["load_flickr8k"]

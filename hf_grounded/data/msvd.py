@@ -1,0 +1,121 @@
+"""MSVD (Chen & Dolan, 2011) captions in the youtube2text split, with the clips when present. Nothing is downloaded."""
+
+import csv
+import logging
+import re
+from collections import defaultdict
+from pathlib import Path
+
+from datasets import DatasetDict
+
+from .schema import build_dataset_dict, video_features_schema
+from .validation import InvalidSampleError, InvalidSamples, caption_problem, video_file_problem
+
+logger = logging.getLogger(__name__)
+
+TSV_FILES = {"train": "MSVD_train.tsv", "validation": "MSVD_val.tsv", "test": "MSVD_test.tsv"}
+CSV_NAME = "MSR Video Description Corpus.csv"
+# youtube2text: vid1-vid1200 train, vid1201-vid1300 validation, vid1301-vid1970 test.
+SPLIT_BOUNDS = (("train", 1200), ("validation", 1300), ("test", 1970))
+
+
+def load_msvd(data_dir: str | Path, skip_invalid: bool = False) -> DatasetDict:
+    """MSVD as train / validation / test (1,200 / 100 / 670 videos), one row per video with all its captions.
+
+    Captions come from the per-split `MSVD_{train,val,test}.tsv` files (captions joined by ', ', a tab, the clip
+    name) or from the official `MSR Video Description Corpus.csv` (English rows) split by `youtube_mapping.txt`.
+    If `YouTubeClips/` exists, each row also gets its `video` path; without it the loader gives captions only,
+    which is all the same-video groups of the cluster loss need. `video_id` is the clip name
+    (`YouTubeID_start_end`).
+    """
+    data_dir = Path(data_dir)
+    problems = InvalidSamples("msvd", skip_invalid)
+    if all((data_dir / name).is_file() for name in TSV_FILES.values()):
+        captions_by_split = _tsv_captions(data_dir)
+    elif (data_dir / CSV_NAME).is_file():
+        captions_by_split = _csv_captions(data_dir, problems)
+    else:
+        raise FileNotFoundError(f"{data_dir}: expected MSVD_{{train,val,test}}.tsv or '{CSV_NAME}'")
+    clip_dir = data_dir / "YouTubeClips"
+    with_video = clip_dir.is_dir()
+    rows = defaultdict(list)
+    for split, clips in captions_by_split.items():
+        for clip, (captions, where) in clips.items():
+            kept = []
+            for caption in captions:
+                issue = caption_problem(caption, f"{where}, video {clip}")
+                if issue is not None:
+                    problems.report(issue)
+                else:
+                    kept.append(caption)
+            if not kept:
+                continue
+            row = {"captions": kept, "video_id": clip}
+            if with_video:
+                row["video"] = str(clip_dir / f"{clip}.avi")
+                issue = video_file_problem(row["video"])
+                if issue is not None:
+                    problems.report(issue)
+                    continue
+            rows[split].append(row)
+    problems.log_summary()
+    return build_dataset_dict(rows, video_features_schema(with_video))
+
+
+def _tsv_captions(data_dir: Path) -> dict[str, dict[str, tuple[list[str], str]]]:
+    captions_by_split = {}
+    for split, name in TSV_FILES.items():
+        path = data_dir / name
+        clips = {}
+        for line_number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            captions, tab, clip = line.rpartition("\t")
+            if not tab or not clip.strip():
+                raise InvalidSampleError(f"{path}:{line_number}: expected 'captions<TAB>clip', got {line[:80]!r}")
+            # These captions are lower-cased with punctuation removed, so ', ' only ever separates captions;
+            # every line also ends with one after its last caption.
+            pieces = captions.split(", ")
+            if pieces[-1].strip() == "":
+                pieces.pop()
+            clips[clip.strip()] = (pieces, f"{path}:{line_number}")
+        captions_by_split[split] = clips
+    return captions_by_split
+
+
+def _csv_captions(data_dir: Path, problems: InvalidSamples) -> dict[str, dict[str, tuple[list[str], str]]]:
+    mapping_file = data_dir / "youtube_mapping.txt"
+    if not mapping_file.is_file():
+        raise FileNotFoundError(f"{mapping_file}: needed to split the official CSV into youtube2text splits")
+    split_of_clip = {}
+    for line_number, line in enumerate(mapping_file.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        clip, _, vid = line.strip().partition(" ")
+        match = re.fullmatch(r"vid(\d+)", vid.strip())
+        if match is None:
+            raise InvalidSampleError(f"{mapping_file}:{line_number}: expected 'CLIP vidN', got {line!r}")
+        number = int(match.group(1))
+        split_of_clip[clip] = next((split for split, last in SPLIT_BOUNDS if number <= last), None)
+
+    csv_path = data_dir / CSV_NAME
+    captions_by_split = {split: {} for split, _ in SPLIT_BOUNDS}
+    unmapped = set()
+    with open(csv_path, encoding="utf-8", newline="") as handle:
+        for line_number, row in enumerate(csv.DictReader(handle), start=2):
+            if row.get("Language") != "English":
+                continue
+            clip = f"{row['VideoID']}_{row['Start']}_{row['End']}"
+            split = split_of_clip.get(clip)
+            if split is None:
+                unmapped.add(clip)
+                continue
+            entry = captions_by_split[split].setdefault(clip, ([], f"{csv_path}:{line_number}"))
+            entry[0].append((row.get("Description") or "").strip())
+    if unmapped:
+        logger.info("msvd: %d clips of %s are not in youtube_mapping.txt and belong to no split", len(unmapped),
+                    csv_path.name)
+    return captions_by_split
+
+
+__all__ = ["load_msvd"]

@@ -1,0 +1,26 @@
+"""Image and video features from timm backbones: presets, extraction, caching."""
+
+from .backbone import BackboneSpec, create_backbone
+from .cache import FeatureCache
+from .splits import dataset_features, default_cache_dir, feature_cache_file, source_name
+from .extraction import FeatureSpec, cached_features, extract_features
+from .preprocessing import PRESETS, make_preprocessing
+from .video import FRAME_POOLINGS, pool_frames, sample_frames
+
+__all__ = [
+    "BackboneSpec",
+    "FRAME_POOLINGS",
+    "FeatureCache",
+    "FeatureSpec",
+    "PRESETS",
+    "cached_features",
+    "create_backbone",
+    "dataset_features",
+    "default_cache_dir",
+    "extract_features",
+    "feature_cache_file",
+    "make_preprocessing",
+    "pool_frames",
+    "sample_frames",
+    "source_name",
+]

@@ -1,0 +1,179 @@
+"""Batched, cached, multi-process feature extraction for images and videos."""
+
+import hashlib
+import io
+import json
+import logging
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import timm
+import torch
+from accelerate import Accelerator
+from accelerate.utils import gather_object
+from PIL import Image, UnidentifiedImageError
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+from tqdm.auto import tqdm
+
+from ..data.validation import InvalidSampleError
+from .backbone import BackboneSpec, create_backbone
+from .cache import FeatureCache
+from .preprocessing import make_preprocessing
+from .video import sample_frames
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    """Everything that decides a feature vector: backbone and weights, preprocessing preset, video frame rate."""
+
+    backbone: BackboneSpec
+    preprocessing: str = "center"
+    fps: float = 3.0
+
+    @cached_property
+    def description(self) -> dict:
+        return {
+            "backbone": self.backbone.name,
+            "weights": self.backbone.weights_fingerprint(),
+            "preprocessing": self.preprocessing,
+            "fps": self.fps,
+            "timm": timm.__version__,
+        }
+
+    def cache_key(self) -> str:
+        """Changes whenever anything in `description` does, so stale features are never reused."""
+        text = json.dumps(self.description, sort_keys=True)
+        return f"{self.backbone.name}-{self.preprocessing}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def _open_image(source) -> Image.Image:
+    """A PIL image from a PIL image, a path, or a datasets `Image(decode=False)` dict."""
+    if isinstance(source, Image.Image):
+        return source
+    if isinstance(source, dict):
+        if source.get("bytes") is not None:
+            return Image.open(io.BytesIO(source["bytes"]))
+        source = source["path"]
+    try:
+        image = Image.open(source)
+        image.load()
+    except (UnidentifiedImageError, OSError) as error:
+        raise InvalidSampleError(f"{source}: image does not decode ({error})") from error
+    return image
+
+
+class _Frames(Dataset):
+    """Item i is a `(frames, views, 3, H, W)` tensor: an image is one frame, a video its sampled frames."""
+
+    def __init__(self, sources: list, kind: str, preprocess, fps: float):
+        if kind not in ("image", "video"):
+            raise ValueError(f"kind must be 'image' or 'video', got {kind!r}")
+        self.sources, self.kind, self.preprocess, self.fps = sources, kind, preprocess, fps
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        source = self.sources[index]
+        frames = [_open_image(source)] if self.kind == "image" else sample_frames(source, self.fps)
+        return torch.stack([self.preprocess(frame) for frame in frames])
+
+
+def _collate(items: list[torch.Tensor]) -> tuple[torch.Tensor, list[int], int]:
+    views = items[0].size(1)
+    return torch.cat([item.flatten(0, 1) for item in items]), [item.size(0) for item in items], views
+
+
+@torch.no_grad()
+def extract_features(
+    sources: list,
+    backbone: nn.Module,
+    preprocessing: str = "center",
+    kind: str = "image",
+    fps: float = 3.0,
+    batch_size: int = 16,
+    num_workers: int = 0,
+    device: str | torch.device | None = None,
+    show_progress_bar: bool = True,
+) -> list[torch.Tensor]:
+    """One `(frames, dim)` tensor per source (images give one frame), in order.
+
+    Sources are PIL images, image paths, datasets `Image(decode=False)` dicts, or video paths (`kind="video"`,
+    frames sampled at `fps`). Each frame's feature is the mean over its preprocessing views (ten crops, say).
+    `batch_size` items are decoded together and the backbone sees at most `batch_size` views per forward pass.
+    Decoding runs in `num_workers` DataLoader workers; a file that does not decode raises `InvalidSampleError`
+    naming it.
+    """
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    backbone = backbone.to(device).eval()
+    dataset = _Frames(sources, kind, make_preprocessing(backbone, preprocessing), fps)
+    loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, collate_fn=_collate)
+    outputs = []
+    for pixels, frame_counts, views in tqdm(loader, desc=f"Extracting {kind} features", disable=not show_progress_bar):
+        # Ten crops or many video frames multiply the rows; the backbone still sees at most batch_size at once.
+        features = torch.cat([backbone(chunk.to(device, non_blocking=True)).float() for chunk in pixels.split(batch_size)])
+        per_frame = features.view(-1, views, features.size(-1)).mean(dim=1).cpu()
+        outputs.extend(torch.split(per_frame, frame_counts))
+    return outputs
+
+
+def cached_features(
+    ids: list[str],
+    sources: list,
+    spec: FeatureSpec,
+    cache_file: str | Path | None,
+    kind: str = "image",
+    batch_size: int = 16,
+    num_workers: int = 0,
+    accelerator: Accelerator | None = None,
+) -> list[torch.Tensor]:
+    """Features for `ids` (one `(frames, dim)` tensor each), read from `cache_file` when there, extracted when not.
+
+    Only the missing items are extracted, spread over Accelerate's processes, and the cache file is rewritten
+    atomically by the main process. `cache_file=None` disables caching.
+    """
+    if len(set(ids)) != len(ids):
+        raise ValueError("item ids must be unique to key the feature cache")
+    cache = FeatureCache(cache_file)
+    missing = cache.missing(ids)
+    if not missing:
+        logger.info("all %d %s features read from %s", len(ids), kind, cache_file)
+        return cache.get(ids)
+    logger.info("extracting features for %d of %d items with %s", len(missing), len(ids), spec.cache_key())
+    source_of = dict(zip(ids, sources))
+    is_main = accelerator is None or accelerator.is_local_main_process
+    device = accelerator.device if accelerator is not None else None
+    backbone = create_backbone(spec.backbone)
+    if accelerator is None:
+        local = missing
+    else:
+        with accelerator.split_between_processes(missing) as local:
+            local = list(local)
+    features = extract_features(
+        [source_of[item_id] for item_id in local],
+        backbone,
+        preprocessing=spec.preprocessing,
+        kind=kind,
+        fps=spec.fps,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        device=device,
+        show_progress_bar=is_main,
+    )
+    extracted = list(zip(local, features))
+    if accelerator is not None and accelerator.num_processes > 1:
+        extracted = gather_object(extracted)
+    cache.update(dict(extracted))
+    if cache_file is not None:
+        if accelerator is None or accelerator.is_main_process:
+            cache.save(spec.description)
+        if accelerator is not None:
+            accelerator.wait_for_everyone()
+    return cache.get(ids)
+
+
+__all__ = ["FeatureSpec", "cached_features", "extract_features"]

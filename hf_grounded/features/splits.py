@@ -1,0 +1,69 @@
+"""Features for every split of a captions `DatasetDict`, through the cache: what the trainer and the
+extract_features recipe call."""
+
+import hashlib
+import os
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+from datasets import DatasetDict, Image
+from huggingface_hub import constants
+
+from .extraction import FeatureSpec, cached_features
+
+
+def default_cache_dir() -> Path:
+    """`$HF_GROUNDED_CACHE/features`, else `$HF_HOME/hf_grounded/features`."""
+    root = os.environ.get("HF_GROUNDED_CACHE") or os.path.join(constants.HF_HOME, "hf_grounded")
+    return Path(root) / "features"
+
+
+def feature_cache_file(source: str, spec: FeatureSpec, cache_dir: str | Path | None = None) -> Path:
+    """The cache file of one data source (e.g. `flickr8k` plus its folder) under one feature spec."""
+    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return folder / source / f"{spec.cache_key()}.safetensors"
+
+
+def source_name(dataset: str, data_dir: str | None, **options) -> str:
+    """A folder name for a dataset's cached features: its name and a hash of its folder (and options)."""
+    identity = f"{Path(data_dir).resolve() if data_dir else ''}|{sorted(options.items())}"
+    return f"{dataset}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+
+
+def dataset_features(
+    dataset: DatasetDict,
+    spec: FeatureSpec,
+    cache_file: str | Path | None,
+    batch_size: int = 16,
+    num_workers: int = 0,
+    accelerator: Accelerator | None = None,
+) -> dict[str, list[torch.Tensor]]:
+    """Per split, one `(frames, dim)` tensor per row, in row order, from the `image` or `video` column.
+
+    All splits share one cache file, keyed by `image_id` / `video_id`, and one extraction pass.
+    """
+    first = next(iter(dataset.values()))
+    if "image" in first.column_names:
+        kind, id_column = "image", "image_id"
+    elif "video" in first.column_names:
+        kind, id_column = "video", "video_id"
+    else:
+        raise ValueError("the dataset has neither an 'image' nor a 'video' column to extract features from")
+    ids, sources, bounds = [], [], {}
+    for split, rows in dataset.items():
+        start = len(ids)
+        ids.extend(rows[id_column])
+        if kind == "image":
+            sources.extend(rows.cast_column("image", Image(decode=False))["image"])
+        else:
+            sources.extend(rows["video"])
+        bounds[split] = (start, len(ids))
+    features = cached_features(
+        ids, sources, spec, cache_file, kind=kind, batch_size=batch_size, num_workers=num_workers,
+        accelerator=accelerator,
+    )
+    return {split: features[start:end] for split, (start, end) in bounds.items()}
+
+
+__all__ = ["dataset_features", "default_cache_dir", "feature_cache_file", "source_name"]
