@@ -36,6 +36,7 @@ def backbone():
 
 def write_video(path, seconds: float = 2.0, fps: int = 10, size: int = 64) -> None:
     """A clip whose frame i is a flat grey of level 10 * i, so sampled frames can be told apart."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     with av.open(str(path), mode="w") as container:
         stream = container.add_stream("mpeg4", rate=fps)
         stream.width = stream.height = size

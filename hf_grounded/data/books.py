@@ -15,7 +15,7 @@ _END = re.compile(
 )
 _BLANK_LINES = re.compile(r"\n\s*\n")
 _WHITESPACE = re.compile(r"\s+")
-_HAS_WORD = re.compile(r"\w")
+_HAS_WORD = re.compile(r"[^\W_]")
 
 SENTENCE_FEATURES = Features({"book": Value("string"), "sentence_index": Value("int32"), "text": Value("string")})
 

@@ -12,17 +12,17 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
-from datasets import DatasetDict
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
-from ..data import CaptionBatchSampler, load_captioned_images
+from ..data import CaptionBatchSampler
 from ..evaluation import format_retrieval_table, retrieval_metrics
-from ..features import BackboneSpec, FeatureSpec, dataset_features, feature_cache_file, pool_frames, source_name
+from ..features import pool_frames
 from ..model_card import write_model_card
 from ..models.char_gru import CharGRUConfig, CharGRUModel, CharTokenizer
 from .arguments import DataArguments, ModelArguments, TrainingArguments
+from .inputs import frame_features, load_dataset
 from .batches import CaptionImagePairs, Captions, EncodedSplit, collate_captions, length_sorted_batches
 
 logger = logging.getLogger(__name__)
@@ -36,8 +36,10 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     set_seed(training_args.seed)
     started = time.perf_counter()
 
-    dataset = _load_dataset(data_args, training_args.seed)
-    features = _visual_features(dataset, data_args, training_args, accelerator)
+    dataset = load_dataset(data_args, training_args.seed)
+    frames = frame_features(dataset, data_args, training_args.seed, training_args.dataloader_num_workers, accelerator)
+    features = {split: torch.stack([pool_frames(item, data_args.frame_pooling) for item in items])
+                for split, items in frames.items()}
     model, tokenizer = _model_and_tokenizer(model_args, data_args, image_feature_dim=features["train"].size(1))
     splits = {
         split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, data_args.max_length)
@@ -133,40 +135,6 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     accelerator.wait_for_everyone()
     accelerator.end_training()
     return results
-
-
-def _load_dataset(data_args: DataArguments, seed: int) -> DatasetDict:
-    return load_captioned_images(data_args.dataset, data_args.data_dir, **_dataset_options(data_args, seed))
-
-
-def _dataset_options(data_args: DataArguments, seed: int) -> dict:
-    if data_args.dataset == "synthetic":
-        return {"seed": seed, "num_train": data_args.synthetic_train_images,
-                "num_eval": data_args.synthetic_eval_images}
-    return {"skip_invalid": data_args.skip_invalid}
-
-
-def _visual_features(
-    dataset: DatasetDict, data_args: DataArguments, training_args: TrainingArguments, accelerator: Accelerator
-) -> dict[str, torch.Tensor]:
-    """One feature vector per row of each split, extracted once and then read from the cache."""
-    spec = FeatureSpec(
-        BackboneSpec(data_args.backbone, data_args.pretrained_file, data_args.pretrained_backbone,
-                     seed=training_args.seed),
-        preprocessing=data_args.image_preprocessing,
-    )
-    cache_file = None
-    if data_args.feature_cache_dir != "none":
-        options = _dataset_options(data_args, training_args.seed)
-        options.pop("skip_invalid", None)  # skipping changes which rows exist, not what an id's features are
-        source = source_name(data_args.dataset, data_args.data_dir, **options)
-        cache_file = feature_cache_file(source, spec, data_args.feature_cache_dir)
-    features = dataset_features(
-        dataset, spec, cache_file, batch_size=data_args.feature_batch_size,
-        num_workers=training_args.dataloader_num_workers, accelerator=accelerator,
-    )
-    return {split: torch.stack([pool_frames(frames, data_args.frame_pooling) for frames in rows])
-            for split, rows in features.items()}
 
 
 def _model_and_tokenizer(

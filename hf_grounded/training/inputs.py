@@ -1,0 +1,48 @@
+"""A run's inputs from its arguments: the dataset and its visual features (through the feature cache)."""
+
+import torch
+from accelerate import Accelerator
+from datasets import DatasetDict
+
+from ..data import load_captioned_images
+from ..features import BackboneSpec, FeatureSpec, dataset_features, feature_cache_file, source_name
+from .arguments import DataArguments
+
+
+def load_dataset(data_args: DataArguments, seed: int) -> DatasetDict:
+    """The `--dataset` / `--data_dir` dataset with the loader options the arguments set."""
+    return load_captioned_images(data_args.dataset, data_args.data_dir, **_dataset_options(data_args, seed))
+
+
+def _dataset_options(data_args: DataArguments, seed: int) -> dict:
+    if data_args.dataset == "synthetic":
+        return {"seed": seed, "num_train": data_args.synthetic_train_images,
+                "num_eval": data_args.synthetic_eval_images}
+    return {"skip_invalid": data_args.skip_invalid}
+
+
+def feature_spec(data_args: DataArguments, seed: int) -> FeatureSpec:
+    return FeatureSpec(
+        BackboneSpec(data_args.backbone, data_args.pretrained_file, data_args.pretrained_backbone, seed=seed),
+        preprocessing=data_args.image_preprocessing,
+    )
+
+
+def frame_features(
+    dataset: DatasetDict, data_args: DataArguments, seed: int, num_workers: int, accelerator: Accelerator
+) -> dict[str, list[torch.Tensor]]:
+    """Per split and row, the `(frames, dim)` features (one frame per image), extracted once, then cached."""
+    spec = feature_spec(data_args, seed)
+    cache_file = None
+    if data_args.feature_cache_dir != "none":
+        options = _dataset_options(data_args, seed)
+        options.pop("skip_invalid", None)  # skipping changes which rows exist, not what an id's features are
+        source = source_name(data_args.dataset, data_args.data_dir, **options)
+        cache_file = feature_cache_file(source, spec, data_args.feature_cache_dir)
+    return dataset_features(
+        dataset, spec, cache_file, batch_size=data_args.feature_batch_size, num_workers=num_workers,
+        accelerator=accelerator,
+    )
+
+
+__all__ = ["feature_spec", "frame_features", "load_dataset"]

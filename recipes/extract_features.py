@@ -1,0 +1,43 @@
+"""Extract (or find cached) image or video features for every split of a dataset.
+
+    accelerate launch recipes/extract_features.py --dataset flickr8k --data_dir DIR \
+        --backbone resnet152 --pretrained_backbone --image_preprocessing ten_crop
+
+Features land in the feature cache (see --feature_cache_dir), where recipes/train.py finds them.
+"""
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from accelerate import Accelerator
+from transformers import HfArgumentParser
+
+from hf_grounded.training.arguments import DataArguments
+from hf_grounded.training.inputs import frame_features, load_dataset
+
+
+@dataclass
+class ExtractionArguments:
+    seed: int = field(default=42, metadata={"help": "Seed of the synthetic set and of random backbone weights."})
+    num_workers: int = field(default=0, metadata={"help": "DataLoader workers decoding images or videos."})
+
+
+def main() -> None:
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    data_args, extraction_args = HfArgumentParser((DataArguments, ExtractionArguments)).parse_args_into_dataclasses()
+    accelerator = Accelerator()
+    dataset = load_dataset(data_args, extraction_args.seed)
+    started = time.perf_counter()
+    features = frame_features(dataset, data_args, extraction_args.seed, extraction_args.num_workers, accelerator)
+    seconds = time.perf_counter() - started
+    if accelerator.is_main_process:
+        items = sum(len(rows) for rows in features.values())
+        dim = next(iter(features.values()))[0].size(-1)
+        for split, rows in features.items():
+            print(f"{split}: {len(rows)} items, {dim}-d features")
+        print(f"{items} items in {seconds:.1f} s ({items / seconds:.2f} items/s, cached ones included)")
+
+
+if __name__ == "__main__":
+    main()
