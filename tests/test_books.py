@@ -1,6 +1,12 @@
 import pytest
 
-from hf_grounded.data import InvalidSampleError, load_books, sentence_triples, split_sentences, strip_gutenberg_boilerplate
+from hf_grounded.data import (
+    InvalidSampleError,
+    load_books,
+    sentence_triples,
+    split_sentences,
+    strip_gutenberg_boilerplate,
+)
 
 GUTENBERG = """The Project Gutenberg eBook of A Test
 

@@ -63,10 +63,12 @@ def test_save_writes_safetensors_and_round_trips(tmp_path, tiny_config, tokenize
 
 def test_encode_uses_the_tokenizer_saved_with_the_model(tmp_path, tiny_config):
     corpus_tokenizer = CharTokenizer.from_corpus(["abc abc", "cab"])
-    model = _trained_looking_model(tiny_config.__class__(**{**tiny_config.to_dict(), "vocab_size": len(corpus_tokenizer)}))
+    tiny_config.vocab_size = len(corpus_tokenizer)
+    model = _trained_looking_model(tiny_config)
     save_model(model, corpus_tokenizer, tmp_path)
     reloaded = CharGRUModel.from_pretrained(tmp_path)
-    np.testing.assert_allclose(reloaded.encode(["cab a"]), model.encode(["cab a"], tokenizer=corpus_tokenizer), atol=1e-6)
+    expected = model.encode(["cab a"], tokenizer=corpus_tokenizer)
+    np.testing.assert_allclose(reloaded.encode(["cab a"]), expected, atol=1e-6)
 
 
 FRESH_PROCESS = """

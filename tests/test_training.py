@@ -101,3 +101,18 @@ def test_extract_features_recipe_fills_the_cache_that_training_reads(tmp_path):
     assert training.returncode == 0, training.stderr[-3000:]
     assert "all 50 image features read from" in training.stderr
     assert "extracting features" not in training.stderr
+
+
+def test_a_run_gives_the_same_model_whether_features_were_cached_or_not(tmp_path):
+    def run(name):
+        return train(
+            ModelArguments(hidden_size=16),
+            DataArguments(backbone="test_efficientnet", synthetic_train_images=40, synthetic_eval_images=20,
+                          feature_cache_dir=str(tmp_path / "cache")),
+            TrainingArguments(output_dir=str(tmp_path / name), max_steps=4, seed=3),
+        )
+
+    first, second = run("first"), run("second")
+    assert first == second
+    weights = [(tmp_path / name / "model.safetensors").read_bytes() for name in ("first", "second")]
+    assert weights[0] == weights[1]

@@ -10,7 +10,7 @@ from datasets import DatasetDict
 
 from .karpathy import read_karpathy_json
 from .schema import build_dataset_dict, image_features_schema
-from .validation import InvalidSampleError, InvalidSamples, caption_problem, image_file_problem
+from .validation import InvalidSamples, caption_problem, image_file_problem
 
 SPLIT_LIST_NAMES = {"train": "train", "restval": "train", "val": "validation", "test": "test"}
 _PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}]")

@@ -2,9 +2,9 @@
 
 from .backbone import BackboneSpec, create_backbone
 from .cache import FeatureCache
-from .splits import dataset_features, default_cache_dir, feature_cache_file, source_name
 from .extraction import FeatureSpec, cached_features, extract_features
 from .preprocessing import PRESETS, make_preprocessing
+from .splits import dataset_features, default_cache_dir, feature_cache_file, source_name
 from .video import FRAME_POOLINGS, pool_frames, sample_frames
 
 __all__ = [

@@ -41,20 +41,21 @@ def create_backbone(spec: BackboneSpec) -> nn.Module:
     `pretrained=True` alone fetches timm's default weights from the Hub; with neither, the weights are random but
     reproducible from `seed`.
     """
-    if spec.pretrained_file is not None:
-        if not Path(spec.pretrained_file).is_file():
-            raise FileNotFoundError(f"{spec.pretrained_file}: backbone weights file does not exist")
-        model = timm.create_model(
-            spec.name, pretrained=True, num_classes=0, pretrained_cfg_overlay={"file": str(spec.pretrained_file)}
-        )
-    elif spec.pretrained:
-        model = timm.create_model(spec.name, pretrained=True, num_classes=0)
-    else:
+    if spec.pretrained_file is not None and not Path(spec.pretrained_file).is_file():
+        raise FileNotFoundError(f"{spec.pretrained_file}: backbone weights file does not exist")
+    if spec.pretrained_file is None and not spec.pretrained:
         logger.warning("backbone %s has random weights (seed %d): pass a pretrained file for real features",
                        spec.name, spec.seed)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(spec.seed)
-            model = timm.create_model(spec.name, pretrained=False, num_classes=0)
+    # Random initial weights come from a private stream seeded by `seed`: reproducible, and the caller's stream
+    # is left untouched.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        if spec.pretrained_file is not None:
+            model = timm.create_model(
+                spec.name, pretrained=True, num_classes=0, pretrained_cfg_overlay={"file": str(spec.pretrained_file)}
+            )
+        else:
+            model = timm.create_model(spec.name, pretrained=spec.pretrained, num_classes=0)
     return model.eval()
 
 

@@ -115,7 +115,8 @@ def extract_features(
     outputs = []
     for pixels, frame_counts, views in tqdm(loader, desc=f"Extracting {kind} features", disable=not show_progress_bar):
         # Ten crops or many video frames multiply the rows; the backbone still sees at most batch_size at once.
-        features = torch.cat([backbone(chunk.to(device, non_blocking=True)).float() for chunk in pixels.split(batch_size)])
+        chunks = pixels.split(batch_size)
+        features = torch.cat([backbone(chunk.to(device, non_blocking=True)).float() for chunk in chunks])
         per_frame = features.view(-1, views, features.size(-1)).mean(dim=1).cpu()
         outputs.extend(torch.split(per_frame, frame_counts))
     return outputs
@@ -147,23 +148,26 @@ def cached_features(
     source_of = dict(zip(ids, sources))
     is_main = accelerator is None or accelerator.is_local_main_process
     device = accelerator.device if accelerator is not None else None
-    backbone = create_backbone(spec.backbone)
-    if accelerator is None:
-        local = missing
-    else:
-        with accelerator.split_between_processes(missing) as local:
-            local = list(local)
-    features = extract_features(
-        [source_of[item_id] for item_id in local],
-        backbone,
-        preprocessing=spec.preprocessing,
-        kind=kind,
-        fps=spec.fps,
-        batch_size=batch_size,
-        num_workers=num_workers,
-        device=device,
-        show_progress_bar=is_main,
-    )
+    # Extraction draws from the global random stream (model init, DataLoader seeds); a private stream keeps a
+    # training run the same whether its features come from the cache or not.
+    with torch.random.fork_rng(devices=[]):
+        backbone = create_backbone(spec.backbone)
+        if accelerator is None:
+            local = missing
+        else:
+            with accelerator.split_between_processes(missing) as local:
+                local = list(local)
+        features = extract_features(
+            [source_of[item_id] for item_id in local],
+            backbone,
+            preprocessing=spec.preprocessing,
+            kind=kind,
+            fps=spec.fps,
+            batch_size=batch_size,
+            num_workers=num_workers,
+            device=device,
+            show_progress_bar=is_main,
+        )
     extracted = list(zip(local, features))
     if accelerator is not None and accelerator.num_processes > 1:
         extracted = gather_object(extracted)

@@ -22,8 +22,8 @@ from ..features import pool_frames
 from ..model_card import write_model_card
 from ..models.char_gru import CharGRUConfig, CharGRUModel, CharTokenizer
 from .arguments import DataArguments, ModelArguments, TrainingArguments
-from .inputs import frame_features, load_dataset
 from .batches import CaptionImagePairs, Captions, EncodedSplit, collate_captions, length_sorted_batches
+from .inputs import frame_features, load_dataset
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +78,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
                 len(splits["train"].captions_per_image), total_steps, num_epochs)
     history = []
     step = 0
+    eval_batch_size = training_args.per_device_eval_batch_size
     progress = tqdm(total=total_steps, desc="Training", disable=not accelerator.is_local_main_process)
     for epoch in range(num_epochs):
         model.train()
@@ -97,7 +98,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
                 progress.set_postfix(loss=f"{loss.item():.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
             if step >= total_steps:
                 break
-        validation = evaluate_retrieval(model, splits["validation"], accelerator, training_args.per_device_eval_batch_size)
+        validation = evaluate_retrieval(model, splits["validation"], accelerator, eval_batch_size)
         history.append({"epoch": epoch + 1, "step": step, "train_loss": epoch_loss / max(epoch_batches, 1),
                         "validation": {"retrieval": validation}})
         logger.info("epoch %d: loss %.4f, validation R@10 c2i %.1f i2c %.1f", epoch + 1, history[-1]["train_loss"],
@@ -106,7 +107,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
             break
     progress.close()
 
-    test = evaluate_retrieval(model, splits["test"], accelerator, training_args.per_device_eval_batch_size)
+    test = evaluate_retrieval(model, splits["test"], accelerator, eval_batch_size)
     results = {"test": {"retrieval": test}}
     if accelerator.is_main_process:
         output_dir = Path(training_args.output_dir)
