@@ -36,7 +36,8 @@ def main() -> None:
         dim = next(iter(features.values()))[0].size(-1)
         for split, rows in features.items():
             print(f"{split}: {len(rows)} items, {dim}-d features")
-        print(f"{items} items in {seconds:.1f} s ({items / seconds:.2f} items/s, cached ones included)")
+        print(f"{items} items in {seconds:.1f} s on {accelerator.num_processes} process(es) "
+              f"({items / seconds:.2f} items/s, cached ones included)")
 
 
 if __name__ == "__main__":
