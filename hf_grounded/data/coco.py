@@ -10,7 +10,7 @@ from datasets import DatasetDict
 
 from .karpathy import read_karpathy_json
 from .schema import build_dataset_dict, image_features_schema
-from .validation import InvalidSamples, caption_problem, image_file_problem
+from .validation import InvalidSamples, image_file_problem
 
 SPLIT_LIST_NAMES = {"train": "train", "restval": "train", "val": "validation", "test": "test"}
 _PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}]")
@@ -59,13 +59,11 @@ def load_coco(
         if problem is not None:
             problems.report(problem)
             continue
-        captions = []
-        for raw, tokens in zip(entry["raw"], entry["tokens"]):
-            issue = caption_problem(raw, f"{source}, image {entry['image_id']}")
-            if issue is not None:
-                problems.report(issue)
-                continue
-            captions.append(char_gru_caption(raw, tokens) if char_gru_preprocessing else raw.strip())
+        tokens_of = dict(zip(entry["raw"], entry["tokens"]))
+        captions = [
+            char_gru_caption(raw, tokens_of[raw]) if char_gru_preprocessing else raw.strip()
+            for raw in problems.valid_captions(entry["raw"], f"{source}, image {entry['image_id']}")
+        ]
         if captions:
             rows[entry["split"]].append({"image": str(image_path), "captions": captions, "image_id": entry["image_id"]})
     problems.log_summary()

@@ -8,7 +8,7 @@ from datasets import DatasetDict
 
 from .karpathy import read_karpathy_json
 from .schema import build_dataset_dict, image_features_schema
-from .validation import InvalidSampleError, InvalidSamples, caption_problem, image_file_problem
+from .validation import InvalidSampleError, InvalidSamples, image_file_problem
 
 logger = logging.getLogger(__name__)
 
@@ -47,13 +47,7 @@ def load_flickr8k(data_dir: str | Path, skip_invalid: bool = False) -> DatasetDi
             if problem is not None:
                 problems.report(problem)
                 continue
-            kept = []
-            for caption in captions:
-                caption_issue = caption_problem(caption, f"{where}, image {filename}")
-                if caption_issue is not None:
-                    problems.report(caption_issue)
-                else:
-                    kept.append(caption)
+            kept = problems.valid_captions(captions, f"{where}, image {filename}")
             if kept:
                 rows[split].append({"image": str(image_dir / filename), "captions": kept, "image_id": filename})
     problems.log_summary()

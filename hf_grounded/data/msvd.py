@@ -9,7 +9,7 @@ from pathlib import Path
 from datasets import DatasetDict
 
 from .schema import build_dataset_dict, video_features_schema
-from .validation import InvalidSampleError, InvalidSamples, caption_problem, video_file_problem
+from .validation import InvalidSampleError, InvalidSamples, video_file_problem
 
 logger = logging.getLogger(__name__)
 
@@ -41,13 +41,7 @@ def load_msvd(data_dir: str | Path, skip_invalid: bool = False) -> DatasetDict:
     rows = defaultdict(list)
     for split, clips in captions_by_split.items():
         for clip, (captions, where) in clips.items():
-            kept = []
-            for caption in captions:
-                issue = caption_problem(caption, f"{where}, video {clip}")
-                if issue is not None:
-                    problems.report(issue)
-                else:
-                    kept.append(caption)
+            kept = problems.valid_captions(captions, f"{where}, video {clip}")
             if not kept:
                 continue
             row = {"captions": kept, "video_id": clip}

@@ -30,6 +30,17 @@ class InvalidSamples:
         self.skipped += 1
         logger.warning("%s: skipping: %s", self.dataset, problem)
 
+    def valid_captions(self, captions: list[str], where: str) -> list[str]:
+        """The captions that are not empty; each empty one is reported with `where` (file, line, item)."""
+        kept = []
+        for caption in captions:
+            problem = caption_problem(caption, where)
+            if problem is None:
+                kept.append(caption)
+            else:
+                self.report(problem)
+        return kept
+
     def log_summary(self) -> None:
         if self.skipped:
             logger.warning("%s: skipped %d invalid samples", self.dataset, self.skipped)

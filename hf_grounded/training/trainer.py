@@ -127,6 +127,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
                 "learning_rate": training_args.learning_rate,
                 "lr_scheduler_type": training_args.lr_scheduler_type,
                 "caption_policy": data_args.caption_policy,
+                "image_preprocessing": data_args.image_preprocessing,
                 "seed": training_args.seed,
             },
             config=unwrapped.config,
