@@ -116,3 +116,26 @@ def test_a_run_gives_the_same_model_whether_features_were_cached_or_not(tmp_path
     assert first == second
     weights = [(tmp_path / name / "model.safetensors").read_bytes() for name in ("first", "second")]
     assert weights[0] == weights[1]
+
+
+def test_non_finite_loss_stops_the_run_naming_the_step(tmp_path):
+    with pytest.raises(FloatingPointError, match="at step 1 \\(epoch 1\\)"):
+        train(
+            ModelArguments(hidden_size=8, margin=float("nan")),
+            DataArguments(backbone="test_efficientnet", synthetic_train_images=20, synthetic_eval_images=10),
+            TrainingArguments(output_dir=str(tmp_path / "nan"), max_steps=3),
+        )
+    assert not (tmp_path / "nan" / "model.safetensors").exists()
+
+
+def test_cyclic_schedule_and_clipping_run_through_the_trainer(tmp_path):
+    results = train(
+        ModelArguments(hidden_size=8),
+        DataArguments(backbone="test_efficientnet", synthetic_train_images=64, synthetic_eval_images=10),
+        TrainingArguments(output_dir=str(tmp_path / "cyclic"), num_train_epochs=2, cycle_epochs=1,
+                          lr_scheduler_type="cyclic_cosine", max_grad_norm=1.0, per_device_train_batch_size=32),
+    )
+    assert set(results["test"]["retrieval"]) == {"c2i", "i2c"}
+    history = json.loads((tmp_path / "cyclic" / "training_history.json").read_text())
+    assert [entry["step"] for entry in history] == [10, 20]  # 5 passes of 2 batches per epoch
+    assert [entry["learning_rate"] for entry in history] == pytest.approx([1e-6, 1e-6])  # each cycle ends low

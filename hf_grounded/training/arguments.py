@@ -39,6 +39,9 @@ class DataArguments:
     caption_policy: Literal["all", "one"] = field(
         default="all", metadata={"help": "'all' captions per image per epoch (Merkx & Frank) or a fixed 'one'."}
     )
+    char_gru_preprocessing: bool = field(
+        default=False, metadata={"help": "COCO: tokens joined by single spaces plus ' .' (Merkx & Frank)."}
+    )
     skip_invalid: bool = field(
         default=False, metadata={"help": "Log and skip bad samples (missing or corrupt files, empty captions)."}
     )
@@ -73,8 +76,12 @@ class TrainingArguments:
     per_device_eval_batch_size: int = field(default=128, metadata={"help": "Batch size when encoding."})
     learning_rate: float = field(default=1e-3, metadata={"help": "Peak learning rate of Adam."})
     lr_scheduler_type: str = field(
-        default="cosine", metadata={"help": "Any name accepted by transformers.get_scheduler."}
+        default="cosine",
+        metadata={"help": "'cyclic_cosine' (Merkx & Frank) or any name accepted by transformers.get_scheduler."},
     )
+    cycle_epochs: int = field(default=4, metadata={"help": "cyclic_cosine: epochs per cycle."})
+    min_learning_rate: float = field(default=1e-6, metadata={"help": "cyclic_cosine: the rate at cycle ends."})
+    max_grad_norm: float = field(default=0.0, metadata={"help": "Clip gradients to this norm; 0 disables."})
     warmup_steps: int = field(default=0, metadata={"help": "Linear warm-up steps."})
     seed: int = field(default=42, metadata={"help": "Seed of model initialisation, sampling and the data."})
     logging_steps: int = field(default=50, metadata={"help": "Log the training loss every this many steps."})

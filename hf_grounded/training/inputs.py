@@ -18,6 +18,8 @@ def _dataset_options(data_args: DataArguments, seed: int) -> dict:
     if data_args.dataset == "synthetic":
         return {"seed": seed, "num_train": data_args.synthetic_train_images,
                 "num_eval": data_args.synthetic_eval_images}
+    if data_args.dataset == "coco":
+        return {"skip_invalid": data_args.skip_invalid, "char_gru_preprocessing": data_args.char_gru_preprocessing}
     return {"skip_invalid": data_args.skip_invalid}
 
 
@@ -36,7 +38,9 @@ def frame_features(
     cache_file = None
     if data_args.feature_cache_dir != "none":
         options = _dataset_options(data_args, seed)
-        options.pop("skip_invalid", None)  # skipping changes which rows exist, not what an id's features are
+        # Skipping and caption preparation change rows and text, not what an id's image features are.
+        options.pop("skip_invalid", None)
+        options.pop("char_gru_preprocessing", None)
         source = source_name(data_args.dataset, data_args.data_dir, **options)
         cache_file = feature_cache_file(source, spec, data_args.feature_cache_dir)
     return dataset_features(

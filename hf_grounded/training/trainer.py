@@ -14,7 +14,6 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
-from transformers import get_scheduler
 
 from ..data import CaptionBatchSampler
 from ..evaluation import format_retrieval_table, retrieval_metrics
@@ -24,6 +23,7 @@ from ..models.char_gru import CharGRUConfig, CharGRUModel, CharTokenizer
 from .arguments import DataArguments, ModelArguments, TrainingArguments
 from .batches import CaptionImagePairs, Captions, EncodedSplit, collate_captions, length_sorted_batches
 from .inputs import frame_features, load_dataset
+from .schedules import create_scheduler
 
 logger = logging.getLogger(__name__)
 
@@ -66,11 +66,13 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         num_epochs = training_args.num_train_epochs
         total_steps = num_epochs * steps_per_epoch
     optimizer = torch.optim.Adam(model.parameters(), lr=training_args.learning_rate)
-    scheduler = get_scheduler(
+    scheduler = create_scheduler(
         training_args.lr_scheduler_type,
         optimizer,
-        num_warmup_steps=training_args.warmup_steps,
         num_training_steps=total_steps,
+        num_warmup_steps=training_args.warmup_steps,
+        steps_per_cycle=training_args.cycle_epochs * steps_per_epoch,
+        min_learning_rate=training_args.min_learning_rate,
     )
     model, optimizer, train_loader, scheduler = accelerator.prepare(model, optimizer, train_loader, scheduler)
 
@@ -86,7 +88,14 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         epoch_loss, epoch_batches = 0.0, 0
         for batch in train_loader:
             loss = model(**batch, return_loss=True).loss
+            if not torch.isfinite(loss):
+                raise FloatingPointError(
+                    f"the training loss is {loss.item()} at step {step + 1} (epoch {epoch + 1}); stopping. Lower the "
+                    "learning rate or enable --max_grad_norm."
+                )
             accelerator.backward(loss)
+            if training_args.max_grad_norm > 0:
+                accelerator.clip_grad_norm_(model.parameters(), training_args.max_grad_norm)
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad()
@@ -100,7 +109,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
                 break
         validation = evaluate_retrieval(model, splits["validation"], accelerator, eval_batch_size)
         history.append({"epoch": epoch + 1, "step": step, "train_loss": epoch_loss / max(epoch_batches, 1),
-                        "validation": {"retrieval": validation}})
+                        "learning_rate": scheduler.get_last_lr()[0], "validation": {"retrieval": validation}})
         logger.info("epoch %d: loss %.4f, validation R@10 c2i %.1f i2c %.1f", epoch + 1, history[-1]["train_loss"],
                     validation["c2i"]["R@10"], validation["i2c"]["R@10"])
         if step >= total_steps:
