@@ -91,3 +91,19 @@ def test_sampler_rejects_bad_arguments():
         CaptionBatchSampler([1], 2, policy="some")
     with pytest.raises(ValueError, match="image 1 has no caption"):
         CaptionBatchSampler([1, 0], 2)
+
+
+def test_sampler_shards_each_global_batch_across_processes():
+    counts = [5] * 11
+    pairs = caption_pairs(counts)
+    shards = [CaptionBatchSampler(counts, batch_size=3, seed=4, num_replicas=2, rank=rank) for rank in range(2)]
+    per_rank = [_epoch(sampler, 0) for sampler in shards]
+    assert len(per_rank[0]) == len(per_rank[1]) == len(shards[0]) == 2 * 5  # 11 images: a global 6, then 5
+    for first, second in zip(*per_rank):
+        images = [pairs[index][0] for index in first + second]
+        assert len(images) == len(set(images))  # one pass per global batch: no image twice
+        assert abs(len(first) - len(second)) <= 1
+    seen = {pairs[index] for batches in per_rank for batch in batches for index in batch}
+    assert seen == set(pairs)
+    single = CaptionBatchSampler(counts, batch_size=6, seed=4)
+    assert [sorted(a + b) for a, b in zip(*per_rank)] == [sorted(batch) for batch in _epoch(single, 0)]

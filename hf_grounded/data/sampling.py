@@ -24,6 +24,11 @@ class CaptionBatchSampler(Sampler[list[int]]):
 
     Batches do not straddle passes; the last batch of a pass may be smaller unless `drop_last`. The order
     depends only on `seed` and the epoch (`set_epoch`), so a run can be replayed.
+
+    With `num_replicas` processes, each step takes one global batch of `batch_size * num_replicas` pairs from a
+    single pass and gives process `rank` its contiguous share (shares differ by at most one), so the negatives
+    gathered across processes never include the positive's own image. Every process yields the same number of
+    batches; when a pass leaves fewer pairs than processes, those few pairs wait for the next epoch.
     """
 
     def __init__(
@@ -33,11 +38,15 @@ class CaptionBatchSampler(Sampler[list[int]]):
         policy: str = "all",
         seed: int = 0,
         drop_last: bool = False,
+        num_replicas: int = 1,
+        rank: int = 0,
     ):
         if policy not in CAPTION_POLICIES:
             raise ValueError(f"policy must be one of {CAPTION_POLICIES}, got {policy!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"rank {rank} is outside 0..{num_replicas - 1}")
         counts = [int(count) for count in captions_per_image]
         if any(count < 1 for count in counts):
             raise ValueError(f"image {next(i for i, c in enumerate(counts) if c < 1)} has no caption")
@@ -49,6 +58,8 @@ class CaptionBatchSampler(Sampler[list[int]]):
         self.policy = policy
         self.seed = seed
         self.drop_last = drop_last
+        self.num_replicas = num_replicas
+        self.rank = rank
         self.epoch = 0
         fixed = torch.Generator().manual_seed(seed)
         self.fixed_caption = [int(torch.randint(count, (1,), generator=fixed)) for count in counts]
@@ -60,10 +71,19 @@ class CaptionBatchSampler(Sampler[list[int]]):
     def num_passes(self) -> int:
         return max(self.counts) if self.policy == "all" else 1
 
+    def _batches_per_pass(self, pairs: int) -> int:
+        global_size = self.batch_size * self.num_replicas
+        full, remainder = divmod(pairs, global_size)
+        return full + int(not self.drop_last and remainder >= self.num_replicas)
+
     def _pass_batches(self, pass_indices: list[int]) -> list[list[int]]:
-        batches = [pass_indices[i : i + self.batch_size] for i in range(0, len(pass_indices), self.batch_size)]
-        if self.drop_last and batches and len(batches[-1]) < self.batch_size:
-            batches.pop()
+        global_size = self.batch_size * self.num_replicas
+        batches = []
+        for number in range(self._batches_per_pass(len(pass_indices))):
+            global_batch = pass_indices[number * global_size : (number + 1) * global_size]
+            share, extra = divmod(len(global_batch), self.num_replicas)
+            start = self.rank * share + min(self.rank, extra)
+            batches.append(global_batch[start : start + share + int(self.rank < extra)])
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:
@@ -81,9 +101,7 @@ class CaptionBatchSampler(Sampler[list[int]]):
             yield from self._pass_batches(indices)
 
     def __len__(self) -> int:
-        images = len(self.counts)
-        per_pass = images // self.batch_size if self.drop_last else -(-images // self.batch_size)
-        return per_pass * self.num_passes
+        return self._batches_per_pass(len(self.counts)) * self.num_passes
 
 
 __all__ = ["CaptionBatchSampler", "caption_pairs", "CAPTION_POLICIES"]

@@ -23,6 +23,7 @@ from ..models.char_gru import CharGRUConfig, CharGRUModel, CharTokenizer
 from .arguments import DataArguments, ModelArguments, TrainingArguments
 from .batches import CaptionImagePairs, Captions, EncodedSplit, collate_captions, length_sorted_batches
 from .inputs import frame_features, load_dataset
+from .negatives import global_hinge_loss
 from .schedules import create_scheduler
 
 logger = logging.getLogger(__name__)
@@ -51,6 +52,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         training_args.per_device_train_batch_size,
         policy=data_args.caption_policy,
         seed=training_args.seed,
+        num_replicas=accelerator.num_processes,
+        rank=accelerator.process_index,
     )
     train_loader = DataLoader(
         CaptionImagePairs(splits["train"]),
@@ -58,7 +61,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         collate_fn=collate_captions,
         num_workers=training_args.dataloader_num_workers,
     )
-    steps_per_epoch = math.ceil(len(sampler) / accelerator.num_processes)
+    steps_per_epoch = len(sampler)
     if training_args.max_steps > 0:
         total_steps = training_args.max_steps
         num_epochs = math.ceil(total_steps / steps_per_epoch)
@@ -74,26 +77,31 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         steps_per_cycle=training_args.cycle_epochs * steps_per_epoch,
         min_learning_rate=training_args.min_learning_rate,
     )
-    model, optimizer, train_loader, scheduler = accelerator.prepare(model, optimizer, train_loader, scheduler)
+    # The sampler already gives each process its share of every global batch, and the schedule counts global
+    # steps, so neither the loader nor the scheduler goes through Accelerate's wrappers.
+    model, optimizer = accelerator.prepare(model, optimizer)
 
     logger.info("training on %d captions of %d images for %d steps (%d epochs)", len(splits["train"].input_ids),
                 len(splits["train"].captions_per_image), total_steps, num_epochs)
+    config = accelerator.unwrap_model(model).config
     history = []
     step = 0
     eval_batch_size = training_args.per_device_eval_batch_size
     progress = tqdm(total=total_steps, desc="Training", disable=not accelerator.is_local_main_process)
     for epoch in range(num_epochs):
         model.train()
-        train_loader.set_epoch(epoch)  # reaches the sampler through Accelerate's wrapper
+        sampler.set_epoch(epoch)
         epoch_loss, epoch_batches = 0.0, 0
         for batch in train_loader:
-            loss = model(**batch, return_loss=True).loss
+            batch = {name: tensor.to(accelerator.device) for name, tensor in batch.items()}
+            outputs = model(**batch)
+            loss, scaled_loss = global_hinge_loss(outputs.text_embeds, outputs.image_embeds, config, accelerator)
             if not torch.isfinite(loss):
                 raise FloatingPointError(
                     f"the training loss is {loss.item()} at step {step + 1} (epoch {epoch + 1}); stopping. Lower the "
                     "learning rate or enable --max_grad_norm."
                 )
-            accelerator.backward(loss)
+            accelerator.backward(scaled_loss)
             if training_args.max_grad_norm > 0:
                 accelerator.clip_grad_norm_(model.parameters(), training_args.max_grad_norm)
             optimizer.step()

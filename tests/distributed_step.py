@@ -1,0 +1,41 @@
+"""One training step's loss and gradients, run by tests/test_distributed_training.py under torchrun (2 processes)
+or as a single process. Writes them to the JSON file named by argv[1] (rank 0 only)."""
+
+import json
+import sys
+
+import torch
+from accelerate import Accelerator
+
+from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer
+from hf_grounded.training.batches import collate_captions
+from hf_grounded.training.negatives import global_hinge_loss
+
+CAPTIONS = ["a red square", "two blue circles", "a tiny violet plus sign", "a box", "green", "a large golden wedge",
+            "an emerald disc next to a crimson box", "a small cross"]
+SHARES = {1: [slice(0, 8)], 2: [slice(0, 5), slice(5, 8)]}  # uneven shares exercise the padded gather
+
+
+def main() -> None:
+    accelerator = Accelerator(cpu=True)
+    torch.manual_seed(0)
+    model = CharGRUModel(CharGRUConfig(hidden_size=8, attention_hidden_size=4, image_feature_dim=6))
+    features = torch.randn(len(CAPTIONS), 6)
+    tokenizer = CharTokenizer()
+    model = accelerator.prepare(model)
+    share = SHARES[accelerator.num_processes][accelerator.process_index]
+    items = [{"input_ids": ids} for ids in tokenizer(CAPTIONS[share])["input_ids"]]
+    batch = collate_captions(items)
+    outputs = model(**batch, image_features=features[share])
+    loss, scaled = global_hinge_loss(outputs.text_embeds, outputs.image_embeds,
+                                     accelerator.unwrap_model(model).config, accelerator)
+    accelerator.backward(scaled)
+    if accelerator.is_main_process:
+        unwrapped = accelerator.unwrap_model(model)
+        gradients = {name: parameter.grad.tolist() for name, parameter in unwrapped.named_parameters()}
+        with open(sys.argv[1], "w") as handle:
+            json.dump({"processes": accelerator.num_processes, "loss": loss.item(), "gradients": gradients}, handle)
+
+
+if __name__ == "__main__":
+    main()

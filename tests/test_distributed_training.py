@@ -1,0 +1,45 @@
+"""Negatives gathered across 2 CPU processes (gloo): loss and gradients equal one process given the whole batch."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from .conftest import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "tests" / "distributed_step.py"
+
+
+def _run(launcher, output, tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([*launcher, str(SCRIPT), str(output)], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(output.read_text())
+
+
+def test_two_processes_match_one_process_on_the_combined_batch(tmp_path):
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29541"]
+    two = _run(torchrun, tmp_path / "two.json", tmp_path)
+    one = _run([sys.executable], tmp_path / "one.json", tmp_path)
+    assert two["processes"] == 2 and one["processes"] == 1
+    assert two["loss"] > 0
+    np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-5)
+    for name, gradient in one["gradients"].items():
+        np.testing.assert_allclose(two["gradients"][name], gradient, rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_training_recipe_runs_on_two_processes(tmp_path):
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29543",
+               str(REPO_ROOT / "recipes" / "train.py"), "--backbone", "test_efficientnet", "--hidden_size", "8",
+               "--synthetic_train_images", "30", "--synthetic_eval_images", "11", "--num_train_epochs", "1",
+               "--per_device_train_batch_size", "4", "--output_dir", str(tmp_path / "model")]
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    history = json.loads((tmp_path / "model" / "training_history.json").read_text())
+    assert history[0]["step"] == 5 * 4  # 5 passes of 30 images in global batches of 2 x 4
+    results = json.loads((tmp_path / "model" / "results.json").read_text())
+    assert results["test"]["retrieval"]["c2i"]["R@10"] > 0
