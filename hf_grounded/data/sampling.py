@@ -1,5 +1,6 @@
 """Which caption of an image a training batch sees, and which images share a batch."""
 
+import itertools
 from collections.abc import Iterator, Sequence
 
 import torch
@@ -61,11 +62,14 @@ class CaptionBatchSampler(Sampler[list[int]]):
         self.num_replicas = num_replicas
         self.rank = rank
         self.epoch = 0
+        self.start_batch = 0
         fixed = torch.Generator().manual_seed(seed)
         self.fixed_caption = [int(torch.randint(count, (1,), generator=fixed)) for count in counts]
 
-    def set_epoch(self, epoch: int) -> None:
+    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
+        """Draw the order of `epoch`; the next iteration begins at its batch `start_batch` (to resume a run)."""
         self.epoch = epoch
+        self.start_batch = start_batch
 
     @property
     def num_passes(self) -> int:
@@ -87,6 +91,10 @@ class CaptionBatchSampler(Sampler[list[int]]):
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:
+        start, self.start_batch = self.start_batch, 0
+        yield from itertools.islice(self._epoch_batches(), start, None)
+
+    def _epoch_batches(self) -> Iterator[list[int]]:
         generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
         num_images = len(self.counts)
         if self.policy == "one":

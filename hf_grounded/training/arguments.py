@@ -84,6 +84,15 @@ class TrainingArguments:
     max_grad_norm: float = field(default=0.0, metadata={"help": "Clip gradients to this norm; 0 disables."})
     warmup_steps: int = field(default=0, metadata={"help": "Linear warm-up steps."})
     seed: int = field(default=42, metadata={"help": "Seed of model initialisation, sampling and the data."})
+    save_steps: int = field(
+        default=0, metadata={"help": "Also checkpoint every this many steps (checkpoints are written each epoch)."}
+    )
+    save_total_limit: int | None = field(
+        default=2, metadata={"help": "Keep only the newest N checkpoints (each holds model and optimiser state)."}
+    )
+    resume_from_checkpoint: str | None = field(
+        default=None, metadata={"help": "'latest' (in output_dir/checkpoints) or a checkpoint folder."}
+    )
     logging_steps: int = field(default=50, metadata={"help": "Log the training loss every this many steps."})
     dataloader_num_workers: int = field(default=0, metadata={"help": "DataLoader worker processes."})
 

@@ -22,6 +22,7 @@ from ..model_card import write_model_card
 from ..models.char_gru import CharGRUConfig, CharGRUModel, CharTokenizer
 from .arguments import DataArguments, ModelArguments, TrainingArguments
 from .batches import CaptionImagePairs, Captions, EncodedSplit, collate_captions, length_sorted_batches
+from .checkpoints import TrainingProgress, resolve_checkpoint, save_checkpoint
 from .inputs import frame_features, load_dataset
 from .negatives import global_hinge_loss
 from .schedules import create_scheduler
@@ -81,25 +82,33 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     # steps, so neither the loader nor the scheduler goes through Accelerate's wrappers.
     model, optimizer = accelerator.prepare(model, optimizer)
 
+    progress = TrainingProgress()
+    accelerator.register_for_checkpointing(scheduler, progress)
+    if training_args.resume_from_checkpoint:
+        checkpoint = resolve_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
+        accelerator.load_state(str(checkpoint))
+        logger.info("resumed from %s at step %d (epoch %d, batch %d)", checkpoint, progress.step,
+                    progress.epoch + 1, progress.batch_in_epoch)
+
     logger.info("training on %d captions of %d images for %d steps (%d epochs)", len(splits["train"].input_ids),
                 len(splits["train"].captions_per_image), total_steps, num_epochs)
     config = accelerator.unwrap_model(model).config
-    history = []
-    step = 0
     eval_batch_size = training_args.per_device_eval_batch_size
-    progress = tqdm(total=total_steps, desc="Training", disable=not accelerator.is_local_main_process)
-    for epoch in range(num_epochs):
+    bar = tqdm(total=total_steps, initial=progress.step, desc="Training", disable=not accelerator.is_local_main_process)
+    while progress.epoch < num_epochs:
         model.train()
-        sampler.set_epoch(epoch)
-        epoch_loss, epoch_batches = 0.0, 0
+        sampler.set_epoch(progress.epoch, start_batch=progress.batch_in_epoch)
         for batch in train_loader:
+            if progress.step >= total_steps:
+                break
             batch = {name: tensor.to(accelerator.device) for name, tensor in batch.items()}
             outputs = model(**batch)
             loss, scaled_loss = global_hinge_loss(outputs.text_embeds, outputs.image_embeds, config, accelerator)
             if not torch.isfinite(loss):
                 raise FloatingPointError(
-                    f"the training loss is {loss.item()} at step {step + 1} (epoch {epoch + 1}); stopping. Lower the "
-                    "learning rate or enable --max_grad_norm."
+                    f"the training loss is {loss.item()} at step {progress.step + 1} (epoch {progress.epoch + 1}); "
+                    "stopping, the last checkpoint is the last good state. Lower the learning rate or enable "
+                    "--max_grad_norm."
                 )
             accelerator.backward(scaled_loss)
             if training_args.max_grad_norm > 0:
@@ -107,22 +116,29 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad()
-            step += 1
-            epoch_loss += loss.item()
-            epoch_batches += 1
-            progress.update(1)
-            if step % training_args.logging_steps == 0:
-                progress.set_postfix(loss=f"{loss.item():.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
-            if step >= total_steps:
-                break
+            progress.step += 1
+            progress.batch_in_epoch += 1
+            progress.epoch_loss += loss.item()
+            bar.update(1)
+            if progress.step % training_args.logging_steps == 0:
+                bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
+            if training_args.save_steps and progress.step % training_args.save_steps == 0:
+                save_checkpoint(accelerator, training_args.output_dir, progress.step, training_args.save_total_limit)
         validation = evaluate_retrieval(model, splits["validation"], accelerator, eval_batch_size)
-        history.append({"epoch": epoch + 1, "step": step, "train_loss": epoch_loss / max(epoch_batches, 1),
-                        "learning_rate": scheduler.get_last_lr()[0], "validation": {"retrieval": validation}})
-        logger.info("epoch %d: loss %.4f, validation R@10 c2i %.1f i2c %.1f", epoch + 1, history[-1]["train_loss"],
-                    validation["c2i"]["R@10"], validation["i2c"]["R@10"])
-        if step >= total_steps:
+        progress.history.append({
+            "epoch": progress.epoch + 1, "step": progress.step,
+            "train_loss": progress.epoch_loss / max(progress.batch_in_epoch, 1),
+            "learning_rate": scheduler.get_last_lr()[0], "validation": {"retrieval": validation},
+        })
+        logger.info("epoch %d: loss %.4f, validation R@10 c2i %.1f i2c %.1f", progress.epoch + 1,
+                    progress.history[-1]["train_loss"], validation["c2i"]["R@10"], validation["i2c"]["R@10"])
+        progress.epoch, progress.batch_in_epoch, progress.epoch_loss = progress.epoch + 1, 0, 0.0
+        save_checkpoint(accelerator, training_args.output_dir, progress.step, training_args.save_total_limit)
+        if progress.step >= total_steps:
             break
-    progress.close()
+    history = progress.history
+    step = progress.step
+    bar.close()
 
     test = evaluate_retrieval(model, splits["test"], accelerator, eval_batch_size)
     results = {"test": {"retrieval": test}}
