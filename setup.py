@@ -29,5 +29,5 @@ setup(
         "av>=12",
         "sentencex>=1.0",
     ],
-    extras_require={"test": ["pytest>=8", "scipy"]},
+    extras_require={"test": ["pytest>=8", "scipy", "tensorboard"], "tensorboard": ["tensorboard"]},
 )

@@ -139,3 +139,24 @@ def test_cyclic_schedule_and_clipping_run_through_the_trainer(tmp_path):
     history = json.loads((tmp_path / "cyclic" / "training_history.json").read_text())
     assert [entry["step"] for entry in history] == [10, 20]  # 5 passes of 2 batches per epoch
     assert [entry["learning_rate"] for entry in history] == pytest.approx([1e-6, 1e-6])  # each cycle ends low
+
+
+def test_tensorboard_tracker_receives_losses_and_validation(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    train(
+        ModelArguments(hidden_size=8),
+        DataArguments(backbone="test_efficientnet", synthetic_train_images=20, synthetic_eval_images=10),
+        TrainingArguments(output_dir=str(tmp_path / "tracked"), max_steps=4, logging_steps=1, report_to="tensorboard"),
+    )
+    (events,) = [path for path in (tmp_path / "tracked").rglob("events.out.tfevents.*") if path.parent.name ==
+                 "hf_grounded"]
+    scalars = EventAccumulator(str(events)).Reload().Tags()["scalars"]
+    assert {"train/loss", "train/learning_rate", "validation/c2i_R@10"} <= set(scalars)
+
+
+def test_gradient_accumulation_is_refused_with_a_reason(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "4")
+    with pytest.raises(ValueError, match="in-batch negatives"):
+        train(ModelArguments(hidden_size=8), DataArguments(backbone="test_efficientnet"),
+              TrainingArguments(output_dir=str(tmp_path / "accumulate")))

@@ -93,6 +93,9 @@ class TrainingArguments:
     resume_from_checkpoint: str | None = field(
         default=None, metadata={"help": "'latest' (in output_dir/checkpoints) or a checkpoint folder."}
     )
+    report_to: str = field(
+        default="none", metadata={"help": "Accelerate trackers: tensorboard, wandb, trackio, all or none."}
+    )
     logging_steps: int = field(default=50, metadata={"help": "Log the training loss every this many steps."})
     dataloader_num_workers: int = field(default=0, metadata={"help": "DataLoader worker processes."})
 

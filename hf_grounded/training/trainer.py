@@ -34,7 +34,13 @@ SPLITS = ("train", "validation", "test")
 
 def train(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
     """Train a char-GRU model as the arguments say, save it to `output_dir`, and return the test results."""
-    accelerator = Accelerator()
+    report_to = None if training_args.report_to == "none" else training_args.report_to
+    accelerator = Accelerator(log_with=report_to, project_dir=training_args.output_dir if report_to else None)
+    if accelerator.gradient_accumulation_steps > 1:
+        raise ValueError(
+            "gradient accumulation would split the in-batch negatives of the contrastive loss into smaller "
+            "batches; use more processes or a larger per_device_train_batch_size instead"
+        )
     set_seed(training_args.seed)
     started = time.perf_counter()
 
@@ -90,6 +96,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         logger.info("resumed from %s at step %d (epoch %d, batch %d)", checkpoint, progress.step,
                     progress.epoch + 1, progress.batch_in_epoch)
 
+    if report_to:
+        accelerator.init_trackers("hf_grounded", config={**vars(model_args), **vars(data_args), **vars(training_args)})
     logger.info("training on %d captions of %d images for %d steps (%d epochs)", len(splits["train"].input_ids),
                 len(splits["train"].captions_per_image), total_steps, num_epochs)
     config = accelerator.unwrap_model(model).config
@@ -122,6 +130,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
             bar.update(1)
             if progress.step % training_args.logging_steps == 0:
                 bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
+                accelerator.log({"train/loss": loss.item(), "train/learning_rate": scheduler.get_last_lr()[0]},
+                                step=progress.step)
             if training_args.save_steps and progress.step % training_args.save_steps == 0:
                 save_checkpoint(accelerator, training_args.output_dir, progress.step, training_args.save_total_limit)
         validation = evaluate_retrieval(model, splits["validation"], accelerator, eval_batch_size)
@@ -130,6 +140,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
             "train_loss": progress.epoch_loss / max(progress.batch_in_epoch, 1),
             "learning_rate": scheduler.get_last_lr()[0], "validation": {"retrieval": validation},
         })
+        accelerator.log({f"validation/{direction}_{metric}": value for direction, metrics in validation.items()
+                         for metric, value in metrics.items()}, step=progress.step)
         logger.info("epoch %d: loss %.4f, validation R@10 c2i %.1f i2c %.1f", progress.epoch + 1,
                     progress.history[-1]["train_loss"], validation["c2i"]["R@10"], validation["i2c"]["R@10"])
         progress.epoch, progress.batch_in_epoch, progress.epoch_loss = progress.epoch + 1, 0, 0.0
