@@ -10,7 +10,7 @@ from .evaluation import format_retrieval_table
 RETRIEVAL_DIRECTIONS = {"c2i": "caption-to-image", "i2c": "image-to-caption"}
 
 
-def retrieval_eval_results(results: dict, dataset: str, model_name: str) -> list[EvalResult]:
+def retrieval_eval_results(results: dict, dataset: str) -> list[EvalResult]:
     """model-index entries for every R@K and rank in `results["test"]["retrieval"]`."""
     entries = []
     for direction, metrics in results["test"]["retrieval"].items():
@@ -46,7 +46,7 @@ def render_model_card(
         datasets=[dataset] if dataset != "synthetic" else None,
         pipeline_tag="feature-extraction",
         model_name=model_name,
-        eval_results=retrieval_eval_results(results, dataset, model_name),
+        eval_results=retrieval_eval_results(results, dataset),
     )
     template = resources.files("hf_grounded.model_cards").joinpath("char_gru.md").read_text(encoding="utf-8")
     return ModelCard.from_template(

@@ -34,11 +34,10 @@ class InvalidSamples:
         """The captions that are not empty; each empty one is reported with `where` (file, line, item)."""
         kept = []
         for caption in captions:
-            problem = caption_problem(caption, where)
-            if problem is None:
+            if caption and caption.strip():
                 kept.append(caption)
             else:
-                self.report(problem)
+                self.report(f"{where}: empty caption")
         return kept
 
     def log_summary(self) -> None:
@@ -85,11 +84,4 @@ def video_file_problem(path: str | Path) -> str | None:
     return None
 
 
-def caption_problem(caption: str, where: str) -> str | None:
-    """Why a caption cannot be used, or None."""
-    if not caption or not caption.strip():
-        return f"{where}: empty caption"
-    return None
-
-
-__all__ = ["InvalidSampleError", "InvalidSamples", "caption_problem", "image_file_problem", "video_file_problem"]
+__all__ = ["InvalidSampleError", "InvalidSamples", "image_file_problem", "video_file_problem"]

@@ -15,7 +15,7 @@ from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from ..data import CaptionBatchSampler
+from ..data import SPLITS, CaptionBatchSampler
 from ..evaluation import format_retrieval_table, retrieval_metrics
 from ..features import pool_frames
 from ..model_card import write_model_card
@@ -28,8 +28,6 @@ from .negatives import global_hinge_loss
 from .schedules import create_scheduler
 
 logger = logging.getLogger(__name__)
-
-SPLITS = ("train", "validation", "test")
 
 
 def train(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
@@ -112,9 +110,10 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
             batch = {name: tensor.to(accelerator.device) for name, tensor in batch.items()}
             outputs = model(**batch)
             loss, scaled_loss = global_hinge_loss(outputs.text_embeds, outputs.image_embeds, config, accelerator)
-            if not torch.isfinite(loss):
+            loss_value = loss.item()
+            if not math.isfinite(loss_value):
                 raise FloatingPointError(
-                    f"the training loss is {loss.item()} at step {progress.step + 1} (epoch {progress.epoch + 1}); "
+                    f"the training loss is {loss_value} at step {progress.step + 1} (epoch {progress.epoch + 1}); "
                     "stopping, the last checkpoint is the last good state. Lower the learning rate or enable "
                     "--max_grad_norm."
                 )
@@ -126,12 +125,12 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
             optimizer.zero_grad()
             progress.step += 1
             progress.batch_in_epoch += 1
-            progress.epoch_loss += loss.item()
+            progress.epoch_loss += loss_value
             bar.update(1)
             if progress.step % training_args.logging_steps == 0:
-                bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
-                accelerator.log({"train/loss": loss.item(), "train/learning_rate": scheduler.get_last_lr()[0]},
-                                step=progress.step)
+                learning_rate = scheduler.get_last_lr()[0]
+                bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{learning_rate:.2e}")
+                accelerator.log({"train/loss": loss_value, "train/learning_rate": learning_rate}, step=progress.step)
             if training_args.save_steps and progress.step % training_args.save_steps == 0:
                 save_checkpoint(accelerator, training_args.output_dir, progress.step, training_args.save_total_limit)
         validation = evaluate_retrieval(model, splits["validation"], accelerator, eval_batch_size)
@@ -148,40 +147,51 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         save_checkpoint(accelerator, training_args.output_dir, progress.step, training_args.save_total_limit)
         if progress.step >= total_steps:
             break
-    history = progress.history
-    step = progress.step
     bar.close()
 
     test = evaluate_retrieval(model, splits["test"], accelerator, eval_batch_size)
     results = {"test": {"retrieval": test}}
     if accelerator.is_main_process:
-        output_dir = Path(training_args.output_dir)
-        unwrapped = accelerator.unwrap_model(model)
-        save_model(unwrapped, tokenizer, output_dir)
-        (output_dir / "results.json").write_text(json.dumps(results, indent=2))
-        (output_dir / "training_history.json").write_text(json.dumps(history, indent=2))
-        write_model_card(
-            output_dir,
-            results=results,
-            dataset=data_args.dataset,
-            backbone=data_args.backbone,
-            hyperparameters={
-                "epochs": len(history),
-                "steps": step,
-                "batch_size": training_args.per_device_train_batch_size * accelerator.num_processes,
-                "learning_rate": training_args.learning_rate,
-                "lr_scheduler_type": training_args.lr_scheduler_type,
-                "caption_policy": data_args.caption_policy,
-                "image_preprocessing": data_args.image_preprocessing,
-                "seed": training_args.seed,
-            },
-            config=unwrapped.config,
-        )
+        _write_outputs(accelerator.unwrap_model(model), tokenizer, results, progress, data_args, training_args,
+                       global_batch_size=training_args.per_device_train_batch_size * accelerator.num_processes)
         print(format_retrieval_table(test, title=f"test ({data_args.dataset})"))
-        print(f"finished in {time.perf_counter() - started:.0f} s; model saved to {output_dir}")
+        print(f"finished in {time.perf_counter() - started:.0f} s; model saved to {training_args.output_dir}")
     accelerator.wait_for_everyone()
     accelerator.end_training()
     return results
+
+
+def _write_outputs(
+    model: CharGRUModel,
+    tokenizer: CharTokenizer,
+    results: dict,
+    progress: TrainingProgress,
+    data_args: DataArguments,
+    training_args: TrainingArguments,
+    global_batch_size: int,
+) -> None:
+    """The model folder: weights with code, tokenizer, `results.json`, `training_history.json` and the card."""
+    output_dir = Path(training_args.output_dir)
+    save_model(model, tokenizer, output_dir)
+    (output_dir / "results.json").write_text(json.dumps(results, indent=2))
+    (output_dir / "training_history.json").write_text(json.dumps(progress.history, indent=2))
+    write_model_card(
+        output_dir,
+        results=results,
+        dataset=data_args.dataset,
+        backbone=data_args.backbone,
+        hyperparameters={
+            "epochs": len(progress.history),
+            "steps": progress.step,
+            "batch_size": global_batch_size,
+            "learning_rate": training_args.learning_rate,
+            "lr_scheduler_type": training_args.lr_scheduler_type,
+            "caption_policy": data_args.caption_policy,
+            "image_preprocessing": data_args.image_preprocessing,
+            "seed": training_args.seed,
+        },
+        config=model.config,
+    )
 
 
 def _model_and_tokenizer(
