@@ -1,3 +1,21 @@
-from .char_gru import CharGRUConfig, CharGRUModel, CharGRUOutput, CharGRUPreTrainedModel, CharTokenizer, hinge_loss
+from .char_gru import (
+    CharGRUConfig,
+    CharGRUEnsembleConfig,
+    CharGRUEnsembleModel,
+    CharGRUModel,
+    CharGRUOutput,
+    CharGRUPreTrainedModel,
+    CharTokenizer,
+    hinge_loss,
+)
 
-__all__ = ["CharGRUConfig", "CharGRUModel", "CharGRUOutput", "CharGRUPreTrainedModel", "CharTokenizer", "hinge_loss"]
+__all__ = [
+    "CharGRUConfig",
+    "CharGRUEnsembleConfig",
+    "CharGRUEnsembleModel",
+    "CharGRUModel",
+    "CharGRUOutput",
+    "CharGRUPreTrainedModel",
+    "CharTokenizer",
+    "hinge_loss",
+]

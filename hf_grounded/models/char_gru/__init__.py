@@ -1,5 +1,22 @@
-from .configuration_char_gru import CharGRUConfig
-from .modeling_char_gru import CharGRUModel, CharGRUOutput, CharGRUPreTrainedModel, hinge_loss
+from .configuration_char_gru import CharGRUConfig, CharGRUEnsembleConfig
+from .modeling_char_gru import (
+    CharGRUEnsembleModel,
+    CharGRUModel,
+    CharGRUOutput,
+    CharGRUPreTrainedModel,
+    CharSentenceEncoderMixin,
+    hinge_loss,
+)
 from .tokenization_char import CharTokenizer
 
-__all__ = ["CharGRUConfig", "CharGRUModel", "CharGRUOutput", "CharGRUPreTrainedModel", "CharTokenizer", "hinge_loss"]
+__all__ = [
+    "CharGRUConfig",
+    "CharGRUEnsembleConfig",
+    "CharGRUEnsembleModel",
+    "CharGRUModel",
+    "CharGRUOutput",
+    "CharGRUPreTrainedModel",
+    "CharSentenceEncoderMixin",
+    "CharTokenizer",
+    "hinge_loss",
+]

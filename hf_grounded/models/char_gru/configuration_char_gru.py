@@ -90,9 +90,49 @@ class CharGRUConfig(PreTrainedConfig):
         return 2 * self.hidden_size * heads
 
 
+class CharGRUEnsembleConfig(PreTrainedConfig):
+    r"""
+    Configuration of a [`CharGRUEnsembleModel`]: several char-GRU models of one architecture (snapshots of one
+    run, Huang et al. 2017, as Merkx & Frank use them) whose embeddings are summed.
+
+    Args:
+        member_config (`dict` or [`CharGRUConfig`], *optional*):
+            The architecture every member shares. Defaults to `CharGRUConfig()`.
+        num_members (`int`, *optional*, defaults to 2):
+            Number of member models.
+
+    Example:
+
+    ```python
+    >>> from hf_grounded import CharGRUConfig, CharGRUEnsembleConfig
+
+    >>> config = CharGRUEnsembleConfig(member_config=CharGRUConfig(hidden_size=64), num_members=3)
+    >>> config.embed_dim
+    128
+
+    ```
+    """
+
+    model_type = "char_gru_ensemble"
+    sub_configs_defaults = {"member_config": CharGRUConfig}
+
+    member_config: dict | CharGRUConfig | None = None
+    num_members: int = 2
+
+    def __post_init__(self, **kwargs):
+        if self.num_members < 1:
+            raise ValueError(f"CharGRUEnsembleConfig.num_members must be at least 1, got {self.num_members}")
+        super().__post_init__(**kwargs)
+
+    @property
+    def embed_dim(self) -> int:
+        """Width of the joint embedding space, the members' own."""
+        return self.member_config.embed_dim
+
+
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ValueError(f"CharGRUConfig.{name} must be one of {choices}, got {value!r}")
 
 
-__all__ = ["CharGRUConfig"]
+__all__ = ["CharGRUConfig", "CharGRUEnsembleConfig"]

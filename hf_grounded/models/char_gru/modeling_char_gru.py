@@ -16,7 +16,7 @@ from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import ModelOutput
 
-from .configuration_char_gru import CharGRUConfig
+from .configuration_char_gru import CharGRUConfig, CharGRUEnsembleConfig
 from .tokenization_char import CharTokenizer
 
 
@@ -73,6 +73,27 @@ def hinge_loss(
         denominator = batch_size if hardest_negative else batch_size * batch_size
         return (text_terms.sum() + image_terms.sum()) / denominator
     raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
+
+
+def _contrastive_output(
+    text_embeds: torch.Tensor, image_embeds: torch.Tensor, config: CharGRUConfig, return_loss: bool
+) -> CharGRUOutput:
+    logits_per_text = text_embeds @ image_embeds.t()
+    loss = None
+    if return_loss:
+        loss = hinge_loss(
+            logits_per_text,
+            margin=config.margin,
+            reduction=config.loss_reduction,
+            hardest_negative=config.hardest_negative,
+        )
+    return CharGRUOutput(
+        loss=loss,
+        logits_per_text=logits_per_text,
+        logits_per_image=logits_per_text.t(),
+        text_embeds=text_embeds,
+        image_embeds=image_embeds,
+    )
 
 
 class CharGRUAttentionPooling(nn.Module):
@@ -158,91 +179,10 @@ class CharGRUPreTrainedModel(PreTrainedModel):
                     init.zeros_(param)
 
 
-class CharGRUModel(CharGRUPreTrainedModel):
-    r"""
-    Character-level recurrent sentence encoder trained against image features (Merkx & Frank, 2019).
+class CharSentenceEncoderMixin:
+    """`encode()` for models that embed [`CharTokenizer`] ids with `get_text_features`."""
 
-    The text branch embeds characters, runs a packed bidirectional GRU (or LSTM), pools over time with masked
-    attention (or max) pooling and L2-normalises. The image branch is a linear projection of precomputed CNN
-    features, also L2-normalised. Both land in a `config.embed_dim`-wide space compared by cosine similarity.
-
-    Example:
-
-    ```python
-    >>> import torch
-    >>> from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer
-
-    >>> tokenizer = CharTokenizer()
-    >>> model = CharGRUModel(CharGRUConfig(hidden_size=32, image_feature_dim=16))
-    >>> inputs = tokenizer(["A dog runs.", "Two cats."], padding=True, return_tensors="pt")
-    >>> outputs = model(**inputs, image_features=torch.randn(2, 16), return_loss=True)
-    >>> outputs.logits_per_text.shape
-    torch.Size([2, 2])
-    >>> model.encode(["A dog runs."], tokenizer=tokenizer).shape
-    (1, 64)
-
-    ```
-    """
-
-    def __init__(self, config: CharGRUConfig):
-        super().__init__(config)
-        self.text_encoder = CharGRUTextEncoder(config)
-        self.image_projection = nn.Linear(config.image_feature_dim, config.embed_dim)
-        self._tokenizer: CharTokenizer | None = None
-        self.post_init()
-
-    def get_text_features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """L2-normalised sentence embeddings of shape `(batch_size, embed_dim)`."""
-        if attention_mask is None:
-            attention_mask = (input_ids != self.config.pad_token_id).long()
-        return F.normalize(self.text_encoder(input_ids, attention_mask), dim=-1)
-
-    def get_image_features(self, image_features: torch.Tensor) -> torch.Tensor:
-        """L2-normalised image embeddings of shape `(batch_size, embed_dim)` from precomputed CNN features."""
-        if image_features.size(-1) != self.config.image_feature_dim:
-            raise ValueError(
-                f"image_features have {image_features.size(-1)} dimensions, the model expects "
-                f"config.image_feature_dim={self.config.image_feature_dim}"
-            )
-        return F.normalize(self.image_projection(image_features), dim=-1)
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        image_features: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        return_loss: bool = False,
-        **kwargs,
-    ) -> CharGRUOutput:
-        r"""
-        Args:
-            input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`):
-                Character ids from [`CharTokenizer`], right-padded.
-            image_features (`torch.FloatTensor` of shape `(image_batch_size, image_feature_dim)`):
-                Precomputed CNN features; with `return_loss=True`, row i belongs to caption i.
-            attention_mask (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
-                1 for characters, 0 for padding. Derived from the padding id when absent.
-            return_loss (`bool`, *optional*, defaults to `False`):
-                Whether to compute the bidirectional hinge loss.
-        """
-        text_embeds = self.get_text_features(input_ids, attention_mask)
-        image_embeds = self.get_image_features(image_features)
-        logits_per_text = text_embeds @ image_embeds.t()
-        loss = None
-        if return_loss:
-            loss = hinge_loss(
-                logits_per_text,
-                margin=self.config.margin,
-                reduction=self.config.loss_reduction,
-                hardest_negative=self.config.hardest_negative,
-            )
-        return CharGRUOutput(
-            loss=loss,
-            logits_per_text=logits_per_text,
-            logits_per_image=logits_per_text.t(),
-            text_embeds=text_embeds,
-            image_embeds=image_embeds,
-        )
+    _tokenizer: CharTokenizer | None = None
 
     @torch.no_grad()
     def encode(
@@ -288,12 +228,176 @@ class CharGRUModel(CharGRUPreTrainedModel):
         if self._tokenizer is None:
             source = self.config.name_or_path
             self._tokenizer = CharTokenizer.from_pretrained(source) if source else CharTokenizer()
-            if len(self._tokenizer) != self.config.vocab_size:
+            if len(self._tokenizer) != self.get_input_embeddings().num_embeddings:
                 raise ValueError(
                     f"no tokenizer was given and none is saved with this model; the default one has "
-                    f"{len(self._tokenizer)} ids but config.vocab_size is {self.config.vocab_size}"
+                    f"{len(self._tokenizer)} ids but the model has {self.get_input_embeddings().num_embeddings}"
                 )
         return self._tokenizer
 
 
-__all__ = ["CharGRUModel", "CharGRUPreTrainedModel", "CharGRUOutput", "hinge_loss"]
+class CharGRUModel(CharSentenceEncoderMixin, CharGRUPreTrainedModel):
+    r"""
+    Character-level recurrent sentence encoder trained against image features (Merkx & Frank, 2019).
+
+    The text branch embeds characters, runs a packed bidirectional GRU (or LSTM), pools over time with masked
+    attention (or max) pooling and L2-normalises. The image branch is a linear projection of precomputed CNN
+    features, also L2-normalised. Both land in a `config.embed_dim`-wide space compared by cosine similarity.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer
+
+    >>> tokenizer = CharTokenizer()
+    >>> model = CharGRUModel(CharGRUConfig(hidden_size=32, image_feature_dim=16))
+    >>> inputs = tokenizer(["A dog runs.", "Two cats."], padding=True, return_tensors="pt")
+    >>> outputs = model(**inputs, image_features=torch.randn(2, 16), return_loss=True)
+    >>> outputs.logits_per_text.shape
+    torch.Size([2, 2])
+    >>> model.encode(["A dog runs."], tokenizer=tokenizer).shape
+    (1, 64)
+
+    ```
+    """
+
+    def __init__(self, config: CharGRUConfig):
+        super().__init__(config)
+        self.text_encoder = CharGRUTextEncoder(config)
+        self.image_projection = nn.Linear(config.image_feature_dim, config.embed_dim)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.text_encoder.embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.text_encoder.embeddings = value
+
+    def get_text_features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """L2-normalised sentence embeddings of shape `(batch_size, embed_dim)`."""
+        if attention_mask is None:
+            attention_mask = (input_ids != self.config.pad_token_id).long()
+        return F.normalize(self.text_encoder(input_ids, attention_mask), dim=-1)
+
+    def get_image_features(self, image_features: torch.Tensor) -> torch.Tensor:
+        """L2-normalised image embeddings of shape `(batch_size, embed_dim)` from precomputed CNN features."""
+        if image_features.size(-1) != self.config.image_feature_dim:
+            raise ValueError(
+                f"image_features have {image_features.size(-1)} dimensions, the model expects "
+                f"config.image_feature_dim={self.config.image_feature_dim}"
+            )
+        return F.normalize(self.image_projection(image_features), dim=-1)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        image_features: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        return_loss: bool = False,
+        **kwargs,
+    ) -> CharGRUOutput:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`):
+                Character ids from [`CharTokenizer`], right-padded.
+            image_features (`torch.FloatTensor` of shape `(image_batch_size, image_feature_dim)`):
+                Precomputed CNN features; with `return_loss=True`, row i belongs to caption i.
+            attention_mask (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+                1 for characters, 0 for padding. Derived from the padding id when absent.
+            return_loss (`bool`, *optional*, defaults to `False`):
+                Whether to compute the bidirectional hinge loss.
+        """
+        text_embeds = self.get_text_features(input_ids, attention_mask)
+        image_embeds = self.get_image_features(image_features)
+        return _contrastive_output(text_embeds, image_embeds, self.config, return_loss)
+
+class CharGRUEnsembleModel(CharSentenceEncoderMixin, CharGRUPreTrainedModel):
+    r"""
+    A snapshot ensemble of char-GRU models (Merkx & Frank, 2019, after Huang et al., 2017): a caption's embedding
+    is the L2-normalised sum of the members' L2-normalised embeddings, and likewise an image's. It saves, loads
+    and encodes like a single [`CharGRUModel`].
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from hf_grounded import CharGRUConfig, CharGRUEnsembleModel, CharGRUModel, CharTokenizer
+
+    >>> config = CharGRUConfig(hidden_size=32, image_feature_dim=16)
+    >>> ensemble = CharGRUEnsembleModel.from_members([CharGRUModel(config), CharGRUModel(config)])
+    >>> inputs = CharTokenizer()(["A dog.", "A cat."], padding=True, return_tensors="pt")
+    >>> ensemble(**inputs, image_features=torch.randn(2, 16), return_loss=True).logits_per_text.shape
+    torch.Size([2, 2])
+    >>> ensemble.encode(["A dog."], tokenizer=CharTokenizer()).shape
+    (1, 64)
+
+    ```
+    """
+
+    config_class = CharGRUEnsembleConfig
+
+    def __init__(self, config: CharGRUEnsembleConfig):
+        super().__init__(config)
+        self.members = nn.ModuleList(CharGRUModel(config.member_config) for _ in range(config.num_members))
+        self.post_init()
+
+    @classmethod
+    def from_members(cls, members: list[CharGRUModel]) -> "CharGRUEnsembleModel":
+        """An ensemble holding copies of the weights of `members`, which must share one architecture."""
+        if not members:
+            raise ValueError("an ensemble needs at least one member")
+        architecture = _architecture(members[0].config)
+        for index, member in enumerate(members[1:], start=1):
+            if _architecture(member.config) != architecture:
+                raise ValueError(f"member {index} has a different architecture from member 0")
+        ensemble = cls(CharGRUEnsembleConfig(member_config=architecture, num_members=len(members)))
+        for slot, member in zip(ensemble.members, members):
+            slot.load_state_dict(member.state_dict())
+        return ensemble.to(members[0].device)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.members[0].get_input_embeddings()
+
+    def get_text_features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """L2-normalised sum of the members' sentence embeddings, shape `(batch_size, embed_dim)`."""
+        summed = sum(member.get_text_features(input_ids, attention_mask) for member in self.members)
+        return F.normalize(summed, dim=-1)
+
+    def get_image_features(self, image_features: torch.Tensor) -> torch.Tensor:
+        """L2-normalised sum of the members' image embeddings, shape `(batch_size, embed_dim)`."""
+        return F.normalize(sum(member.get_image_features(image_features) for member in self.members), dim=-1)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        image_features: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        return_loss: bool = False,
+        **kwargs,
+    ) -> CharGRUOutput:
+        r"""
+        Args are those of [`CharGRUModel.forward`]; the loss is the members' hinge loss on the ensemble's
+        similarities.
+        """
+        text_embeds = self.get_text_features(input_ids, attention_mask)
+        image_embeds = self.get_image_features(image_features)
+        return _contrastive_output(text_embeds, image_embeds, self.config.member_config, return_loss)
+
+
+def _architecture(config: CharGRUConfig) -> dict:
+    """The config's values, less the bookkeeping that differs between snapshots of one run."""
+    values = config.to_dict()
+    for key in ("_name_or_path", "architectures", "auto_map", "transformers_version", "dtype"):
+        values.pop(key, None)
+    return values
+
+
+__all__ = [
+    "CharGRUEnsembleModel",
+    "CharGRUModel",
+    "CharGRUOutput",
+    "CharGRUPreTrainedModel",
+    "CharSentenceEncoderMixin",
+    "hinge_loss",
+]
