@@ -22,6 +22,7 @@ setup(
         "safetensors>=0.4",
         "huggingface_hub>=1.0",
         "jinja2",
+        "matplotlib>=3.7",
         "pillow",
         "pyyaml",
         "tqdm",

@@ -1,19 +1,25 @@
-"""Model cards rendered from the templates in `model_cards/` with huggingface_hub's `ModelCard`."""
+"""Model cards rendered from the templates in `model_cards/` with huggingface_hub's `ModelCard`.
 
+A card is a function of its model folder: `config.json`, `results.json`, `training_args.json` and the plots
+that training wrote there. So a folder can be re-carded at any time, e.g. with its Hub id before an upload.
+"""
+
+import json
 from importlib import resources
 from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from .evaluation import format_retrieval_table
+from .evaluation import format_retrieval_comparison, format_retrieval_table
 
 RETRIEVAL_DIRECTIONS = {"c2i": "caption-to-image", "i2c": "image-to-caption"}
+COMPARED_MODELS = {"final": "final model", "best_snapshot": "best snapshot", "ensemble": "snapshot ensemble"}
 
 
-def retrieval_eval_results(results: dict, dataset: str) -> list[EvalResult]:
-    """model-index entries for every R@K and rank in `results["test"]["retrieval"]`."""
+def retrieval_eval_results(retrieval: dict, dataset: str) -> list[EvalResult]:
+    """model-index entries for every R@K and rank of a test-split retrieval result."""
     entries = []
-    for direction, metrics in results["test"]["retrieval"].items():
+    for direction, metrics in retrieval.items():
         for metric, value in metrics.items():
             entries.append(
                 EvalResult(
@@ -30,24 +36,37 @@ def retrieval_eval_results(results: dict, dataset: str) -> list[EvalResult]:
     return entries
 
 
-def render_model_card(
-    results: dict, dataset: str, backbone: str, hyperparameters: dict, config, model_id: str
-) -> ModelCard:
-    """The card of a char-GRU model: metadata with a model-index, usage, training data, results and limits.
+def _read_json(folder: Path, name: str) -> dict:
+    path = folder / name
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: a model card is rendered from a folder written by training")
+    return json.loads(path.read_text())
 
-    `model_id` is what the usage snippet loads: a Hub id, or the local folder for a model not pushed yet.
+
+def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelCard:
+    """The card of the char-GRU model (or snapshot ensemble) in `folder`.
+
+    `model_id` is what the usage snippet loads: a Hub id, or by default the folder itself.
     """
+    folder = Path(folder)
+    config, results = _read_json(folder, "config.json"), _read_json(folder, "results.json")
+    arguments = _read_json(folder, "training_args.json")
+    architecture = config.get("member_config", config)
+    model_id = model_id or str(folder)
     model_name = Path(model_id).name
+    dataset = arguments["data"]["dataset"]
     card_data = ModelCardData(
         library_name="transformers",
         license="apache-2.0",
         language="en",
-        tags=["hf_grounded", "char-gru", "sentence-embeddings", "visually-grounded", "custom_code"],
+        tags=["hf_grounded", "char-gru", "sentence-embeddings", "visually-grounded", "custom_code"]
+        + (["snapshot-ensemble"] if "num_members" in config else []),
         datasets=[dataset] if dataset != "synthetic" else None,
         pipeline_tag="feature-extraction",
         model_name=model_name,
-        eval_results=retrieval_eval_results(results, dataset),
+        eval_results=retrieval_eval_results(results["test"]["retrieval"], dataset),
     )
+    compared = {label: results[key]["test"]["retrieval"] for key, label in COMPARED_MODELS.items() if key in results}
     template = resources.files("hf_grounded.model_cards").joinpath("char_gru.md").read_text(encoding="utf-8")
     return ModelCard.from_template(
         card_data,
@@ -55,21 +74,50 @@ def render_model_card(
         repo_id=model_id,
         model_name=model_name,
         dataset=dataset,
-        backbone=backbone,
-        hyperparameters=hyperparameters,
+        backbone=arguments["data"]["backbone"],
+        num_members=config.get("num_members"),
+        ensemble=results.get("ensemble"),
+        hyperparameters=_hyperparameters(arguments, results["run"]),
         results_table=format_retrieval_table(results["test"]["retrieval"], title="direction"),
-        rnn_type=config.rnn_type,
-        hidden_size=config.hidden_size,
-        pooling=config.pooling,
-        embed_dim=config.embed_dim,
-        margin=config.margin,
+        comparison_table=format_retrieval_comparison(compared) if len(compared) > 1 else None,
+        plots={kind: name for kind, name in results.get("plots", {}).items() if (folder / name).is_file()},
+        rnn_type=architecture["rnn_type"],
+        hidden_size=architecture["hidden_size"],
+        pooling=architecture["pooling"],
+        embed_dim=2 * architecture["hidden_size"]
+        * (architecture["attention_heads"] if architecture["pooling"] == "attention" else 1),
+        margin=architecture["margin"],
     )
 
 
-def write_model_card(output_dir: str | Path, model_id: str | None = None, **kwargs) -> Path:
-    """Render the card (see `render_model_card`) into `output_dir/README.md`; it loads from `output_dir` by default."""
-    path = Path(output_dir) / "README.md"
-    render_model_card(model_id=model_id or str(output_dir), **kwargs).save(path)
+def _hyperparameters(arguments: dict, run: dict) -> dict:
+    training, data = arguments["training"], arguments["data"]
+    values = {
+        "epochs": run["epochs"],
+        "steps": run["steps"],
+        "batch size (global)": run["global_batch_size"],
+        "optimizer": "Adam",
+        "learning rate (peak)": training["learning_rate"],
+        "lr schedule": training["lr_scheduler_type"],
+    }
+    if training["lr_scheduler_type"] == "cyclic_cosine":
+        values["cycle"] = f"{training['cycle_epochs']} epochs, from {training['min_learning_rate']} and back"
+    values.update({
+        "gradient clipping": training["max_grad_norm"] or "none",
+        "captions per image per epoch": data["caption_policy"],
+        "length-grouped batches": training["group_by_length"],
+        "mixed precision": run.get("mixed_precision", "no"),
+        "image preprocessing": data["image_preprocessing"],
+        "seed": training["seed"],
+        "processes": run["num_processes"],
+    })
+    return values
+
+
+def write_model_card(folder: str | Path, model_id: str | None = None) -> Path:
+    """Render the card (see `render_model_card`) into `folder/README.md`."""
+    path = Path(folder) / "README.md"
+    render_model_card(folder, model_id).save(path)
     return path
 
 

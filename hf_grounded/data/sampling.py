@@ -26,6 +26,11 @@ class CaptionBatchSampler(Sampler[list[int]]):
     Batches do not straddle passes; the last batch of a pass may be smaller unless `drop_last`. The order
     depends only on `seed` and the epoch (`set_epoch`), so a run can be replayed.
 
+    With `lengths` (one per caption), batches are length-grouped: each pass, already in random order, is cut
+    into chunks of `length_group_batches` batches, each chunk is sorted by caption length and cut into
+    batches, and the pass's batches are shuffled. Batches then carry little padding, while which captions
+    meet in a batch, and in which order batches come, stay random.
+
     With `num_replicas` processes, each step takes one global batch of `batch_size * num_replicas` pairs from a
     single pass and gives process `rank` its contiguous share (shares differ by at most one), so the negatives
     gathered across processes never include the positive's own image. Every process yields the same number of
@@ -41,6 +46,8 @@ class CaptionBatchSampler(Sampler[list[int]]):
         drop_last: bool = False,
         num_replicas: int = 1,
         rank: int = 0,
+        lengths: Sequence[int] | None = None,
+        length_group_batches: int = 50,
     ):
         if policy not in CAPTION_POLICIES:
             raise ValueError(f"policy must be one of {CAPTION_POLICIES}, got {policy!r}")
@@ -51,6 +58,12 @@ class CaptionBatchSampler(Sampler[list[int]]):
         counts = [int(count) for count in captions_per_image]
         if any(count < 1 for count in counts):
             raise ValueError(f"image {next(i for i, c in enumerate(counts) if c < 1)} has no caption")
+        if lengths is not None and len(lengths) != sum(counts):
+            raise ValueError(f"lengths has {len(lengths)} entries but there are {sum(counts)} captions")
+        if length_group_batches < 1:
+            raise ValueError(f"length_group_batches must be at least 1, got {length_group_batches}")
+        self.lengths = None if lengths is None else [int(length) for length in lengths]
+        self.length_group_batches = length_group_batches
         self.counts = counts
         self.offsets = [0]
         for count in counts[:-1]:
@@ -80,11 +93,22 @@ class CaptionBatchSampler(Sampler[list[int]]):
         full, remainder = divmod(pairs, global_size)
         return full + int(not self.drop_last and remainder >= self.num_replicas)
 
-    def _pass_batches(self, pass_indices: list[int]) -> list[list[int]]:
+    def _global_batches(self, pass_indices: list[int], generator: torch.Generator) -> list[list[int]]:
         global_size = self.batch_size * self.num_replicas
+        if self.lengths is not None:
+            chunk_size = global_size * self.length_group_batches
+            pass_indices = [index for start in range(0, len(pass_indices), chunk_size)
+                            for index in sorted(pass_indices[start : start + chunk_size],
+                                                key=self.lengths.__getitem__)]
+        batches = [pass_indices[number * global_size : (number + 1) * global_size]
+                   for number in range(self._batches_per_pass(len(pass_indices)))]
+        if self.lengths is not None:
+            batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+        return batches
+
+    def _pass_batches(self, pass_indices: list[int], generator: torch.Generator) -> list[list[int]]:
         batches = []
-        for number in range(self._batches_per_pass(len(pass_indices))):
-            global_batch = pass_indices[number * global_size : (number + 1) * global_size]
+        for global_batch in self._global_batches(pass_indices, generator):
             share, extra = divmod(len(global_batch), self.num_replicas)
             start = self.rank * share + min(self.rank, extra)
             batches.append(global_batch[start : start + share + int(self.rank < extra)])
@@ -99,14 +123,14 @@ class CaptionBatchSampler(Sampler[list[int]]):
         num_images = len(self.counts)
         if self.policy == "one":
             order = torch.randperm(num_images, generator=generator).tolist()
-            yield from self._pass_batches([self.offsets[i] + self.fixed_caption[i] for i in order])
+            yield from self._pass_batches([self.offsets[i] + self.fixed_caption[i] for i in order], generator)
             return
         caption_orders = [torch.randperm(count, generator=generator).tolist() for count in self.counts]
         for pass_number in range(self.num_passes):
             # Images with fewer captions than the most-captioned one repeat theirs in later passes.
             order = torch.randperm(num_images, generator=generator).tolist()
             indices = [self.offsets[i] + caption_orders[i][pass_number % self.counts[i]] for i in order]
-            yield from self._pass_batches(indices)
+            yield from self._pass_batches(indices, generator)
 
     def __len__(self) -> int:
         return self._batches_per_pass(len(self.counts)) * self.num_passes

@@ -81,4 +81,21 @@ def format_retrieval_table(metrics: dict[str, dict[str, float]], title: str = ""
     return "\n".join(lines)
 
 
-__all__ = ["retrieval_ranks", "summarize_ranks", "retrieval_metrics", "chance_recall", "format_retrieval_table"]
+def format_retrieval_comparison(rows: dict[str, dict[str, dict[str, float]]]) -> str:
+    """A markdown table with one row per model (e.g. final, best snapshot, ensemble) and R@K of both directions."""
+    columns = [(direction, f"R@{k}") for direction in ("c2i", "i2c") for k in RECALL_AT]
+    lines = ["| model | " + " | ".join(f"{direction} {metric}" for direction, metric in columns) + " |",
+             "|---" * (len(columns) + 1) + "|"]
+    for name, metrics in rows.items():
+        lines.append(f"| {name} | " + " | ".join(f"{metrics[d][m]:.1f}" for d, m in columns) + " |")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "retrieval_ranks",
+    "summarize_ranks",
+    "retrieval_metrics",
+    "chance_recall",
+    "format_retrieval_comparison",
+    "format_retrieval_table",
+]

@@ -1,5 +1,6 @@
 from .arguments import DataArguments, ModelArguments, TrainingArguments, parse_arguments
-from .trainer import evaluate_retrieval, save_model, train
+from .saving import save_model, save_model_folder
+from .trainer import evaluate_retrieval, train
 
 __all__ = [
     "DataArguments",
@@ -8,5 +9,6 @@ __all__ = [
     "evaluate_retrieval",
     "parse_arguments",
     "save_model",
+    "save_model_folder",
     "train",
 ]

@@ -79,7 +79,14 @@ class TrainingArguments:
         default="cosine",
         metadata={"help": "'cyclic_cosine' (Merkx & Frank) or any name accepted by transformers.get_scheduler."},
     )
-    cycle_epochs: int = field(default=4, metadata={"help": "cyclic_cosine: epochs per cycle."})
+    cycle_epochs: int = field(
+        default=4, metadata={"help": "cyclic_cosine: epochs per cycle; a snapshot is saved at the end of each."}
+    )
+    snapshot_ensemble_size: int = field(
+        default=2,
+        metadata={"help": "cyclic_cosine: the best k cycle-end snapshots by validation mean R@10 form the saved "
+                          "ensemble model; below 2, the final model is saved."},
+    )
     min_learning_rate: float = field(default=1e-6, metadata={"help": "cyclic_cosine: the rate at cycle ends."})
     max_grad_norm: float = field(default=0.0, metadata={"help": "Clip gradients to this norm; 0 disables."})
     warmup_steps: int = field(default=0, metadata={"help": "Linear warm-up steps."})
@@ -97,7 +104,23 @@ class TrainingArguments:
         default="none", metadata={"help": "Accelerate trackers: tensorboard, wandb, trackio, all or none."}
     )
     logging_steps: int = field(default=50, metadata={"help": "Log the training loss every this many steps."})
+    group_by_length: bool = field(
+        default=True,
+        metadata={"help": "Batch captions of similar length, sorted within random chunks of 50 batches, so batches "
+                          "carry little padding yet stay random."},
+    )
+    mixed_precision: Literal["no", "fp16", "bf16"] | None = field(
+        default=None, metadata={"help": "Autocast precision; by default what `accelerate launch` was given."}
+    )
     dataloader_num_workers: int = field(default=0, metadata={"help": "DataLoader worker processes."})
+    push_to_hub: bool = field(default=False, metadata={"help": "Upload the saved model folder to the Hub."})
+    hub_model_id: str | None = field(default=None, metadata={"help": "ORG/NAME of the Hub repository."})
+    hub_token: str | None = field(default=None, metadata={"help": "Hub token; by default the logged-in one."})
+    hub_private_repo: bool | None = field(default=None, metadata={"help": "Create the Hub repository private."})
+
+    def __post_init__(self):
+        if self.push_to_hub and not self.hub_model_id:
+            raise ValueError("--push_to_hub needs --hub_model_id ORG/NAME")
 
 
 ARGUMENT_CLASSES = (ModelArguments, DataArguments, TrainingArguments)

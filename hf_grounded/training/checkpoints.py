@@ -16,13 +16,19 @@ CHECKPOINT_PATTERN = re.compile(r"^step-(\d+)$")
 @dataclass
 class TrainingProgress:
     """Where the loop is: saved with every checkpoint (Accelerate calls `state_dict`) so a resume continues
-    at the same batch of the same epoch, with the same running loss and history."""
+    at the same batch of the same epoch, with the same running losses and logs.
+
+    `history` has one entry per epoch; `step_log` one per logging interval (mean loss, learning rate).
+    """
 
     step: int = 0
     epoch: int = 0
     batch_in_epoch: int = 0
     epoch_loss: float = 0.0
+    interval_loss: float = 0.0
+    interval_steps: int = 0
     history: list = field(default_factory=list)
+    step_log: list = field(default_factory=list)
 
     def state_dict(self) -> dict:
         return asdict(self)

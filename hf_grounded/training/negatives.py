@@ -28,10 +28,11 @@ def global_hinge_loss(
     """The hinge loss over the global batch, and the value to back-propagate.
 
     Every process computes the same global loss. Backpropagating it times the number of processes makes the
-    averaged gradients equal the gradient that one process would get from the whole batch.
+    averaged gradients equal the gradient that one process would get from the whole batch. The similarities
+    are computed in float32 whatever precision the model ran in: hinge terms are small differences of them.
     """
-    text = gather_with_local_grad(text_embeds, accelerator)
-    image = gather_with_local_grad(image_embeds, accelerator)
+    text = gather_with_local_grad(text_embeds.float(), accelerator)
+    image = gather_with_local_grad(image_embeds.float(), accelerator)
     loss = hinge_loss(text @ image.t(), margin=config.margin, reduction=config.loss_reduction,
                       hardest_negative=config.hardest_negative)
     return loss, loss * accelerator.num_processes

@@ -3,21 +3,21 @@
 import json
 import logging
 import math
-import os
-import shutil
-import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 from accelerate import Accelerator
+from accelerate.data_loader import prepare_data_loader
 from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from ..data import SPLITS, CaptionBatchSampler
-from ..evaluation import format_retrieval_table, retrieval_metrics
+from ..evaluation import format_retrieval_comparison, format_retrieval_table, retrieval_metrics
 from ..features import pool_frames
+from ..hub import push_to_hub
 from ..model_card import write_model_card
 from ..models.char_gru import CharGRUConfig, CharGRUModel, CharTokenizer
 from .arguments import DataArguments, ModelArguments, TrainingArguments
@@ -25,7 +25,10 @@ from .batches import CaptionImagePairs, Captions, EncodedSplit, collate_captions
 from .checkpoints import TrainingProgress, resolve_checkpoint, save_checkpoint
 from .inputs import frame_features, load_dataset
 from .negatives import global_hinge_loss
+from .plots import plot_training
+from .saving import save_model, save_model_folder
 from .schedules import create_scheduler
+from .snapshots import best_snapshots, load_snapshot_ensemble, mean_recall_at_10, snapshot_path
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +36,11 @@ logger = logging.getLogger(__name__)
 def train(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
     """Train a char-GRU model as the arguments say, save it to `output_dir`, and return the test results."""
     report_to = None if training_args.report_to == "none" else training_args.report_to
-    accelerator = Accelerator(log_with=report_to, project_dir=training_args.output_dir if report_to else None)
+    accelerator = Accelerator(
+        mixed_precision=training_args.mixed_precision,
+        log_with=report_to,
+        project_dir=training_args.output_dir if report_to else None,
+    )
     if accelerator.gradient_accumulation_steps > 1:
         raise ValueError(
             "gradient accumulation would split the in-batch negatives of the contrastive loss into smaller "
@@ -59,6 +66,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         seed=training_args.seed,
         num_replicas=accelerator.num_processes,
         rank=accelerator.process_index,
+        lengths=[len(ids) for ids in splits["train"].input_ids] if training_args.group_by_length else None,
     )
     train_loader = DataLoader(
         CaptionImagePairs(splits["train"]),
@@ -73,6 +81,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     else:
         num_epochs = training_args.num_train_epochs
         total_steps = num_epochs * steps_per_epoch
+    takes_snapshots = training_args.lr_scheduler_type == "cyclic_cosine"
     optimizer = torch.optim.Adam(model.parameters(), lr=training_args.learning_rate)
     scheduler = create_scheduler(
         training_args.lr_scheduler_type,
@@ -126,11 +135,11 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
             progress.step += 1
             progress.batch_in_epoch += 1
             progress.epoch_loss += loss_value
+            progress.interval_loss += loss_value
+            progress.interval_steps += 1
             bar.update(1)
             if progress.step % training_args.logging_steps == 0:
-                learning_rate = scheduler.get_last_lr()[0]
-                bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{learning_rate:.2e}")
-                accelerator.log({"train/loss": loss_value, "train/learning_rate": learning_rate}, step=progress.step)
+                _log_interval(progress, scheduler.get_last_lr()[0], accelerator, bar)
             if training_args.save_steps and progress.step % training_args.save_steps == 0:
                 save_checkpoint(accelerator, training_args.output_dir, progress.step, training_args.save_total_limit)
         validation = evaluate_retrieval(model, splits["validation"], accelerator, eval_batch_size)
@@ -139,6 +148,12 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
             "train_loss": progress.epoch_loss / max(progress.batch_in_epoch, 1),
             "learning_rate": scheduler.get_last_lr()[0], "validation": {"retrieval": validation},
         })
+        if takes_snapshots and (progress.epoch + 1) % training_args.cycle_epochs == 0:
+            progress.history[-1]["snapshot"] = snapshot_path((progress.epoch + 1) // training_args.cycle_epochs)
+            if accelerator.is_main_process:
+                save_model_folder(accelerator.unwrap_model(model), tokenizer,
+                                  Path(training_args.output_dir) / progress.history[-1]["snapshot"])
+            accelerator.wait_for_everyone()
         accelerator.log({f"validation/{direction}_{metric}": value for direction, metrics in validation.items()
                          for metric, value in metrics.items()}, step=progress.step)
         logger.info("epoch %d: loss %.4f, validation R@10 c2i %.1f i2c %.1f", progress.epoch + 1,
@@ -147,51 +162,79 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         save_checkpoint(accelerator, training_args.output_dir, progress.step, training_args.save_total_limit)
         if progress.step >= total_steps:
             break
+    if progress.interval_steps:
+        _log_interval(progress, scheduler.get_last_lr()[0], accelerator, bar)
     bar.close()
 
-    test = evaluate_retrieval(model, splits["test"], accelerator, eval_batch_size)
-    results = {"test": {"retrieval": test}}
+    final_model = accelerator.unwrap_model(model)
+    results = {"final": {"test": {"retrieval": evaluate_retrieval(final_model, splits["test"], accelerator,
+                                                                   eval_batch_size)}}}
+    saved_model = final_model
+    chosen = best_snapshots(progress.history, training_args.snapshot_ensemble_size)
+    if training_args.snapshot_ensemble_size >= 2 and len(chosen) >= 2:
+        members, saved_model = load_snapshot_ensemble(training_args.output_dir, chosen, accelerator.device)
+        results["best_snapshot"] = {
+            **_snapshot_summary(chosen[0]),
+            "test": {"retrieval": evaluate_retrieval(members[0], splits["test"], accelerator, eval_batch_size)},
+        }
+        results["ensemble"] = {
+            "members": [_snapshot_summary(entry) for entry in chosen],
+            "test": {"retrieval": evaluate_retrieval(saved_model, splits["test"], accelerator, eval_batch_size)},
+        }
+    elif training_args.snapshot_ensemble_size >= 2:
+        logger.info("%d snapshot(s) were taken; saving the final model instead of an ensemble", len(chosen))
+    results["model"] = "ensemble" if "ensemble" in results else "final"
+    results["test"] = results[results["model"]]["test"]
+    results["run"] = {
+        "epochs": len(progress.history),
+        "steps": progress.step,
+        "global_batch_size": training_args.per_device_train_batch_size * accelerator.num_processes,
+        "num_processes": accelerator.num_processes,
+        "mixed_precision": accelerator.mixed_precision,
+        "wall_time_s": round(time.perf_counter() - started, 1),
+    }
     if accelerator.is_main_process:
-        _write_outputs(accelerator.unwrap_model(model), tokenizer, results, progress, data_args, training_args,
-                       global_batch_size=training_args.per_device_train_batch_size * accelerator.num_processes)
-        print(format_retrieval_table(test, title=f"test ({data_args.dataset})"))
+        _write_outputs(saved_model, tokenizer, results, progress, (model_args, data_args, training_args))
+        print(format_retrieval_comparison({name: results[name]["test"]["retrieval"]
+                                           for name in ("final", "best_snapshot", "ensemble") if name in results}))
+        print(format_retrieval_table(results["test"]["retrieval"], title=f"test, saved {results['model']} model"))
+        if training_args.push_to_hub:
+            url = push_to_hub(training_args.output_dir, training_args.hub_model_id, token=training_args.hub_token,
+                              private=training_args.hub_private_repo)
+            print(f"pushed to {url}")
         print(f"finished in {time.perf_counter() - started:.0f} s; model saved to {training_args.output_dir}")
     accelerator.wait_for_everyone()
     accelerator.end_training()
     return results
 
 
-def _write_outputs(
-    model: CharGRUModel,
-    tokenizer: CharTokenizer,
-    results: dict,
-    progress: TrainingProgress,
-    data_args: DataArguments,
-    training_args: TrainingArguments,
-    global_batch_size: int,
-) -> None:
-    """The model folder: weights with code, tokenizer, `results.json`, `training_history.json` and the card."""
+def _log_interval(progress: TrainingProgress, learning_rate: float, accelerator: Accelerator, bar: tqdm) -> None:
+    loss = progress.interval_loss / progress.interval_steps
+    progress.step_log.append({"step": progress.step, "loss": loss, "learning_rate": learning_rate})
+    progress.interval_loss, progress.interval_steps = 0.0, 0
+    bar.set_postfix(loss=f"{loss:.3f}", lr=f"{learning_rate:.2e}")
+    accelerator.log({"train/loss": loss, "train/learning_rate": learning_rate}, step=progress.step)
+
+
+def _snapshot_summary(entry: dict) -> dict:
+    return {"snapshot": entry["snapshot"], "epoch": entry["epoch"],
+            "validation_mean_recall_at_10": mean_recall_at_10(entry["validation"]["retrieval"])}
+
+
+def _write_outputs(model, tokenizer: CharTokenizer, results: dict, progress: TrainingProgress, arguments) -> None:
+    """The model folder: weights with code, tokenizer, arguments, results, history, plots and the card."""
+    model_args, data_args, training_args = arguments
     output_dir = Path(training_args.output_dir)
     save_model(model, tokenizer, output_dir)
-    (output_dir / "results.json").write_text(json.dumps(results, indent=2))
-    (output_dir / "training_history.json").write_text(json.dumps(progress.history, indent=2))
-    write_model_card(
-        output_dir,
-        results=results,
-        dataset=data_args.dataset,
-        backbone=data_args.backbone,
-        hyperparameters={
-            "epochs": len(progress.history),
-            "steps": progress.step,
-            "batch_size": global_batch_size,
-            "learning_rate": training_args.learning_rate,
-            "lr_scheduler_type": training_args.lr_scheduler_type,
-            "caption_policy": data_args.caption_policy,
-            "image_preprocessing": data_args.image_preprocessing,
-            "seed": training_args.seed,
-        },
-        config=model.config,
+    recorded = {"model": asdict(model_args), "data": asdict(data_args),
+                "training": {**asdict(training_args), "hub_token": None}}
+    (output_dir / "training_args.json").write_text(json.dumps(recorded, indent=2))
+    (output_dir / "training_history.json").write_text(
+        json.dumps({"epochs": progress.history, "steps": progress.step_log}, indent=2)
     )
+    results["plots"] = plot_training(progress.step_log, progress.history, output_dir)
+    (output_dir / "results.json").write_text(json.dumps(results, indent=2))
+    write_model_card(output_dir, model_id=training_args.hub_model_id if training_args.push_to_hub else None)
 
 
 def _model_and_tokenizer(
@@ -229,12 +272,18 @@ def evaluate_retrieval(model, split: EncodedSplit, accelerator: Accelerator, bat
     """
     was_training = model.training
     model.eval()
-    loader = accelerator.prepare_data_loader(
+    # accelerate's module-level function shards without registering the loader with the Accelerator, whose
+    # checkpoints would otherwise carry one more sampler state per evaluation.
+    loader = prepare_data_loader(
         DataLoader(
             Captions(split.input_ids),
             batch_sampler=length_sorted_batches(split.input_ids, batch_size),
             collate_fn=collate_captions,
-        )
+        ),
+        device=accelerator.device,
+        num_processes=accelerator.num_processes,
+        process_index=accelerator.process_index,
+        put_on_device=True,
     )
     unwrapped = accelerator.unwrap_model(model)
     text_embeds = torch.empty(len(split.input_ids), unwrapped.config.embed_dim, device=accelerator.device)
@@ -246,25 +295,4 @@ def evaluate_retrieval(model, split: EncodedSplit, accelerator: Accelerator, bat
     return retrieval_metrics(text_embeds, image_embeds, split.caption_to_image.to(accelerator.device))
 
 
-def save_model(model: CharGRUModel, tokenizer: CharTokenizer, output_dir: Path) -> None:
-    """Write model, code files for `trust_remote_code`, tokenizer and config into `output_dir`.
-
-    Everything is first written to a temporary folder beside `output_dir` and then moved in file by file with
-    atomic renames, so an interrupted save never leaves a half-written weights file.
-    """
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    model.config.register_for_auto_class()
-    model.register_for_auto_class("AutoModel")
-    tokenizer.register_for_auto_class("AutoTokenizer")
-    staging = Path(tempfile.mkdtemp(prefix=".saving-", dir=output_dir.parent))
-    try:
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        for path in staging.iterdir():
-            os.replace(path, output_dir / path.name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-__all__ = ["train", "evaluate_retrieval", "save_model"]
+__all__ = ["train", "evaluate_retrieval"]

@@ -1,0 +1,47 @@
+"""Model folders written so that an interrupted save never leaves a half-written model behind."""
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+
+def save_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, output_dir: str | Path) -> None:
+    """Write model, code files for `trust_remote_code`, tokenizer and config into `output_dir`.
+
+    Everything is first written to a temporary folder beside `output_dir` and then moved in file by file with
+    atomic renames, so an interrupted save never leaves a half-written weights file.
+    """
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    model.config.register_for_auto_class()
+    model.register_for_auto_class("AutoModel")
+    tokenizer.register_for_auto_class("AutoTokenizer")
+    staging = Path(tempfile.mkdtemp(prefix=".saving-", dir=output_dir.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        for path in staging.iterdir():
+            os.replace(path, output_dir / path.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def save_model_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: str | Path) -> Path:
+    """Write a complete model folder in one rename: it either exists whole or not at all."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".saving-{folder.name}-", dir=folder.parent))
+    try:
+        save_model(model, tokenizer, staging)
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(staging, folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+__all__ = ["save_model", "save_model_folder"]

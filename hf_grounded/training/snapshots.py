@@ -1,0 +1,40 @@
+"""Snapshot ensembles (Huang et al., 2017; Merkx & Frank, 2019): a model saved at the end of every learning-rate
+cycle, and the best of them by validation retrieval summed into one model."""
+
+from pathlib import Path
+
+import torch
+
+from ..models.char_gru import CharGRUEnsembleModel, CharGRUModel
+
+SNAPSHOT_DIR = "snapshots"
+
+
+def snapshot_path(cycle: int) -> str:
+    """Where the snapshot of `cycle` (1-based) lives, relative to the output folder."""
+    return f"{SNAPSHOT_DIR}/cycle-{cycle}"
+
+
+def mean_recall_at_10(retrieval: dict) -> float:
+    """The selection score: R@10 averaged over caption-to-image and image-to-caption."""
+    return (retrieval["c2i"]["R@10"] + retrieval["i2c"]["R@10"]) / 2
+
+
+def best_snapshots(history: list[dict], k: int) -> list[dict]:
+    """The `k` history entries holding a snapshot with the highest validation mean R@10, best first; ties go to
+    the later snapshot, which saw more training."""
+    entries = [entry for entry in history if entry.get("snapshot")]
+    ranked = sorted(entries, key=lambda entry: (mean_recall_at_10(entry["validation"]["retrieval"]), entry["step"]),
+                    reverse=True)
+    return ranked[:k]
+
+
+def load_snapshot_ensemble(
+    output_dir: str | Path, entries: list[dict], device: torch.device | str
+) -> tuple[list[CharGRUModel], CharGRUEnsembleModel]:
+    """The snapshots named by `entries`, and the ensemble of all of them."""
+    members = [CharGRUModel.from_pretrained(Path(output_dir) / entry["snapshot"]).to(device) for entry in entries]
+    return members, CharGRUEnsembleModel.from_members(members)
+
+
+__all__ = ["SNAPSHOT_DIR", "best_snapshots", "load_snapshot_ensemble", "mean_recall_at_10", "snapshot_path"]
