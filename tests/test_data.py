@@ -1,5 +1,6 @@
 
 import pytest
+import torch
 from datasets import Image
 
 from hf_grounded.data import CaptionBatchSampler, caption_pairs, load_captioned_images, make_synthetic_dataset
@@ -107,3 +108,46 @@ def test_sampler_shards_each_global_batch_across_processes():
     assert seen == set(pairs)
     single = CaptionBatchSampler(counts, batch_size=6, seed=4)
     assert [sorted(a + b) for a, b in zip(*per_rank)] == [sorted(batch) for batch in _epoch(single, 0)]
+
+
+def _padding(batches, lengths):
+    """Padded positions over all positions when each batch is padded to its longest caption."""
+    padded = sum(max(lengths[i] for i in batch) * len(batch) for batch in batches)
+    return 1 - sum(lengths[i] for batch in batches for i in batch) / padded
+
+
+def test_length_grouping_keeps_the_epoch_and_cuts_padding():
+    generator = torch.Generator().manual_seed(0)
+    counts = [5] * 400
+    pairs = caption_pairs(counts)
+    lengths = torch.randint(10, 120, (len(pairs),), generator=generator).tolist()
+    plain = CaptionBatchSampler(counts, batch_size=8, seed=3)
+    grouped = CaptionBatchSampler(counts, batch_size=8, seed=3, lengths=lengths, length_group_batches=10)
+    plain_batches, grouped_batches = _epoch(plain, 0), _epoch(grouped, 0)
+    assert len(grouped_batches) == len(grouped) == len(plain)
+    assert sorted(i for batch in grouped_batches for i in batch) == sorted(range(len(pairs)))
+    for batch in grouped_batches:
+        images = [pairs[index][0] for index in batch]
+        assert len(images) == len(set(images)), batch
+    assert _padding(grouped_batches, lengths) < 0.3 * _padding(plain_batches, lengths)
+    # Still random: batch order is not sorted by length, and epochs differ.
+    longest = [max(lengths[i] for i in batch) for batch in grouped_batches]
+    assert longest != sorted(longest) and longest != sorted(longest, reverse=True)
+    assert _epoch(grouped, 1) != grouped_batches
+    assert _epoch(grouped, 0) == grouped_batches
+
+
+def test_length_grouping_resumes_mid_epoch_and_shards_global_batches():
+    counts = [5] * 60
+    pairs = caption_pairs(counts)
+    lengths = [(7 * index) % 50 + 1 for index in range(len(pairs))]
+    grouped = CaptionBatchSampler(counts, batch_size=4, seed=5, lengths=lengths, length_group_batches=3)
+    full = _epoch(grouped, 2)
+    grouped.set_epoch(2, start_batch=7)
+    assert list(grouped) == full[7:]
+    shards = [CaptionBatchSampler(counts, batch_size=2, seed=5, num_replicas=2, rank=rank, lengths=lengths,
+                                  length_group_batches=3) for rank in range(2)]
+    per_rank = [_epoch(sampler, 2) for sampler in shards]
+    assert [sorted(a + b) for a, b in zip(*per_rank)] == [sorted(batch) for batch in full]
+    with pytest.raises(ValueError, match="lengths has 3 entries but there are 300 captions"):
+        CaptionBatchSampler(counts, batch_size=2, lengths=[1, 2, 3])

@@ -34,12 +34,15 @@ def test_two_processes_match_one_process_on_the_combined_batch(tmp_path):
 def test_training_recipe_runs_on_two_processes(tmp_path):
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29543",
                str(REPO_ROOT / "recipes" / "train.py"), "--backbone", "test_efficientnet", "--hidden_size", "8",
-               "--synthetic_train_images", "30", "--synthetic_eval_images", "11", "--num_train_epochs", "1",
+               "--synthetic_train_images", "30", "--synthetic_eval_images", "11", "--num_train_epochs", "2",
+               "--lr_scheduler_type", "cyclic_cosine", "--cycle_epochs", "1",
                "--per_device_train_batch_size", "4", "--output_dir", str(tmp_path / "model")]
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
-    history = json.loads((tmp_path / "model" / "training_history.json").read_text())
-    assert history[0]["step"] == 5 * 4  # 5 passes of 30 images in global batches of 2 x 4
+    history = json.loads((tmp_path / "model" / "training_history.json").read_text())["epochs"]
+    assert [entry["step"] for entry in history] == [5 * 4, 2 * 5 * 4]  # 5 passes of 30 images, global batches 2 x 4
     results = json.loads((tmp_path / "model" / "results.json").read_text())
+    assert results["model"] == "ensemble" and results["run"]["num_processes"] == 2
     assert results["test"]["retrieval"]["c2i"]["R@10"] > 0
+    assert (tmp_path / "model" / "snapshots" / "cycle-2" / "model.safetensors").is_file()

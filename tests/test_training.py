@@ -4,8 +4,11 @@ import sys
 
 import numpy as np
 import pytest
+import torch
+from safetensors.torch import load_file
 from transformers import AutoModel
 
+from hf_grounded import CharGRUEnsembleModel
 from hf_grounded.data.synthetic import COLOURS, SHAPES
 from hf_grounded.evaluation import chance_recall
 from hf_grounded.training import DataArguments, ModelArguments, TrainingArguments, parse_arguments, train
@@ -28,7 +31,7 @@ def test_short_training_run_beats_chance_clearly(tmp_path):
     assert json.loads((output_dir / "results.json").read_text()) == results
     card = (output_dir / "README.md").read_text()
     assert "model-index" in card and f"{retrieval['c2i']['R@10']:.1f}" in card
-    history = json.loads((output_dir / "training_history.json").read_text())
+    history = json.loads((output_dir / "training_history.json").read_text())["epochs"]
     assert [entry["epoch"] for entry in history] == list(range(1, 7))
     assert history[-1]["train_loss"] < history[0]["train_loss"]
     # 'red'/'crimson' and 'square'/'box' never share a caption: only the images link them. A phrase is closer
@@ -113,6 +116,7 @@ def test_a_run_gives_the_same_model_whether_features_were_cached_or_not(tmp_path
         )
 
     first, second = run("first"), run("second")
+    assert first.pop("run")["wall_time_s"] > 0 and second.pop("run")["wall_time_s"] > 0
     assert first == second
     weights = [(tmp_path / name / "model.safetensors").read_bytes() for name in ("first", "second")]
     assert weights[0] == weights[1]
@@ -128,17 +132,79 @@ def test_non_finite_loss_stops_the_run_naming_the_step(tmp_path):
     assert not (tmp_path / "nan" / "model.safetensors").exists()
 
 
-def test_cyclic_schedule_and_clipping_run_through_the_trainer(tmp_path):
+def test_cyclic_run_saves_snapshots_and_the_best_two_as_an_ensemble(tmp_path):
+    output_dir = tmp_path / "cyclic"
     results = train(
         ModelArguments(hidden_size=8),
         DataArguments(backbone="test_efficientnet", synthetic_train_images=64, synthetic_eval_images=10),
-        TrainingArguments(output_dir=str(tmp_path / "cyclic"), num_train_epochs=2, cycle_epochs=1,
+        TrainingArguments(output_dir=str(output_dir), num_train_epochs=3, cycle_epochs=1, logging_steps=3,
                           lr_scheduler_type="cyclic_cosine", max_grad_norm=1.0, per_device_train_batch_size=32),
     )
-    assert set(results["test"]["retrieval"]) == {"c2i", "i2c"}
-    history = json.loads((tmp_path / "cyclic" / "training_history.json").read_text())
-    assert [entry["step"] for entry in history] == [10, 20]  # 5 passes of 2 batches per epoch
-    assert [entry["learning_rate"] for entry in history] == pytest.approx([1e-6, 1e-6])  # each cycle ends low
+    history = json.loads((output_dir / "training_history.json").read_text())
+    epochs = history["epochs"]
+    assert [entry["step"] for entry in epochs] == [10, 20, 30]  # 5 passes of 2 batches per epoch
+    assert [entry["learning_rate"] for entry in epochs] == pytest.approx([1e-6] * 3)  # each cycle ends low
+    assert [entry["snapshot"] for entry in epochs] == [f"snapshots/cycle-{n}" for n in (1, 2, 3)]
+    assert [entry["step"] for entry in history["steps"]] == list(range(3, 31, 3))
+    assert max(entry["learning_rate"] for entry in history["steps"]) > 5e-4
+
+    def score(entry):
+        return sum(entry["validation"]["retrieval"][d]["R@10"] for d in ("c2i", "i2c")) / 2
+
+    ranked = sorted(epochs, key=lambda entry: (score(entry), entry["step"]), reverse=True)
+    assert [member["snapshot"] for member in results["ensemble"]["members"]] == [e["snapshot"] for e in ranked[:2]]
+    assert results["best_snapshot"]["snapshot"] == ranked[0]["snapshot"]
+    assert results["model"] == "ensemble" and results["test"] == results["ensemble"]["test"]
+
+    saved = load_file(output_dir / "model.safetensors")
+    for slot, entry in enumerate(ranked[:2]):
+        member = load_file(output_dir / entry["snapshot"] / "model.safetensors")
+        for name, tensor in member.items():
+            assert torch.equal(saved[f"members.{slot}.{name}"], tensor), name
+    model = AutoModel.from_pretrained(output_dir)
+    assert isinstance(model, CharGRUEnsembleModel) and model.config.num_members == 2
+    assert model.encode("a red square").shape == (16,)
+    for name in ("training_loss.png", "learning_rate.png", "validation.png"):
+        assert (output_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    card = (output_dir / "README.md").read_text()
+    assert "snapshot ensemble" in card and "![validation retrieval](validation.png)" in card
+    assert f"| best snapshot | {results['best_snapshot']['test']['retrieval']['c2i']['R@1']:.1f} |" in card
+
+
+@pytest.fixture
+def fresh_accelerate_state():
+    """Accelerate keeps one process-wide state; a test that changes its precision starts and ends afresh."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_bf16_autocast_trains_with_the_loss_in_float32(tmp_path, fresh_accelerate_state):
+    from accelerate import Accelerator
+
+    from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer
+    from hf_grounded.training.negatives import global_hinge_loss
+
+    accelerator = Accelerator(mixed_precision="bf16", cpu=True)
+    model = accelerator.prepare(CharGRUModel(CharGRUConfig(hidden_size=8, image_feature_dim=6)))
+    inputs = CharTokenizer()(["a dog", "two cats", "a bird"], padding=True, return_tensors="pt")
+    outputs = model(**inputs, image_features=torch.randn(3, 6))
+    # Accelerate hands outputs back in float32, but autocast computed them in bfloat16: they are representable.
+    assert torch.equal(outputs.logits_per_text, outputs.logits_per_text.bfloat16().float())
+    loss, scaled = global_hinge_loss(outputs.text_embeds, outputs.image_embeds, model.config, accelerator)
+    assert loss.dtype == torch.float32
+    accelerator.backward(scaled)
+    assert all(p.grad.dtype == torch.float32 for p in model.parameters() if p.grad is not None)
+
+    results = train(
+        ModelArguments(hidden_size=8),
+        DataArguments(backbone="test_efficientnet", synthetic_train_images=40, synthetic_eval_images=10),
+        TrainingArguments(output_dir=str(tmp_path / "bf16"), max_steps=4, mixed_precision="bf16"),
+    )
+    assert results["run"]["mixed_precision"] == "bf16"
+    assert results["test"]["retrieval"]["c2i"]["R@10"] > 0
 
 
 def test_tensorboard_tracker_receives_losses_and_validation(tmp_path):

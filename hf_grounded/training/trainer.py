@@ -181,7 +181,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
             "members": [_snapshot_summary(entry) for entry in chosen],
             "test": {"retrieval": evaluate_retrieval(saved_model, splits["test"], accelerator, eval_batch_size)},
         }
-    elif training_args.snapshot_ensemble_size >= 2:
+    elif takes_snapshots and training_args.snapshot_ensemble_size >= 2:
         logger.info("%d snapshot(s) were taken; saving the final model instead of an ensemble", len(chosen))
     results["model"] = "ensemble" if "ensemble" in results else "final"
     results["test"] = results[results["model"]]["test"]
