@@ -226,3 +226,16 @@ def test_gradient_accumulation_is_refused_with_a_reason(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="in-batch negatives"):
         train(ModelArguments(hidden_size=8), DataArguments(backbone="test_efficientnet"),
               TrainingArguments(output_dir=str(tmp_path / "accumulate")))
+
+
+def test_dataloader_workers_give_the_same_model(tmp_path):
+    def run(workers):
+        train(
+            ModelArguments(hidden_size=8),
+            DataArguments(backbone="test_efficientnet", synthetic_train_images=30, synthetic_eval_images=10),
+            TrainingArguments(output_dir=str(tmp_path / f"workers-{workers}"), max_steps=5, seed=1,
+                              dataloader_num_workers=workers),
+        )
+        return (tmp_path / f"workers-{workers}" / "model.safetensors").read_bytes()
+
+    assert run(0) == run(2)
