@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from hf_grounded.evaluation import chance_recall, retrieval_metrics, retrieval_ranks, summarize_ranks
+from hf_grounded.evaluation.retrieval import fold_retrieval_metrics, wilson_interval
 
 
 def _identity_embeddings(similarities: torch.Tensor):
@@ -67,3 +68,41 @@ def test_chance_recall():
     assert chance_recall(100, 5, 10)["c2i"] == pytest.approx(10.0)
     # 1 - C(495, 10) / C(500, 10)
     assert chance_recall(100, 5, 10)["i2c"] == pytest.approx(9.65, abs=0.01)
+
+
+def test_wilson_intervals_match_scipy():
+    from scipy.stats import binomtest
+
+    for successes, trials in ((0, 10), (3, 40), (50, 100), (25000, 25000), (1234, 5000)):
+        expected = binomtest(successes, trials).proportion_ci(confidence_level=0.95, method="wilson")
+        low, high = wilson_interval(successes, trials)
+        assert low == pytest.approx(100 * expected.low, abs=1e-6)
+        assert high == pytest.approx(100 * expected.high, abs=1e-6)
+
+
+def test_confidence_intervals_bracket_each_recall():
+    torch.manual_seed(0)
+    text, images = torch.randn(200, 8), torch.randn(40, 8)
+    metrics = retrieval_metrics(text, images, torch.arange(40).repeat_interleave(5), confidence_intervals=True)
+    for direction in metrics.values():
+        for k in (1, 5, 10):
+            assert direction[f"R@{k}_ci95_low"] <= direction[f"R@{k}"] <= direction[f"R@{k}_ci95_high"]
+    assert "R@1_ci95_low" not in retrieval_metrics(text, images, torch.arange(40).repeat_interleave(5))["c2i"]
+
+
+def test_folds_search_only_their_own_images_and_average():
+    # Two folds of two images. Caption 0 (image 0) is closest to image 2, which sits in the other fold: on the
+    # whole set it ranks 2nd, within its fold 1st.
+    images = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 0.0], [0.0, -1.0]])
+    text = torch.tensor([[1.0, 0.1], [0.0, 1.0], [1.0, 0.0], [0.1, -1.0]])
+    owners = torch.tensor([0, 1, 2, 3])
+    c2i_whole, _ = retrieval_ranks(text, images, owners)
+    assert c2i_whole[0] == 2
+    folds = fold_retrieval_metrics(text, images, owners, fold_size=2)
+    separate = [retrieval_metrics(text[i : i + 2], images[i : i + 2], torch.tensor([0, 1])) for i in (0, 2)]
+    for direction in ("c2i", "i2c"):
+        for metric in ("R@1", "mean_rank", "median_rank"):
+            expected = (separate[0][direction][metric] + separate[1][direction][metric]) / 2
+            assert folds[direction][metric] == pytest.approx(expected)
+    with pytest.raises(ValueError, match="4 images do not split into folds of 3"):
+        fold_retrieval_metrics(text, images, owners, fold_size=3)
