@@ -1,0 +1,178 @@
+"""Semantic textual similarity data in SentEval's layouts, and the unsupervised cosine evaluation.
+
+Correlations are reported ×100, as SentEval's tables and the papers do.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .correlation import pearson, spearman
+
+# SentEval's subtasks, which the papers' tables use. STS13's SMT input is not in public copies.
+STS_SUBTASKS = {
+    "sts12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
+    "sts13": ("FNWN", "headlines", "OnWN"),
+    "sts14": ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"),
+    "sts15": ("answers-forums", "answers-students", "belief", "headlines", "images"),
+    "sts16": ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
+}
+SICK_SPLITS = {"train": "TRAIN", "validation": "TRIAL", "test": "TEST"}
+
+
+@dataclass
+class SentencePairs:
+    """Pairs of sentences with a gold similarity score each."""
+
+    sentences1: list[str]
+    sentences2: list[str]
+    scores: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def load_sts_year(sts_dir: str | Path, task: str) -> dict[str, SentencePairs]:
+    """The subtasks of `task` (`sts12` … `sts16`) from `sts_dir/STS1X-en-test/`.
+
+    Each subtask has `STS.input.<subtask>.txt` (two tab-separated sentences per line) and `STS.gs.<subtask>.txt`
+    (one gold score per line); the 2016 release's `STS2016.input.*` / `STS2016.gs.*` names are accepted too.
+    Pairs whose gold line is empty are dropped, as SentEval does.
+    """
+    if task not in STS_SUBTASKS:
+        raise ValueError(f"unknown STS task {task!r}; expected one of {sorted(STS_SUBTASKS)}")
+    folder = Path(sts_dir) / f"STS{task[-2:]}-en-test"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} does not exist: pass the folder holding STS12-en-test/ … STS16-en-test/")
+    subtasks = {}
+    for subtask in STS_SUBTASKS[task]:
+        for prefix in ("STS", f"STS20{task[-2:]}"):
+            inputs, gold = folder / f"{prefix}.input.{subtask}.txt", folder / f"{prefix}.gs.{subtask}.txt"
+            if inputs.is_file() and gold.is_file():
+                subtasks[subtask] = _read_sts_pairs(inputs, gold)
+                break
+        else:
+            raise FileNotFoundError(f"{folder} has no STS.input.{subtask}.txt / STS.gs.{subtask}.txt pair")
+    return subtasks
+
+
+def _read_sts_pairs(inputs: Path, gold: Path) -> SentencePairs:
+    pairs, scores = _lines(inputs), _lines(gold)
+    if len(pairs) != len(scores):
+        raise ValueError(f"{inputs} has {len(pairs)} lines but {gold} has {len(scores)}")
+    first, second, kept = [], [], []
+    for number, (pair, score) in enumerate(zip(pairs, scores), start=1):
+        if not score.strip():
+            continue
+        fields = pair.split("\t")
+        if len(fields) < 2:
+            raise ValueError(f"{inputs}, line {number}: expected two tab-separated sentences")
+        try:
+            kept.append(float(score))
+        except ValueError:
+            raise ValueError(f"{gold}, line {number}: gold score {score!r} is not a number") from None
+        first.append(fields[0])
+        second.append(fields[1])
+    return SentencePairs(first, second, np.asarray(kept, dtype=np.float64))
+
+
+def load_stsb(stsb_dir: str | Path) -> dict[str, SentencePairs]:
+    """STS Benchmark from `sts-{train,dev,test}.csv`: tab-separated genre, file, year, id, score, sentence1,
+    sentence2, sometimes followed by extra fields (ignored)."""
+    splits = {}
+    for split, name in (("train", "train"), ("validation", "dev"), ("test", "test")):
+        path = Path(stsb_dir) / f"sts-{name}.csv"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} does not exist")
+        first, second, scores = [], [], []
+        for number, line in enumerate(_lines(path), start=1):
+            fields = line.split("\t")
+            if len(fields) < 7:
+                raise ValueError(f"{path}, line {number}: expected at least 7 tab-separated fields, got {len(fields)}")
+            try:
+                scores.append(float(fields[4]))
+            except ValueError:
+                raise ValueError(f"{path}, line {number}: score {fields[4]!r} is not a number") from None
+            first.append(fields[5])
+            second.append(fields[6])
+        splits[split] = SentencePairs(first, second, np.asarray(scores, dtype=np.float64))
+    return splits
+
+
+def load_sick(sick_path: str | Path) -> dict[str, SentencePairs]:
+    """SICK-Relatedness from the full `SICK.txt` release: `relatedness_score` (1-5) split by `SemEval_set`."""
+    path = Path(sick_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist")
+    header, *rows = _lines(path)
+    columns = header.split("\t")
+    missing = {"sentence_A", "sentence_B", "relatedness_score", "SemEval_set"} - set(columns)
+    if missing:
+        raise ValueError(f"{path}: header lacks {sorted(missing)}")
+    index = {name: columns.index(name) for name in columns}
+    collected = {split: ([], [], []) for split in SICK_SPLITS}
+    split_of = {value: split for split, value in SICK_SPLITS.items()}
+    for number, row in enumerate(rows, start=2):
+        fields = row.split("\t")
+        if len(fields) != len(columns):
+            raise ValueError(f"{path}, line {number}: {len(fields)} fields, the header has {len(columns)}")
+        split = split_of.get(fields[index["SemEval_set"]])
+        if split is None:
+            raise ValueError(f"{path}, line {number}: unknown SemEval_set {fields[index['SemEval_set']]!r}")
+        first, second, scores = collected[split]
+        first.append(fields[index["sentence_A"]])
+        second.append(fields[index["sentence_B"]])
+        scores.append(float(fields[index["relatedness_score"]]))
+    return {split: SentencePairs(a, b, np.asarray(s, dtype=np.float64)) for split, (a, b, s) in collected.items()}
+
+
+def cosine_scores(encode: Callable[[list[str]], np.ndarray], pairs: SentencePairs) -> np.ndarray:
+    """Cosine similarity of each pair under `encode` (any function from sentences to an `(n, d)` array)."""
+    first, second = np.asarray(encode(pairs.sentences1)), np.asarray(encode(pairs.sentences2))
+    first = first / np.linalg.norm(first, axis=1, keepdims=True).clip(min=1e-12)
+    second = second / np.linalg.norm(second, axis=1, keepdims=True).clip(min=1e-12)
+    return (first * second).sum(axis=1)
+
+
+def unsupervised_sts(
+    encode: Callable[[list[str]], np.ndarray], subtasks: dict[str, SentencePairs]
+) -> dict[str, dict[str, float]]:
+    """Per subtask Pearson and Spearman (×100) of the cosine with the gold scores, and SentEval's `all`:
+    the plain mean over subtasks and the mean weighted by pair counts."""
+    results = {}
+    for name, pairs in subtasks.items():
+        predicted = cosine_scores(encode, pairs)
+        results[name] = {"pearson": 100 * pearson(predicted, pairs.scores),
+                         "spearman": 100 * spearman(predicted, pairs.scores), "n": len(pairs)}
+    if len(subtasks) > 1:
+        results["all"] = _aggregate(list(results.values()))
+    return results
+
+
+def _aggregate(per_subtask: Sequence[dict]) -> dict[str, float]:
+    counts = np.array([entry["n"] for entry in per_subtask], dtype=np.float64)
+    aggregate = {}
+    for metric in ("pearson", "spearman"):
+        values = np.array([entry[metric] for entry in per_subtask])
+        aggregate[f"{metric}_mean"] = float(values.mean())
+        aggregate[f"{metric}_wmean"] = float((values * counts).sum() / counts.sum())
+    aggregate["n"] = int(counts.sum())
+    return aggregate
+
+
+__all__ = [
+    "SICK_SPLITS",
+    "STS_SUBTASKS",
+    "SentencePairs",
+    "cosine_scores",
+    "load_sick",
+    "load_sts_year",
+    "load_stsb",
+    "unsupervised_sts",
+]
