@@ -44,7 +44,7 @@ def main() -> None:
     images = torch.nn.functional.normalize(torch.randn(args.images, args.dim, generator=generator), dim=-1)
     text = torch.nn.functional.normalize(
         images.repeat_interleave(args.captions_per_image, dim=0)
-        + 1.5 * torch.randn(args.images * args.captions_per_image, args.dim, generator=generator) / args.dim**0.5,
+        + 4.0 * torch.randn(args.images * args.captions_per_image, args.dim, generator=generator) / args.dim**0.5,
         dim=-1,
     )
     owners = torch.arange(args.images).repeat_interleave(args.captions_per_image)
