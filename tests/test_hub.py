@@ -33,6 +33,11 @@ class RecordingHub:
         monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
 
 
+def _usage_snippet(card: str) -> str:
+    """The code block of the card's Usage section."""
+    return card.split("## Usage", 1)[1].split("```", 2)[1]
+
+
 def _train(output_dir, **training):
     return train(
         ModelArguments(hidden_size=8),
@@ -70,7 +75,8 @@ def test_push_uploads_the_model_page_and_it_loads_back(trained_folder, tmp_path,
     assert hub.repos == [{"repo_id": "my-org/char-gru-test", "private": True, "exist_ok": True}]
     assert set(hub.uploads[0]["files"]) == MODEL_FILES  # no checkpoints, snapshots or tracker logs
     card = (hub.folder / "README.md").read_text()
-    assert 'AutoModel.from_pretrained("my-org/char-gru-test", trust_remote_code=True)' in card
+    usage = _usage_snippet(card)
+    assert '"my-org/char-gru-test", trust_remote_code=True' in usage
     assert str(trained_folder) not in card
     assert json.loads((hub.folder / "training_args.json").read_text())["training"]["hub_token"] is None
     uploaded, local = AutoModel.from_pretrained(hub.folder), AutoModel.from_pretrained(trained_folder)
@@ -84,7 +90,7 @@ def test_training_with_push_to_hub_uploads_at_the_end(tmp_path, monkeypatch):
     assert [upload["repo_id"] for upload in hub.uploads] == ["my-org/pushed"]
     assert set(hub.uploads[0]["files"]) == MODEL_FILES
     assert "secret-token" not in (tmp_path / "model" / "training_args.json").read_text()
-    assert 'from_pretrained("my-org/pushed"' in (tmp_path / "model" / "README.md").read_text()
+    assert '"my-org/pushed", trust_remote_code=True' in _usage_snippet((tmp_path / "model" / "README.md").read_text())
 
 
 def test_push_refuses_a_folder_that_is_not_a_trained_model(tmp_path):

@@ -8,6 +8,15 @@ from pathlib import Path
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
+def _write_model_files(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: Path) -> None:
+    """Weights, config, tokenizer and the code files `trust_remote_code` needs, straight into `folder`."""
+    model.config.register_for_auto_class()
+    model.register_for_auto_class("AutoModel")
+    tokenizer.register_for_auto_class("AutoTokenizer")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
 def save_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, output_dir: str | Path) -> None:
     """Write model, code files for `trust_remote_code`, tokenizer and config into `output_dir`.
 
@@ -16,13 +25,9 @@ def save_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, outpu
     """
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    model.config.register_for_auto_class()
-    model.register_for_auto_class("AutoModel")
-    tokenizer.register_for_auto_class("AutoTokenizer")
     staging = Path(tempfile.mkdtemp(prefix=".saving-", dir=output_dir.parent))
     try:
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
+        _write_model_files(model, tokenizer, staging)
         for path in staging.iterdir():
             os.replace(path, output_dir / path.name)
     finally:
@@ -35,7 +40,7 @@ def save_model_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".saving-{folder.name}-", dir=folder.parent))
     try:
-        save_model(model, tokenizer, staging)
+        _write_model_files(model, tokenizer, staging)
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(staging, folder)
