@@ -11,13 +11,15 @@ setup(
     packages=find_packages(include=["hf_grounded", "hf_grounded.*"]) + ["hf_grounded.model_cards"],
     # The card templates live at the top level for contributors and ship inside the package for users.
     package_dir={"hf_grounded.model_cards": "model_cards"},
-    package_data={"hf_grounded.model_cards": ["*.md"]},
+    # evaluate.load takes a metric as a folder holding its script, so the scripts ship as package data.
+    package_data={"hf_grounded.model_cards": ["*.md"], "hf_grounded.metrics": ["*/*.py"]},
     install_requires=[
         "torch>=2.4",
         "torchvision",
         "transformers>=5.0,<6",
         "datasets>=4.0",
         "accelerate>=1.0",
+        "evaluate>=0.4",
         "timm>=1.0",
         "safetensors>=0.4",
         "huggingface_hub>=1.0",
@@ -29,6 +31,8 @@ setup(
         "numpy",
         "av>=12",
         "sentencex>=1.0",
+        # t-SNE maps of sentence embeddings (Bordes et al., Fig. 2).
+        "scikit-learn>=1.3",
     ],
     extras_require={"test": ["pytest>=8", "scipy", "tensorboard"], "tensorboard": ["tensorboard"]},
 )

@@ -1,7 +1,8 @@
 """Model cards rendered from the templates in `model_cards/` with huggingface_hub's `ModelCard`.
 
 A card is a function of its model folder: `config.json`, `results.json`, `training_args.json` and the plots
-that training wrote there. So a folder can be re-carded at any time, e.g. with its Hub id before an upload.
+that training wrote there, and `evaluation.json` when `recipes/evaluate.py --update_model_card` has run. So a
+folder can be re-carded at any time, e.g. with its Hub id before an upload.
 """
 
 import json
@@ -10,9 +11,13 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from .evaluation import format_retrieval_comparison, format_retrieval_table
+from .evaluation import format_results_tables, format_retrieval_comparison, format_retrieval_table
 
 RETRIEVAL_DIRECTIONS = {"c2i": "caption-to-image", "i2c": "image-to-caption"}
+# The headline metrics of each evaluation task that go into the model-index (counts and bounds stay in the card).
+INDEXED_METRICS = {"pearson", "spearman", "mse", "rho_vis", "c_intra", "c_inter"}
+DATASET_NAMES = {"stsb": "STS Benchmark", "sick": "SICK-R", **{f"sts{year}": f"STS{year}" for year in range(12, 17)}}
+TASK_TYPES = {"coco_test": "sentence-similarity", "structure": "feature-extraction", "human": "feature-extraction"}
 COMPARED_MODELS = {"final": "final model", "best_snapshot": "best snapshot", "ensemble": "snapshot ensemble"}
 
 
@@ -36,6 +41,31 @@ def retrieval_eval_results(retrieval: dict, dataset: str) -> list[EvalResult]:
     return entries
 
 
+def evaluation_eval_results(evaluation: dict) -> list[EvalResult]:
+    """model-index entries for the results of `recipes/evaluate.py` other than retrieval."""
+    entries = []
+    for task, subtasks in evaluation.items():
+        if task == "retrieval":
+            continue
+        for subtask, metrics in subtasks.items():
+            for metric, value in metrics.items():
+                if metric not in INDEXED_METRICS:
+                    continue
+                entries.append(
+                    EvalResult(
+                        task_type=TASK_TYPES.get(task, "sentence-similarity"),
+                        dataset_type=task,
+                        dataset_name=DATASET_NAMES.get(task, task),
+                        dataset_config=subtask,
+                        dataset_split="test",
+                        metric_type=f"{subtask}_{metric}".lower().replace(".", "_").replace("-", "_"),
+                        metric_name=f"{subtask} {metric}",
+                        metric_value=round(float(value), 3 if metric in ("mse", "c_intra", "c_inter") else 2),
+                    )
+                )
+    return entries
+
+
 def _read_json(folder: Path, name: str) -> dict:
     path = folder / name
     if not path.is_file():
@@ -51,6 +81,8 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
     folder = Path(folder)
     config, results = _read_json(folder, "config.json"), _read_json(folder, "results.json")
     arguments = _read_json(folder, "training_args.json")
+    evaluation_file = folder / "evaluation.json"
+    evaluation = json.loads(evaluation_file.read_text()) if evaluation_file.is_file() else None
     architecture = config.get("member_config", config)
     model_id = model_id or str(folder)
     model_name = Path(model_id).name
@@ -64,7 +96,7 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
         datasets=[dataset] if dataset != "synthetic" else None,
         pipeline_tag="feature-extraction",
         model_name=model_name,
-        eval_results=retrieval_eval_results(results["test"]["retrieval"], dataset),
+        eval_results=_eval_results(results, evaluation, dataset),
     )
     compared = {label: results[key]["test"]["retrieval"] for key, label in COMPARED_MODELS.items() if key in results}
     template = resources.files("hf_grounded.model_cards").joinpath("char_gru.md").read_text(encoding="utf-8")
@@ -87,7 +119,20 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
         embed_dim=2 * architecture["hidden_size"]
         * (architecture["attention_heads"] if architecture["pooling"] == "attention" else 1),
         margin=architecture["margin"],
+        evaluation=evaluation,
+        evaluation_tables=format_results_tables(evaluation["results"]) if evaluation else None,
     )
+
+
+def _eval_results(results: dict, evaluation: dict | None, dataset: str) -> list[EvalResult]:
+    """Retrieval from evaluate.py (which adds confidence intervals) replaces that of training when both exist."""
+    evaluated = (evaluation or {}).get("results", {})
+    if "retrieval" in evaluated and evaluation["dataset"] == dataset:
+        retrieval = {direction: {metric: value for metric, value in metrics.items() if "_ci95_" not in metric}
+                     for direction, metrics in evaluated["retrieval"].items() if direction in ("c2i", "i2c")}
+    else:
+        retrieval = results["test"]["retrieval"]
+    return retrieval_eval_results(retrieval, dataset) + evaluation_eval_results(evaluated)
 
 
 def _hyperparameters(arguments: dict, run: dict) -> dict:
@@ -121,4 +166,4 @@ def write_model_card(folder: str | Path, model_id: str | None = None) -> Path:
     return path
 
 
-__all__ = ["render_model_card", "retrieval_eval_results", "write_model_card"]
+__all__ = ["evaluation_eval_results", "render_model_card", "retrieval_eval_results", "write_model_card"]

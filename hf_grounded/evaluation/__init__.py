@@ -1,17 +1,88 @@
+"""The papers' evaluation protocols: retrieval, STS (unsupervised and SentEval's supervised probe), COCO-Test-style
+relatedness, Bordes et al.'s structural measures and Flickr8k's human judgements.
+
+`hf_grounded.evaluation.suite` (what `recipes/evaluate.py` runs) is imported on its own: it loads datasets and
+image features through the training inputs.
+"""
+
+from .correlation import average_ranks, pearson, spearman
+from .evaluators import (
+    BinaryRelatednessEvaluator,
+    Evaluator,
+    HumanJudgementEvaluator,
+    RelatednessEvaluator,
+    RetrievalEvaluator,
+    SentenceEncoder,
+    StructureEvaluator,
+    STSEvaluator,
+    sentence_encoder_function,
+)
+from .human import HumanJudgements, human_judgement_correlation, load_flickr8k_judgements
+from .probe import ProbeConfig, RelatednessProbe, pair_features, soft_targets, supervised_relatedness
+from .report import format_results_tables
 from .retrieval import (
     chance_recall,
+    fold_retrieval_metrics,
     format_retrieval_comparison,
     format_retrieval_table,
     retrieval_metrics,
     retrieval_ranks,
     summarize_ranks,
+    wilson_interval,
+)
+from .structure import binary_relatedness, mean_cosines, plot_embedding_map, structure_measures, visual_correlation
+from .sts import (
+    STS_SUBTASKS,
+    SentencePairs,
+    cosine_scores,
+    load_sick,
+    load_sts_year,
+    load_stsb,
+    senteval_style,
+    unsupervised_sts,
 )
 
 __all__ = [
+    "STS_SUBTASKS",
+    "BinaryRelatednessEvaluator",
+    "Evaluator",
+    "HumanJudgementEvaluator",
+    "HumanJudgements",
+    "ProbeConfig",
+    "RelatednessEvaluator",
+    "RelatednessProbe",
+    "RetrievalEvaluator",
+    "STSEvaluator",
+    "SentenceEncoder",
+    "SentencePairs",
+    "StructureEvaluator",
+    "average_ranks",
+    "binary_relatedness",
     "chance_recall",
+    "cosine_scores",
+    "fold_retrieval_metrics",
+    "format_results_tables",
     "format_retrieval_comparison",
     "format_retrieval_table",
+    "human_judgement_correlation",
+    "load_flickr8k_judgements",
+    "load_sick",
+    "load_sts_year",
+    "load_stsb",
+    "mean_cosines",
+    "pair_features",
+    "pearson",
+    "plot_embedding_map",
     "retrieval_metrics",
     "retrieval_ranks",
+    "senteval_style",
+    "sentence_encoder_function",
+    "soft_targets",
+    "spearman",
+    "structure_measures",
     "summarize_ranks",
+    "supervised_relatedness",
+    "unsupervised_sts",
+    "visual_correlation",
+    "wilson_interval",
 ]

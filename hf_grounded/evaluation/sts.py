@@ -132,6 +132,17 @@ def load_sick(sick_path: str | Path) -> dict[str, SentencePairs]:
     return {split: SentencePairs(a, b, np.asarray(s, dtype=np.float64)) for split, (a, b, s) in collected.items()}
 
 
+def senteval_style(sentence: str) -> str:
+    """A sentence as Merkx & Frank fed SentEval to the char-GRU: SentEval's tokens (split on white space, a final
+    full stop split off) joined by single spaces, with ' .' appended when it does not end in one."""
+    tokens = sentence.split()
+    if tokens and tokens[-1] != "." and tokens[-1].endswith("."):
+        tokens[-1:] = [tokens[-1][:-1], "."]
+    if not tokens or tokens[-1] != ".":
+        tokens.append(".")
+    return " ".join(tokens)
+
+
 def cosine_scores(encode: Callable[[list[str]], np.ndarray], pairs: SentencePairs) -> np.ndarray:
     """Cosine similarity of each pair under `encode` (any function from sentences to an `(n, d)` array)."""
     first, second = np.asarray(encode(pairs.sentences1)), np.asarray(encode(pairs.sentences2))
@@ -174,5 +185,6 @@ __all__ = [
     "load_sick",
     "load_sts_year",
     "load_stsb",
+    "senteval_style",
     "unsupervised_sts",
 ]

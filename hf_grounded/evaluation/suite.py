@@ -1,0 +1,215 @@
+"""What `recipes/evaluate.py` runs: arguments, the evaluators of the chosen tasks, the results file and tables.
+
+Each task needs only its own inputs: STS years need `--sts_dir`, `stsb` needs `--stsb_dir`, `sick` needs
+`--sick_path`, and the caption tasks (`retrieval`, `coco_test`, `structure`, `human`) need `--dataset` (with
+`--data_dir`). Without `--tasks`, every task whose inputs are given runs.
+"""
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+from transformers import AutoConfig, AutoModel, HfArgumentParser
+
+from ..data import SPLITS
+from ..features import pool_frames
+from ..training.arguments import DataArguments
+from ..training.inputs import frame_features, load_dataset
+from .evaluators import (
+    BinaryRelatednessEvaluator,
+    Evaluator,
+    HumanJudgementEvaluator,
+    RelatednessEvaluator,
+    RetrievalEvaluator,
+    StructureEvaluator,
+    STSEvaluator,
+)
+from .human import load_flickr8k_judgements
+from .probe import ProbeConfig
+from .sts import STS_SUBTASKS, load_sick, load_sts_year, load_stsb, senteval_style
+
+logger = logging.getLogger(__name__)
+
+STS_YEARS = tuple(STS_SUBTASKS)
+CAPTION_TASKS = ("retrieval", "coco_test", "structure", "human")
+TASKS = (*STS_YEARS, "stsb", "sick", *CAPTION_TASKS)
+# Backbone settings a model was trained with, read from its training_args.json as defaults.
+FEATURE_ARGUMENTS = ("backbone", "pretrained_file", "pretrained_backbone", "image_preprocessing", "frame_pooling",
+                     "max_length")
+
+
+@dataclass
+class EvaluationArguments:
+    model: str = field(metadata={"help": "A saved model: a local folder or a Hub id."})
+    tasks: str | None = field(
+        default=None, metadata={"help": f"Comma-separated tasks among {','.join(TASKS)}; default: every task "
+                                        "whose inputs are given."}
+    )
+    sts_dir: str | None = field(default=None, metadata={"help": "Folder holding STS12-en-test/ … STS16-en-test/."})
+    stsb_dir: str | None = field(default=None, metadata={"help": "Folder holding sts-{train,dev,test}.csv."})
+    sick_path: str | None = field(default=None, metadata={"help": "The SICK.txt file."})
+    output: str = field(default="results.json", metadata={"help": "Where the nested results are written."})
+    update_model_card: bool = field(
+        default=False, metadata={"help": "Write the results into the model folder's card (evaluation.json)."}
+    )
+    senteval_style: bool = field(
+        default=False, metadata={"help": "STS, STS-B, SICK: tokens joined by spaces plus ' .' (Merkx & Frank)."}
+    )
+    random_init: bool = field(
+        default=False, metadata={"help": "Evaluate the model's architecture with fresh random weights instead."}
+    )
+    trust_remote_code: bool = field(
+        default=False, metadata={"help": "Run model code from the folder or Hub repository (not needed for "
+                                         "models of this package)."}
+    )
+    batch_size: int = field(default=128, metadata={"help": "Sentences per encoding batch."})
+    device: str | None = field(default=None, metadata={"help": "Device to encode on; default cuda when present."})
+    coco_test_pairs: int = field(default=10000, metadata={"help": "coco_test: pairs of each label."})
+    fold_size: int | None = field(
+        default=None, metadata={"help": "retrieval: also report the mean over folds of this many contiguous test "
+                                        "images; default 1000 for COCO (the 1k protocol)."}
+    )
+    seed: int = field(default=0, metadata={"help": "Seed of sampled pairs, t-SNE, the probe and random weights."})
+
+
+def parse_evaluation_arguments(argv: list[str] | None = None) -> tuple[EvaluationArguments, DataArguments]:
+    """Parse the command line. Feature settings default to those in the model folder's training_args.json, so
+    images are embedded as the model saw them in training; `--dataset` has no default."""
+    parser = HfArgumentParser((EvaluationArguments, DataArguments))
+    parser.set_defaults(dataset=None)
+    known, _ = parser.parse_known_args(argv)
+    recorded = Path(known.model) / "training_args.json"
+    if recorded.is_file():
+        data = json.loads(recorded.read_text()).get("data", {})
+        parser.set_defaults(**{name: data[name] for name in FEATURE_ARGUMENTS if name in data})
+    evaluation_args, data_args = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
+    return evaluation_args, data_args
+
+
+def selected_tasks(args: EvaluationArguments, data_args: DataArguments) -> list[str]:
+    """The tasks to run; a task named in `--tasks` whose inputs are missing is an error naming the flag."""
+    needs = {**{year: ("sts_dir", args.sts_dir) for year in STS_YEARS}, "stsb": ("stsb_dir", args.stsb_dir),
+             "sick": ("sick_path", args.sick_path),
+             **{task: ("dataset", data_args.dataset) for task in CAPTION_TASKS}}
+    if args.tasks is None:
+        chosen = [task for task in TASKS if needs[task][1] is not None]
+        if "human" in chosen and data_args.dataset != "flickr8k":
+            chosen.remove("human")
+        if not chosen:
+            raise ValueError("no task has its inputs: give --sts_dir, --stsb_dir, --sick_path or --dataset")
+        return chosen
+    chosen = [task.strip() for task in args.tasks.split(",") if task.strip()]
+    for task in chosen:
+        if task not in needs:
+            raise ValueError(f"unknown task {task!r}; expected some of {','.join(TASKS)}")
+        flag, value = needs[task]
+        if value is None:
+            raise ValueError(f"task {task!r} needs --{flag}")
+    if "human" in chosen and data_args.dataset != "flickr8k":
+        raise ValueError(f"task 'human' needs Flickr8k's judgements, not --dataset {data_args.dataset}")
+    return chosen
+
+
+def load_model(args: EvaluationArguments) -> torch.nn.Module:
+    """The model to evaluate, on `--device`; with `--random_init`, its architecture with fresh weights."""
+    import hf_grounded  # noqa: F401  (registers the Auto classes)
+
+    if args.random_init:
+        config = AutoConfig.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+        torch.manual_seed(args.seed)
+        model = AutoModel.from_config(config, trust_remote_code=args.trust_remote_code)
+    else:
+        model = AutoModel.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return model.to(device).eval()
+
+
+def _caption_evaluators(tasks: list[str], args: EvaluationArguments, data_args: DataArguments) -> list[Evaluator]:
+    dataset = load_dataset(data_args, args.seed)
+    frames = frame_features(dataset, data_args, args.seed, num_workers=0, accelerator=Accelerator(cpu=True))
+    features = {split: torch.stack([pool_frames(item, data_args.frame_pooling) for item in frames[split]])
+                for split in SPLITS}
+    test = dataset["test"]
+    groups = list(test["captions"])
+    options = {"batch_size": args.batch_size}
+    evaluators = []
+    if "retrieval" in tasks:
+        fold_size = args.fold_size or (1000 if data_args.dataset == "coco" else None)
+        evaluators.append(RetrievalEvaluator(groups, features["test"], fold_size=fold_size, **options))
+    if "coco_test" in tasks:
+        evaluators.append(BinaryRelatednessEvaluator(groups, data_args.dataset, args.coco_test_pairs,
+                                                     args.seed, **options))
+    if "structure" in tasks:
+        map_path = Path(args.output).with_name(f"{Path(args.output).stem}_tsne.png")
+        evaluators.append(StructureEvaluator(groups, features["test"].numpy(), data_args.dataset, map_path,
+                                             args.seed, **options))
+    if "human" in tasks:
+        image_ids = [image_id for split in SPLITS for image_id in dataset[split]["image_id"]]
+        all_features = torch.cat([features[split] for split in SPLITS])
+        evaluators.append(HumanJudgementEvaluator(load_flickr8k_judgements(data_args.data_dir), image_ids,
+                                                  all_features, **options))
+    return evaluators
+
+
+def build_evaluators(tasks: list[str], args: EvaluationArguments, data_args: DataArguments) -> list[Evaluator]:
+    """One evaluator per task, in the order of `TASKS`, each loaded from its own inputs."""
+    preprocess = senteval_style if args.senteval_style else None
+    text_options = {"batch_size": args.batch_size, "preprocess": preprocess}
+    probe = ProbeConfig(seed=args.seed)
+    evaluators = [STSEvaluator(load_sts_year(args.sts_dir, year), year, **text_options)
+                  for year in STS_YEARS if year in tasks]
+    if "stsb" in tasks:
+        evaluators.append(RelatednessEvaluator(load_stsb(args.stsb_dir), "stsb", probe, **text_options))
+    if "sick" in tasks:
+        evaluators.append(RelatednessEvaluator(load_sick(args.sick_path), "sick", probe, **text_options))
+    if any(task in tasks for task in CAPTION_TASKS):
+        evaluators.extend(_caption_evaluators(tasks, args, data_args))
+    return evaluators
+
+
+def run_evaluators(model, evaluators: list[Evaluator]) -> dict[str, dict[str, dict[str, float]]]:
+    """`{task: {subtask: {metric: value}}}` for every evaluator, with each task's wall time logged."""
+    results = {}
+    for evaluator in evaluators:
+        started = time.perf_counter()
+        results[evaluator.name] = evaluator(model)
+        logger.info("%s evaluated in %.1f s", evaluator.name, time.perf_counter() - started)
+    return results
+
+
+def evaluate_model(args: EvaluationArguments, data_args: DataArguments) -> dict:
+    """Run the selected tasks on the model, write `args.output` (and the card with `--update_model_card`),
+    and return the results."""
+    tasks = selected_tasks(args, data_args)
+    if args.update_model_card and not Path(args.model, "config.json").is_file():
+        raise ValueError(f"--update_model_card needs a local model folder, got {args.model!r}")
+    logger.info("tasks: %s", ", ".join(tasks))
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    evaluators = build_evaluators(tasks, args, data_args)
+    results = run_evaluators(load_model(args), evaluators)
+    output.write_text(json.dumps(results, indent=2))
+    if args.update_model_card:
+        from ..model_card import write_model_card
+
+        recorded = {"model": args.model, "random_init": args.random_init, "senteval_style": args.senteval_style,
+                    "dataset": data_args.dataset, "results": results}
+        (Path(args.model) / "evaluation.json").write_text(json.dumps(recorded, indent=2))
+        write_model_card(args.model)
+    return results
+
+
+__all__ = [
+    "EvaluationArguments",
+    "TASKS",
+    "build_evaluators",
+    "evaluate_model",
+    "load_model",
+    "parse_evaluation_arguments",
+    "run_evaluators",
+    "selected_tasks",
+]

@@ -1,0 +1,103 @@
+"""recipes/evaluate.py end to end, and the evaluate-library metric modules."""
+
+import json
+import subprocess
+import sys
+
+import evaluate
+import numpy as np
+import pytest
+import torch
+from scipy.stats import pearsonr, spearmanr
+
+from hf_grounded.evaluation import retrieval_ranks, summarize_ranks
+from hf_grounded.evaluation.suite import EvaluationArguments, selected_tasks
+from hf_grounded.metrics import metric_path
+from hf_grounded.training import DataArguments, ModelArguments, TrainingArguments, train
+
+from .conftest import REPO_ROOT
+
+SYNTHETIC = ["--backbone", "test_efficientnet", "--synthetic_train_images", "40", "--synthetic_eval_images", "20"]
+
+
+def _write_relatedness_data(root):
+    rng = np.random.default_rng(0)
+    words = ["red", "crimson", "blue", "square", "box", "circle", "a", "the", "small", "big"]
+
+    def sentence():
+        return " ".join(rng.choice(words, size=rng.integers(2, 6)))
+
+    stsb = root / "stsb"
+    stsb.mkdir()
+    for name, count in (("train", 60), ("dev", 20), ("test", 20)):
+        lines = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{rng.uniform(0, 5):.2f}\t{sentence()}\t{sentence()}"
+                 for i in range(count)]
+        (stsb / f"sts-{name}.csv").write_text("\n".join(lines) + "\n")
+    rows = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\tSemEval_set"]
+    for index, split in enumerate(["TRAIN"] * 60 + ["TRIAL"] * 20 + ["TEST"] * 20):
+        rows.append(f"{index}\t{sentence()}\t{sentence()}\t{rng.uniform(1, 5):.2f}\tNEUTRAL\t{split}")
+    (root / "SICK.txt").write_text("\n".join(rows) + "\n")
+
+
+@pytest.mark.slow
+def test_evaluate_recipe_runs_every_task_with_data_and_updates_the_card(tmp_path):
+    model_dir = tmp_path / "model"
+    train(ModelArguments(hidden_size=16),
+          DataArguments(backbone="test_efficientnet", synthetic_train_images=40, synthetic_eval_images=20),
+          TrainingArguments(output_dir=str(model_dir), max_steps=6, per_device_train_batch_size=8))
+    _write_relatedness_data(tmp_path)
+    output = tmp_path / "evaluation" / "results.json"
+    command = [sys.executable, str(REPO_ROOT / "recipes" / "evaluate.py"), "--model", str(model_dir),
+               "--stsb_dir", str(tmp_path / "stsb"), "--sick_path", str(tmp_path / "SICK.txt"),
+               "--dataset", "synthetic", "--synthetic_train_images", "40", "--synthetic_eval_images", "20",
+               "--seed", "42", "--coco_test_pairs", "200", "--output", str(output), "--update_model_card"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = json.loads(output.read_text())
+    assert list(results) == ["stsb", "sick", "retrieval", "coco_test", "structure"]
+    for task in ("stsb", "sick"):
+        assert set(results[task]) == {"unsupervised", "supervised"}
+        assert {"pearson", "spearman", "mse"} <= set(results[task]["supervised"])
+        assert results[task]["unsupervised"]["n"] == 20
+    assert {"R@1", "R@10_ci95_low", "median_rank"} <= set(results["retrieval"]["c2i"])
+    assert set(results["structure"]["synthetic"]) == {"c_intra", "c_inter", "rho_vis"}
+    assert results["coco_test"]["synthetic"]["n"] == 400
+    # Features default to the model's training settings, so retrieval repeats training's own test numbers.
+    trained = json.loads((model_dir / "results.json").read_text())["test"]["retrieval"]
+    for direction in ("c2i", "i2c"):
+        for metric, value in trained[direction].items():
+            assert results["retrieval"][direction][metric] == pytest.approx(value), (direction, metric)
+    assert "| stsb | pearson |" in result.stdout and "| structure |" in result.stdout
+    assert (output.parent / "results_tsne.png").is_file()
+    card = (model_dir / "README.md").read_text()
+    assert "## Evaluation" in card and "name: STS Benchmark" in card and "name: SICK-R" in card
+    assert "metric_type" not in card and "type: supervised_pearson" in card and "type: synthetic_rho_vis" in card
+
+
+def test_tasks_need_their_own_inputs(tmp_path):
+    data = DataArguments(dataset=None)
+    assert selected_tasks(EvaluationArguments(model="m", stsb_dir="d"), data) == ["stsb"]
+    with pytest.raises(ValueError, match="task 'sick' needs --sick_path"):
+        selected_tasks(EvaluationArguments(model="m", tasks="stsb,sick", stsb_dir="d"), data)
+    with pytest.raises(ValueError, match="unknown task 'sts17'"):
+        selected_tasks(EvaluationArguments(model="m", tasks="sts17", sts_dir="d"), data)
+    with pytest.raises(ValueError, match="no task has its inputs"):
+        selected_tasks(EvaluationArguments(model="m"), data)
+    synthetic = DataArguments(dataset="synthetic")
+    assert selected_tasks(EvaluationArguments(model="m"), synthetic) == ["retrieval", "coco_test", "structure"]
+    with pytest.raises(ValueError, match="'human' needs Flickr8k"):
+        selected_tasks(EvaluationArguments(model="m", tasks="human"), synthetic)
+
+
+def test_evaluate_metric_modules_agree_with_scipy_and_the_library():
+    rng = np.random.default_rng(0)
+    predicted, gold = rng.normal(size=50), rng.normal(size=50).round(1)
+    correlation = evaluate.load(metric_path("sts_correlation")).compute(predictions=predicted, references=gold)
+    assert correlation["pearson"] == pytest.approx(100 * pearsonr(predicted, gold)[0])
+    assert correlation["spearman"] == pytest.approx(100 * spearmanr(predicted, gold)[0])
+    text, images = torch.randn(40, 8), torch.randn(8, 8)
+    c2i, _ = retrieval_ranks(text, images, torch.arange(40) % 8)
+    recall = evaluate.load(metric_path("retrieval_recall")).compute(predictions=c2i.tolist())
+    assert recall == pytest.approx(summarize_ranks(c2i, confidence_intervals=True))
+    with pytest.raises(ValueError, match="unknown metric"):
+        metric_path("bleu")
