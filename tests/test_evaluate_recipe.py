@@ -11,7 +11,7 @@ import torch
 from scipy.stats import pearsonr, spearmanr
 
 from hf_grounded.evaluation import retrieval_ranks, summarize_ranks
-from hf_grounded.evaluation.suite import EvaluationArguments, selected_tasks
+from hf_grounded.evaluation.suite import EvaluationArguments, evaluate_model, selected_tasks
 from hf_grounded.metrics import metric_path
 from hf_grounded.training import DataArguments, ModelArguments, TrainingArguments, train
 
@@ -87,6 +87,16 @@ def test_tasks_need_their_own_inputs(tmp_path):
     assert selected_tasks(EvaluationArguments(model="m"), synthetic) == ["retrieval", "coco_test", "structure"]
     with pytest.raises(ValueError, match="'human' needs Flickr8k"):
         selected_tasks(EvaluationArguments(model="m", tasks="human"), synthetic)
+
+
+def test_card_update_refuses_hub_ids_and_random_weights(tmp_path):
+    data = DataArguments(dataset=None)
+    with pytest.raises(ValueError, match="needs a local model folder, got 'org/name'"):
+        evaluate_model(EvaluationArguments(model="org/name", stsb_dir="d", update_model_card=True), data)
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="random model's results in the card"):
+        evaluate_model(EvaluationArguments(model=str(tmp_path), stsb_dir="d", update_model_card=True,
+                                           random_init=True), data)
 
 
 def test_evaluate_metric_modules_agree_with_scipy_and_the_library():

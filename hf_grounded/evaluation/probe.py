@@ -40,12 +40,13 @@ def soft_targets(scores: np.ndarray, classes: np.ndarray) -> np.ndarray:
 
 @dataclass
 class ProbeConfig:
-    """Training settings of the probe: batch size, optimiser and early stopping on dev as in SentEval."""
+    """Training settings of the probe; SentEval's values by default."""
 
     batch_size: int = 64
     learning_rate: float = 1e-3
     max_epochs: int = 1000
-    patience: int = 5
+    epochs_per_check: int = 50
+    patience: int = 4
     seed: int = 1111
 
 
@@ -73,7 +74,7 @@ class RelatednessProbe:
         targets = torch.as_tensor(soft_targets(train_scores, self.classes.numpy()))
         optimizer = torch.optim.Adam(self.layer.parameters(), lr=config.learning_rate)
         generator = torch.Generator().manual_seed(config.seed)
-        best_state, epochs_without_gain = copy.deepcopy(self.layer.state_dict()), 0
+        best_state, misses = copy.deepcopy(self.layer.state_dict()), 0
         for epoch in range(1, config.max_epochs + 1):
             for batch in torch.randperm(len(features), generator=generator).split(config.batch_size):
                 probabilities = self.layer(features[batch]).softmax(dim=-1)
@@ -81,14 +82,15 @@ class RelatednessProbe:
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
+            if epoch % config.epochs_per_check and epoch < config.max_epochs:
+                continue
             dev_pearson = pearson(self.predict(dev_features), dev_scores)
             if dev_pearson > self.best_dev_pearson:
-                self.best_dev_pearson, best_state, epochs_without_gain = dev_pearson, copy.deepcopy(
-                    self.layer.state_dict()), 0
-                self.epochs_trained = epoch
+                self.best_dev_pearson, self.epochs_trained = dev_pearson, epoch
+                best_state = copy.deepcopy(self.layer.state_dict())
             else:
-                epochs_without_gain += 1
-                if epochs_without_gain >= config.patience:
+                misses += 1
+                if misses >= config.patience:
                     break
         self.layer.load_state_dict(best_state)
         return self

@@ -77,8 +77,9 @@ class EvaluationArguments:
 
 
 def parse_evaluation_arguments(argv: list[str] | None = None) -> tuple[EvaluationArguments, DataArguments]:
-    """Parse the command line. Feature settings default to those in the model folder's training_args.json, so
-    images are embedded as the model saw them in training; `--dataset` has no default."""
+    """Parse the command line. Feature settings default to those in a local model folder's training_args.json,
+    so images are embedded as the model saw them in training (for a Hub id, give them as flags); `--dataset` has
+    no default."""
     parser = HfArgumentParser((EvaluationArguments, DataArguments))
     parser.set_defaults(dataset=None)
     known, _ = parser.parse_known_args(argv)
@@ -187,6 +188,8 @@ def evaluate_model(args: EvaluationArguments, data_args: DataArguments) -> dict:
     tasks = selected_tasks(args, data_args)
     if args.update_model_card and not Path(args.model, "config.json").is_file():
         raise ValueError(f"--update_model_card needs a local model folder, got {args.model!r}")
+    if args.update_model_card and args.random_init:
+        raise ValueError("--update_model_card with --random_init would put a random model's results in the card")
     logger.info("tasks: %s", ", ".join(tasks))
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
