@@ -87,6 +87,11 @@ def test_tasks_need_their_own_inputs(tmp_path):
     assert selected_tasks(EvaluationArguments(model="m"), synthetic) == ["retrieval", "coco_test", "structure"]
     with pytest.raises(ValueError, match="'human' needs Flickr8k"):
         selected_tasks(EvaluationArguments(model="m", tasks="human"), synthetic)
+    flickr8k = DataArguments(dataset="flickr8k", data_dir=str(tmp_path))
+    assert "human" not in selected_tasks(EvaluationArguments(model="m"), flickr8k)
+    (tmp_path / "Flickr8k_text").mkdir()
+    (tmp_path / "Flickr8k_text" / "ExpertAnnotations.txt").write_text("")
+    assert "human" in selected_tasks(EvaluationArguments(model="m"), flickr8k)
 
 
 def test_card_update_refuses_hub_ids_and_random_weights(tmp_path):

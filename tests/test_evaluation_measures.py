@@ -22,6 +22,8 @@ from hf_grounded.evaluation import (
     visual_correlation,
 )
 
+from .conftest import SHARED
+
 
 def _lookup_encoder(vectors: dict[str, np.ndarray]):
     return lambda sentences: np.stack([vectors[sentence] for sentence in sentences])
@@ -156,3 +158,14 @@ def test_senteval_style_tokens_and_full_stop():
     assert senteval_style("A man  is playing a guitar.") == "A man is playing a guitar ."
     assert senteval_style("Two dogs run") == "Two dogs run ."
     assert senteval_style("Done .") == "Done ."
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SHARED / "data" / "flickr8k_sample").is_dir(), reason="../shared is absent")
+def test_real_flickr8k_judgements_resolve_every_caption():
+    judgements = load_flickr8k_judgements(SHARED / "data" / "flickr8k_sample")
+    assert {name: len(pairs) for name, pairs in judgements.items()} == {"expert": 120, "crowdflower": 793}
+    assert judgements["expert"].scores.min() >= 1 and judgements["expert"].scores.max() <= 4
+    assert 0 <= judgements["crowdflower"].scores.min() and judgements["crowdflower"].scores.max() <= 1
+    images = {path.name for path in (SHARED / "data" / "flickr8k_sample" / "Flicker8k_Dataset").glob("*.jpg")}
+    assert set(judgements["expert"].image_ids) <= images

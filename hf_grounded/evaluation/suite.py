@@ -28,7 +28,7 @@ from .evaluators import (
     StructureEvaluator,
     STSEvaluator,
 )
-from .human import load_flickr8k_judgements
+from .human import JUDGEMENT_FILES, load_flickr8k_judgements
 from .probe import ProbeConfig
 from .sts import STS_SUBTASKS, load_sick, load_sts_year, load_stsb, senteval_style
 
@@ -98,7 +98,7 @@ def selected_tasks(args: EvaluationArguments, data_args: DataArguments) -> list[
              **{task: ("dataset", data_args.dataset) for task in CAPTION_TASKS}}
     if args.tasks is None:
         chosen = [task for task in TASKS if needs[task][1] is not None]
-        if "human" in chosen and data_args.dataset != "flickr8k":
+        if "human" in chosen and not _has_judgements(data_args):
             chosen.remove("human")
         if not chosen:
             raise ValueError("no task has its inputs: give --sts_dir, --stsb_dir, --sick_path or --dataset")
@@ -113,6 +113,11 @@ def selected_tasks(args: EvaluationArguments, data_args: DataArguments) -> list[
     if "human" in chosen and data_args.dataset != "flickr8k":
         raise ValueError(f"task 'human' needs Flickr8k's judgements, not --dataset {data_args.dataset}")
     return chosen
+
+
+def _has_judgements(data_args: DataArguments) -> bool:
+    folder = Path(data_args.data_dir or "") / "Flickr8k_text"
+    return data_args.dataset == "flickr8k" and any((folder / name).is_file() for name in JUDGEMENT_FILES.values())
 
 
 def load_model(args: EvaluationArguments) -> torch.nn.Module:
