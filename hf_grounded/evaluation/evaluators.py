@@ -142,7 +142,7 @@ class StructureEvaluator(Evaluator):
         encode = self.encoder(model)
         if self.map_path is not None:
             plot_embedding_map(encode, self.groups, self.map_path, seed=self.seed,
-                               title=f"t-SNE of {self.subtask} captions, coloured by image")
+                               title=f"t-SNE of {self.subtask} test captions of 10 images, coloured by image")
         return {self.subtask: structure_measures(encode, self.groups, self.visual_features, seed=self.seed)}
 
 

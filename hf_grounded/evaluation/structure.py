@@ -109,7 +109,7 @@ def structure_measures(
 
 def plot_embedding_map(
     encode: Callable[[list[str]], np.ndarray], groups: Sequence[Sequence[str]], path: str | Path,
-    max_groups: int = 10, seed: int = 0, title: str = ""
+    max_groups: int = 10, seed: int = 0, title: str = "", group_name: str = "image"
 ) -> Path:
     """A t-SNE map of the sentences of up to `max_groups` groups (drawn with `seed`), coloured by group, as PNG
     (Bordes et al., Fig. 2)."""
@@ -127,8 +127,8 @@ def plot_embedding_map(
     figure = Figure(figsize=(6, 6))
     axes = figure.subplots()
     scatter = axes.scatter(points[:, 0], points[:, 1], c=owners, cmap="tab10", s=18)
-    axes.legend(*scatter.legend_elements(), title="group", loc="best", fontsize="small")
-    axes.set_title(title or "t-SNE of sentence embeddings, coloured by image")
+    axes.legend(*scatter.legend_elements(), title=group_name, loc="best", fontsize="small")
+    axes.set_title(title or f"t-SNE of sentence embeddings, coloured by {group_name}")
     axes.set_xticks([])
     axes.set_yticks([])
     path = Path(path)
