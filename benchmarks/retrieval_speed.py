@@ -4,8 +4,9 @@ per-query numpy loop of VSE++'s `i2t`/`t2i` evaluation code, the field's common 
     python benchmarks/retrieval_speed.py              # 2048-d embeddings, as the char-GRU's
     python benchmarks/retrieval_speed.py --dim 512 --threads 2
 
-Both compute the same ranks; the script checks that before it reports times. The baseline breaks ties by
-argsort order, so random continuous embeddings (no ties) are used.
+Both compute the same ranks up to float32 rounding of near-equal scores; the script checks that before it reports
+times. The baseline breaks ties by argsort order, so random continuous embeddings (no exact ties) are used, noisy
+enough that recall is far from 100 %.
 """
 
 import argparse
@@ -44,7 +45,7 @@ def main() -> None:
     images = torch.nn.functional.normalize(torch.randn(args.images, args.dim, generator=generator), dim=-1)
     text = torch.nn.functional.normalize(
         images.repeat_interleave(args.captions_per_image, dim=0)
-        + 4.0 * torch.randn(args.images * args.captions_per_image, args.dim, generator=generator) / args.dim**0.5,
+        + 16.0 * torch.randn(args.images * args.captions_per_image, args.dim, generator=generator) / args.dim**0.5,
         dim=-1,
     )
     owners = torch.arange(args.images).repeat_interleave(args.captions_per_image)
@@ -61,11 +62,16 @@ def main() -> None:
     started = time.perf_counter()
     loop_c2i, loop_i2c = loop_ranks(text.numpy(), images.numpy(), args.captions_per_image)
     baseline = time.perf_counter() - started
-    if not (np.array_equal(loop_c2i, c2i.numpy()) and np.array_equal(loop_i2c, i2c.numpy())):
-        raise SystemExit("the two implementations disagree on the ranks")
+    # Both sides score in float32 with different summation orders, so near-equal scores may swap places.
+    differing = int((loop_c2i != c2i.numpy()).sum() + (loop_i2c != i2c.numpy()).sum())
+    largest = int(max(np.abs(loop_c2i - c2i.numpy()).max(), np.abs(loop_i2c - i2c.numpy()).max()))
+    if differing > 0.001 * (len(loop_c2i) + len(loop_i2c)) or largest > 1:
+        raise SystemExit(f"the two implementations disagree on {differing} ranks (by up to {largest})")
 
     print(f"{args.images} images x {len(text)} captions, {args.dim}-d, {torch.get_num_threads()} threads; "
-          f"c2i R@1 {metrics['c2i']['R@1']:.1f}, i2c R@1 {metrics['i2c']['R@1']:.1f} (identical ranks)")
+          f"c2i R@1 {metrics['c2i']['R@1']:.1f}, R@10 {metrics['c2i']['R@10']:.1f}; i2c R@1 "
+          f"{metrics['i2c']['R@1']:.1f}, R@10 {metrics['i2c']['R@10']:.1f}; the ranks agree on all but {differing} "
+          f"of {len(loop_c2i) + len(loop_i2c)} queries, by at most {largest}")
     print("| implementation | seconds |")
     print("|---|---|")
     print(f"| hf_grounded retrieval_ranks + R@K, ranks, 95 % intervals (chunked, vectorised) | {ours:.2f} |")
