@@ -49,8 +49,7 @@ def test_evaluate_recipe_runs_every_task_with_data_and_updates_the_card(tmp_path
     output = tmp_path / "evaluation" / "results.json"
     command = [sys.executable, str(REPO_ROOT / "recipes" / "evaluate.py"), "--model", str(model_dir),
                "--stsb_dir", str(tmp_path / "stsb"), "--sick_path", str(tmp_path / "SICK.txt"),
-               "--dataset", "synthetic", "--synthetic_train_images", "40", "--synthetic_eval_images", "20",
-               "--seed", "42", "--coco_test_pairs", "200", "--output", str(output), "--update_model_card"]
+               "--dataset", "synthetic", "--coco_test_pairs", "200", "--output", str(output), "--update_model_card"]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     results = json.loads(output.read_text())
@@ -62,7 +61,8 @@ def test_evaluate_recipe_runs_every_task_with_data_and_updates_the_card(tmp_path
     assert {"R@1", "R@10_ci95_low", "median_rank"} <= set(results["retrieval"]["c2i"])
     assert set(results["structure"]["synthetic"]) == {"c_intra", "c_inter", "rho_vis"}
     assert results["coco_test"]["synthetic"]["n"] == 400
-    # Features default to the model's training settings, so retrieval repeats training's own test numbers.
+    # Data, features and their seed default to the model's training settings (here a random backbone and a
+    # 40/20-image synthetic set), so retrieval repeats training's own test numbers.
     trained = json.loads((model_dir / "results.json").read_text())["test"]["retrieval"]
     for direction in ("c2i", "i2c"):
         for metric, value in trained[direction].items():

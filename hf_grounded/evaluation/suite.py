@@ -37,9 +37,10 @@ logger = logging.getLogger(__name__)
 STS_YEARS = tuple(STS_SUBTASKS)
 CAPTION_TASKS = ("retrieval", "coco_test", "structure", "human")
 TASKS = (*STS_YEARS, "stsb", "sick", *CAPTION_TASKS)
-# Backbone settings a model was trained with, read from its training_args.json as defaults.
-FEATURE_ARGUMENTS = ("backbone", "pretrained_file", "pretrained_backbone", "image_preprocessing", "frame_pooling",
-                     "max_length")
+# How a model's training data and image features were made, read from its training_args.json as defaults.
+RECORDED_DATA_ARGUMENTS = ("backbone", "pretrained_file", "pretrained_backbone", "image_preprocessing",
+                           "frame_pooling", "max_length", "char_gru_preprocessing", "synthetic_train_images",
+                           "synthetic_eval_images")
 
 
 @dataclass
@@ -74,19 +75,26 @@ class EvaluationArguments:
                                         "images; default 1000 for COCO (the 1k protocol)."}
     )
     seed: int = field(default=0, metadata={"help": "Seed of sampled pairs, t-SNE, the probe and random weights."})
+    data_seed: int = field(
+        default=42, metadata={"help": "Seed of the synthetic set and of a randomly initialised backbone: by default "
+                                      "the model's training seed from training_args.json, else train.py's 42."}
+    )
 
 
 def parse_evaluation_arguments(argv: list[str] | None = None) -> tuple[EvaluationArguments, DataArguments]:
-    """Parse the command line. Feature settings default to those in a local model folder's training_args.json,
-    so images are embedded as the model saw them in training (for a Hub id, give them as flags); `--dataset` has
-    no default."""
+    """Parse the command line. Data and feature settings (and `--data_seed`) default to those in a local model
+    folder's training_args.json, so captions and images are prepared as the model saw them in training (for a Hub
+    id, give them as flags); `--dataset` has no default."""
     parser = HfArgumentParser((EvaluationArguments, DataArguments))
     parser.set_defaults(dataset=None)
     known, _ = parser.parse_known_args(argv)
     recorded = Path(known.model) / "training_args.json"
     if recorded.is_file():
-        data = json.loads(recorded.read_text()).get("data", {})
-        parser.set_defaults(**{name: data[name] for name in FEATURE_ARGUMENTS if name in data})
+        training = json.loads(recorded.read_text())
+        data = training.get("data", {})
+        parser.set_defaults(**{name: data[name] for name in RECORDED_DATA_ARGUMENTS if name in data})
+        if "seed" in training.get("training", {}):
+            parser.set_defaults(data_seed=training["training"]["seed"])
     evaluation_args, data_args = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
     return evaluation_args, data_args
 
@@ -135,8 +143,8 @@ def load_model(args: EvaluationArguments) -> torch.nn.Module:
 
 
 def _caption_evaluators(tasks: list[str], args: EvaluationArguments, data_args: DataArguments) -> list[Evaluator]:
-    dataset = load_dataset(data_args, args.seed)
-    frames = frame_features(dataset, data_args, args.seed, num_workers=0, accelerator=Accelerator(cpu=True))
+    dataset = load_dataset(data_args, args.data_seed)
+    frames = frame_features(dataset, data_args, args.data_seed, num_workers=0, accelerator=Accelerator())
     features = {split: torch.stack([pool_frames(item, data_args.frame_pooling) for item in frames[split]])
                 for split in SPLITS}
     test = dataset["test"]
