@@ -4,10 +4,13 @@ import itertools
 
 import numpy as np
 import pytest
+import torch
 from scipy.stats import pearsonr
 
 from hf_grounded.evaluation import (
+    BinaryRelatednessEvaluator,
     ProbeConfig,
+    RetrievalEvaluator,
     SentencePairs,
     binary_relatedness,
     human_judgement_correlation,
@@ -169,3 +172,40 @@ def test_real_flickr8k_judgements_resolve_every_caption():
     assert 0 <= judgements["crowdflower"].scores.min() and judgements["crowdflower"].scores.max() <= 1
     images = {path.name for path in (SHARED / "data" / "flickr8k_sample" / "Flicker8k_Dataset").glob("*.jpg")}
     assert set(judgements["expert"].image_ids) <= images
+
+
+class LookupEncoder(torch.nn.Module):
+    """Any encoder with `encode` (and, for image tasks, `get_image_features`) fits the evaluators."""
+
+    def __init__(self, vectors: dict[str, np.ndarray]):
+        super().__init__()
+        self.vectors = vectors
+        self.scale = torch.nn.Parameter(torch.ones(()))
+        self.calls = []
+
+    def encode(self, sentences, batch_size=64):
+        self.calls.append(len(sentences))
+        return np.stack([self.vectors[sentence] for sentence in sentences])
+
+    def get_image_features(self, features):
+        return torch.nn.functional.normalize(features * self.scale, dim=-1)
+
+
+def test_retrieval_evaluator_on_any_encoder_with_folds():
+    rng = np.random.default_rng(0)
+    image_features = torch.randn(20, 6, generator=torch.Generator().manual_seed(0))
+    groups = [[f"image {i} caption {c}" for c in range(2)] for i in range(20)]
+    vectors = {caption: image_features[i].numpy() + 0.1 * rng.normal(size=6) for i, captions in enumerate(groups)
+               for caption in captions}
+    results = RetrievalEvaluator(groups, image_features, fold_size=10)(LookupEncoder(vectors))
+    assert set(results) == {"c2i", "i2c", "c2i_10", "i2c_10"}
+    assert results["c2i"]["R@1"] == 100.0 and results["c2i"]["R@1_ci95_low"] > 80
+    assert results["i2c_10"]["median_rank"] == 1.0
+
+
+def test_text_evaluators_encode_each_distinct_sentence_once():
+    groups = [[f"image {g} caption {c}" for c in range(3)] for g in range(6)]
+    encoder = LookupEncoder({caption: np.eye(6)[g] for g, captions in enumerate(groups) for caption in captions})
+    results = BinaryRelatednessEvaluator(groups, "toy", num_pairs=300)(encoder)
+    assert results["toy"]["pearson"] == pytest.approx(100.0)
+    assert max(encoder.calls) <= 18
