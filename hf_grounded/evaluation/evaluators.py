@@ -56,8 +56,6 @@ def _image_embeddings(model, image_features: torch.Tensor) -> torch.Tensor:
 class Evaluator:
     """A task's data, ready to evaluate models on; `name` keys its results."""
 
-    name: str
-
     def __init__(self, name: str, batch_size: int = 64, preprocess: Callable[[str], str] | None = None):
         self.name, self.batch_size, self.preprocess = name, batch_size, preprocess
 
