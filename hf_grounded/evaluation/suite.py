@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 from accelerate import Accelerator
+from datasets import DatasetDict
 from transformers import AutoConfig, AutoModel, HfArgumentParser
 
 from ..data import SPLITS
@@ -144,9 +145,11 @@ def load_model(args: EvaluationArguments) -> torch.nn.Module:
 
 def _caption_evaluators(tasks: list[str], args: EvaluationArguments, data_args: DataArguments) -> list[Evaluator]:
     dataset = load_dataset(data_args, args.data_seed)
+    # Only the judgements reach beyond the test split; the feature cache extracts just what is missing.
+    dataset = DatasetDict({split: dataset[split] for split in (SPLITS if "human" in tasks else ("test",))})
     frames = frame_features(dataset, data_args, args.data_seed, num_workers=0, accelerator=Accelerator())
-    features = {split: torch.stack([pool_frames(item, data_args.frame_pooling) for item in frames[split]])
-                for split in SPLITS}
+    features = {split: torch.stack([pool_frames(item, data_args.frame_pooling) for item in items])
+                for split, items in frames.items()}
     test = dataset["test"]
     groups = list(test["captions"])
     options = {"batch_size": args.batch_size}
@@ -162,8 +165,8 @@ def _caption_evaluators(tasks: list[str], args: EvaluationArguments, data_args: 
         evaluators.append(StructureEvaluator(groups, features["test"].numpy(), data_args.dataset, map_path,
                                              args.seed, **options))
     if "human" in tasks:
-        image_ids = [image_id for split in SPLITS for image_id in dataset[split]["image_id"]]
-        all_features = torch.cat([features[split] for split in SPLITS])
+        image_ids = [image_id for split in dataset for image_id in dataset[split]["image_id"]]
+        all_features = torch.cat([features[split] for split in dataset])
         evaluators.append(HumanJudgementEvaluator(load_flickr8k_judgements(data_args.data_dir), image_ids,
                                                   all_features, **options))
     return evaluators
