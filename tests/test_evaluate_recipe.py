@@ -71,6 +71,7 @@ def test_evaluate_recipe_runs_every_task_with_data_and_updates_the_card(tmp_path
     assert (output.parent / "results_tsne.png").is_file()
     card = (model_dir / "README.md").read_text()
     assert "## Evaluation" in card and "name: STS Benchmark" in card and "name: SICK-R" in card
+    assert (model_dir / "embedding_map.png").is_file() and "](embedding_map.png)" in card
     assert "metric_type" not in card and "type: supervised_pearson" in card and "type: synthetic_rho_vis" in card
 
 

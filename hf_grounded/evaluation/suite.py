@@ -7,6 +7,7 @@ Each task needs only its own inputs: STS years need `--sts_dir`, `stsb` needs `-
 
 import json
 import logging
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,7 +162,7 @@ def _caption_evaluators(tasks: list[str], args: EvaluationArguments, data_args: 
         evaluators.append(BinaryRelatednessEvaluator(groups, data_args.dataset, args.coco_test_pairs,
                                                      args.seed, **options))
     if "structure" in tasks:
-        map_path = Path(args.output).with_name(f"{Path(args.output).stem}_tsne.png")
+        map_path = tsne_path(args.output)
         evaluators.append(StructureEvaluator(groups, features["test"].numpy(), data_args.dataset, map_path,
                                              args.seed, **options))
     if "human" in tasks:
@@ -170,6 +171,11 @@ def _caption_evaluators(tasks: list[str], args: EvaluationArguments, data_args: 
         evaluators.append(HumanJudgementEvaluator(load_flickr8k_judgements(data_args.data_dir), image_ids,
                                                   all_features, **options))
     return evaluators
+
+
+def tsne_path(output: str | Path) -> Path:
+    """Where the structure task's t-SNE map goes: beside the results file."""
+    return Path(output).with_name(f"{Path(output).stem}_tsne.png")
 
 
 def build_evaluators(tasks: list[str], args: EvaluationArguments, data_args: DataArguments) -> list[Evaluator]:
@@ -217,6 +223,9 @@ def evaluate_model(args: EvaluationArguments, data_args: DataArguments) -> dict:
 
         recorded = {"model": args.model, "random_init": args.random_init, "senteval_style": args.senteval_style,
                     "dataset": data_args.dataset, "results": results}
+        if "structure" in results:
+            shutil.copyfile(tsne_path(args.output), Path(args.model) / "embedding_map.png")
+            recorded["embedding_map"] = "embedding_map.png"
         (Path(args.model) / "evaluation.json").write_text(json.dumps(recorded, indent=2))
         write_model_card(args.model)
     return results
