@@ -19,6 +19,7 @@ from transformers import AutoConfig, AutoModel, HfArgumentParser
 
 from ..data import SPLITS
 from ..features import pool_frames
+from ..model_card import write_model_card
 from ..training.arguments import DataArguments
 from ..training.inputs import frame_features, load_dataset
 from .evaluators import (
@@ -219,8 +220,6 @@ def evaluate_model(args: EvaluationArguments, data_args: DataArguments) -> dict:
     results = run_evaluators(load_model(args), evaluators)
     output.write_text(json.dumps(results, indent=2))
     if args.update_model_card:
-        from ..model_card import write_model_card
-
         recorded = {"model": args.model, "random_init": args.random_init, "senteval_style": args.senteval_style,
                     "dataset": data_args.dataset, "results": results}
         if "structure" in results:
