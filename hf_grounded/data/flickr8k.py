@@ -61,17 +61,23 @@ def _image_folder(data_dir: Path) -> Path:
     raise FileNotFoundError(f"{data_dir}: no image folder (looked for {', '.join(IMAGE_FOLDERS)})")
 
 
-def _official_splits(text_dir: Path, problems: InvalidSamples) -> dict[str, list[tuple[str, list[str], str]]]:
-    token_file = text_dir / "Flickr8k.token.txt"
-    captions: dict[str, list[str]] = defaultdict(list)
-    for line_number, line in enumerate(token_file.read_text(encoding="utf-8").splitlines(), start=1):
+def read_flickr8k_captions(token_file: str | Path) -> dict[str, tuple[str, str]]:
+    """`Flickr8k.token.txt` as caption id (`IMAGE.jpg#N`) → (caption, `file:line`), in file order."""
+    captions = {}
+    for line_number, line in enumerate(Path(token_file).read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
-        key, _, caption = line.partition("\t")
-        filename, hash_sign, _ = key.partition("#")
-        if not hash_sign:
+        caption_id, _, caption = line.partition("\t")
+        if "#" not in caption_id:
             raise InvalidSampleError(f"{token_file}:{line_number}: expected 'IMAGE.jpg#N<TAB>caption', got {line!r}")
-        captions[filename].append((caption.strip(), f"{token_file}:{line_number}"))
+        captions[caption_id] = (caption.strip(), f"{token_file}:{line_number}")
+    return captions
+
+
+def _official_splits(text_dir: Path, problems: InvalidSamples) -> dict[str, list[tuple[str, list[str], str]]]:
+    captions: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for caption_id, entry in read_flickr8k_captions(text_dir / "Flickr8k.token.txt").items():
+        captions[caption_id.partition("#")[0]].append(entry)
     splits = {}
     for split, name in SPLIT_FILES.items():
         split_file = text_dir / name
@@ -91,4 +97,4 @@ def _official_splits(text_dir: Path, problems: InvalidSamples) -> dict[str, list
     return splits
 
 
-__all__ = ["load_flickr8k"]
+__all__ = ["load_flickr8k", "read_flickr8k_captions"]

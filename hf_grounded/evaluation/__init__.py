@@ -5,7 +5,7 @@ relatedness, Bordes et al.'s structural measures and Flickr8k's human judgements
 image features through the training inputs.
 """
 
-from .correlation import average_ranks, pearson, spearman
+from .correlation import average_ranks, pearson, spearman, unit_rows
 from .evaluators import (
     BinaryRelatednessEvaluator,
     Evaluator,
@@ -30,7 +30,14 @@ from .retrieval import (
     summarize_ranks,
     wilson_interval,
 )
-from .structure import binary_relatedness, mean_cosines, plot_embedding_map, structure_measures, visual_correlation
+from .structure import (
+    binary_relatedness,
+    flatten_groups,
+    mean_cosines,
+    plot_embedding_map,
+    structure_measures,
+    visual_correlation,
+)
 from .sts import (
     STS_SUBTASKS,
     SentencePairs,
@@ -60,6 +67,7 @@ __all__ = [
     "binary_relatedness",
     "chance_recall",
     "cosine_scores",
+    "flatten_groups",
     "fold_retrieval_metrics",
     "format_results_tables",
     "format_retrieval_comparison",
@@ -82,6 +90,7 @@ __all__ = [
     "structure_measures",
     "summarize_ranks",
     "supervised_relatedness",
+    "unit_rows",
     "unsupervised_sts",
     "visual_correlation",
     "wilson_interval",

@@ -1,4 +1,5 @@
-"""Pearson and Spearman correlations in numpy (average ranks for ties, as scipy)."""
+"""Pearson and Spearman correlations in numpy (average ranks for ties, as scipy), and unit-length rows for
+cosines."""
 
 import numpy as np
 
@@ -28,8 +29,14 @@ def average_ranks(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero), so dot products are cosines."""
+    vectors = np.asarray(vectors, dtype=np.float64)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True).clip(min=1e-12)
+
+
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
     return pearson(average_ranks(x), average_ranks(y))
 
 
-__all__ = ["average_ranks", "pearson", "spearman"]
+__all__ = ["average_ranks", "pearson", "spearman", "unit_rows"]

@@ -6,6 +6,7 @@ need `get_image_features` (the CLIP-style API of the models here). Every evaluat
 `{subtask: {metric: value}}`, correlations ×100 and recalls in %.
 """
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -13,10 +14,11 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from .correlation import unit_rows
 from .human import HumanJudgements, human_judgement_correlation
 from .probe import ProbeConfig, supervised_relatedness
 from .retrieval import fold_retrieval_metrics, retrieval_metrics
-from .structure import binary_relatedness, plot_embedding_map, structure_measures
+from .structure import binary_relatedness, flatten_groups, plot_embedding_map, structure_measures
 from .sts import SentencePairs, unsupervised_sts
 
 
@@ -53,7 +55,7 @@ def _image_embeddings(model, image_features: torch.Tensor) -> torch.Tensor:
         return model.get_image_features(image_features.to(device)).float().cpu()
 
 
-class Evaluator:
+class Evaluator(ABC):
     """A task's data, ready to evaluate models on; `name` keys its results."""
 
     def __init__(self, name: str, batch_size: int = 64, preprocess: Callable[[str], str] | None = None):
@@ -62,8 +64,9 @@ class Evaluator:
     def encoder(self, model: SentenceEncoder) -> Callable[[list[str]], np.ndarray]:
         return sentence_encoder_function(model, self.batch_size, self.preprocess)
 
+    @abstractmethod
     def __call__(self, model: SentenceEncoder) -> dict[str, dict[str, float]]:
-        raise NotImplementedError
+        """`{subtask: {metric: value}}` of `model` on this task."""
 
 
 class STSEvaluator(Evaluator):
@@ -98,9 +101,8 @@ class RetrievalEvaluator(Evaluator):
     def __init__(self, captions: Sequence[Sequence[str]], image_features: torch.Tensor, name: str = "retrieval",
                  fold_size: int | None = None, **options):
         super().__init__(name, **options)
-        self.captions = [caption for image_captions in captions for caption in image_captions]
-        self.caption_to_image = torch.tensor([index for index, image_captions in enumerate(captions)
-                                              for _ in image_captions])
+        self.captions, owners = flatten_groups(captions)
+        self.caption_to_image = torch.as_tensor(owners)
         self.image_features, self.fold_size = image_features, fold_size
 
     def __call__(self, model) -> dict[str, dict[str, float]]:
@@ -159,9 +161,8 @@ class HumanJudgementEvaluator(Evaluator):
         encode = self.encoder(model)
 
         def similarity(image_ids: list[str], captions: list[str]) -> np.ndarray:
-            text = encode(captions)
-            text = text / np.linalg.norm(text, axis=1, keepdims=True).clip(min=1e-12)
-            return (images[[self.row_of[image_id] for image_id in image_ids]] * text).sum(axis=1)
+            rows = [self.row_of[image_id] for image_id in image_ids]
+            return (images[rows] * unit_rows(encode(captions))).sum(axis=1)
 
         return {name: human_judgement_correlation(similarity, judgements, set(self.row_of))
                 for name, judgements in self.judgements.items()}

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.flickr8k import read_flickr8k_captions
 from .correlation import pearson, spearman
 
 logger = logging.getLogger(__name__)
@@ -44,11 +45,7 @@ def load_flickr8k_judgements(data_dir: str | Path) -> dict[str, HumanJudgements]
     A judgement whose caption id is not in `Flickr8k.token.txt` is an error naming the file and line.
     """
     folder = _text_folder(Path(data_dir))
-    captions = {}
-    for line in (folder / "Flickr8k.token.txt").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            caption_id, _, caption = line.partition("\t")
-            captions[caption_id] = caption
+    captions = read_flickr8k_captions(folder / "Flickr8k.token.txt")
     judgements = {}
     for name, filename in JUDGEMENT_FILES.items():
         path = folder / filename
@@ -68,7 +65,7 @@ def load_flickr8k_judgements(data_dir: str | Path) -> dict[str, HumanJudgements]
             except ValueError:
                 raise ValueError(f"{path}, line {number}: a score is not a number: {fields[2:]}") from None
             image_ids.append(fields[0])
-            texts.append(captions[fields[1]])
+            texts.append(captions[fields[1]][0])
             scores.append(score)
         judgements[name] = HumanJudgements(image_ids, texts, np.asarray(scores, dtype=np.float64))
     if not judgements:

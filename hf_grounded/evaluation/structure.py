@@ -9,15 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .correlation import pearson
+from .correlation import pearson, unit_rows
 
 
-def _normalise(vectors: np.ndarray) -> np.ndarray:
-    vectors = np.asarray(vectors, dtype=np.float64)
-    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True).clip(min=1e-12)
-
-
-def _flatten(groups: Sequence[Sequence[str]]) -> tuple[list[str], np.ndarray]:
+def flatten_groups(groups: Sequence[Sequence[str]]) -> tuple[list[str], np.ndarray]:
+    """The sentences of all groups in order, and the index of each one's group."""
     sentences, owners = [], []
     for index, group in enumerate(groups):
         sentences.extend(group)
@@ -44,7 +40,7 @@ def binary_relatedness(
         group_a, group_b = rng.choice(len(groups), size=2, replace=False)
         firsts.append(groups[group_a][rng.integers(len(groups[group_a]))])
         seconds.append(groups[group_b][rng.integers(len(groups[group_b]))])
-    cosines = (_normalise(encode(firsts)) * _normalise(encode(seconds))).sum(axis=1)
+    cosines = (unit_rows(encode(firsts)) * unit_rows(encode(seconds))).sum(axis=1)
     labels = np.r_[np.ones(num_pairs), np.zeros(num_pairs)]
     return {"pearson": 100 * pearson(cosines, labels), "n": 2 * num_pairs}
 
@@ -52,7 +48,7 @@ def binary_relatedness(
 def mean_cosines(embeddings: np.ndarray, owners: np.ndarray) -> dict[str, float]:
     """C_intra, the mean cosine over all pairs of sentences of the same group, and C_inter, over all pairs of
     different groups. Pooled over pairs, from per-group sums, so no pairwise matrix is built."""
-    unit = _normalise(embeddings)
+    unit = unit_rows(embeddings)
     owners = np.asarray(owners)
     group_sums = np.zeros((owners.max() + 1, unit.shape[1]))
     np.add.at(group_sums, owners, unit)
@@ -73,7 +69,7 @@ def visual_correlation(
     """ρ_vis: the Pearson (×100) between the cosines of sentence pairs and the cosines of the visual features of
     their images or videos, over all pairs of distinct sentences, or `max_pairs` of them drawn with `seed` when
     there are more."""
-    unit, visual = _normalise(embeddings), _normalise(visual_features)
+    unit, visual = unit_rows(embeddings), unit_rows(visual_features)
     owners = np.asarray(owners)
     count = len(unit)
     if count * (count - 1) // 2 <= max_pairs:
@@ -97,7 +93,7 @@ def structure_measures(
     visual_features: np.ndarray | None = None, max_pairs: int = 500000, seed: int = 0
 ) -> dict[str, float]:
     """ρ_vis (when `visual_features` has one row per group), C_intra and C_inter of the captions in `groups`."""
-    sentences, owners = _flatten(groups)
+    sentences, owners = flatten_groups(groups)
     embeddings = np.asarray(encode(sentences))
     measures = mean_cosines(embeddings, owners)
     if visual_features is not None:
@@ -118,10 +114,10 @@ def plot_embedding_map(
 
     rng = np.random.default_rng(seed)
     chosen = sorted(rng.choice(len(groups), size=min(max_groups, len(groups)), replace=False))
-    sentences, owners = _flatten([groups[index] for index in chosen])
+    sentences, owners = flatten_groups([groups[index] for index in chosen])
     if len(sentences) < 3:
         raise ValueError("a t-SNE map needs at least 3 sentences")
-    embeddings = _normalise(encode(sentences))
+    embeddings = unit_rows(encode(sentences))
     points = TSNE(n_components=2, perplexity=min(30.0, len(sentences) - 1.0), metric="cosine", init="random",
                   random_state=seed).fit_transform(embeddings)
     figure = Figure(figsize=(6, 6))
@@ -136,4 +132,11 @@ def plot_embedding_map(
     return path
 
 
-__all__ = ["binary_relatedness", "mean_cosines", "plot_embedding_map", "structure_measures", "visual_correlation"]
+__all__ = [
+    "binary_relatedness",
+    "flatten_groups",
+    "mean_cosines",
+    "plot_embedding_map",
+    "structure_measures",
+    "visual_correlation",
+]

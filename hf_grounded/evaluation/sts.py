@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .correlation import pearson, spearman
+from .correlation import pearson, spearman, unit_rows
 
 # SentEval's subtasks, which the papers' tables use. STS13's SMT input is not in public copies.
 STS_SUBTASKS = {
@@ -145,10 +145,7 @@ def senteval_style(sentence: str) -> str:
 
 def cosine_scores(encode: Callable[[list[str]], np.ndarray], pairs: SentencePairs) -> np.ndarray:
     """Cosine similarity of each pair under `encode` (any function from sentences to an `(n, d)` array)."""
-    first, second = np.asarray(encode(pairs.sentences1)), np.asarray(encode(pairs.sentences2))
-    first = first / np.linalg.norm(first, axis=1, keepdims=True).clip(min=1e-12)
-    second = second / np.linalg.norm(second, axis=1, keepdims=True).clip(min=1e-12)
-    return (first * second).sum(axis=1)
+    return (unit_rows(encode(pairs.sentences1)) * unit_rows(encode(pairs.sentences2))).sum(axis=1)
 
 
 def unsupervised_sts(

@@ -18,10 +18,9 @@ from datasets import DatasetDict
 from transformers import AutoConfig, AutoModel, HfArgumentParser
 
 from ..data import SPLITS
-from ..features import pool_frames
 from ..model_card import write_model_card
 from ..training.arguments import DataArguments
-from ..training.inputs import frame_features, load_dataset
+from ..training.inputs import image_features, load_dataset
 from .evaluators import (
     BinaryRelatednessEvaluator,
     Evaluator,
@@ -149,9 +148,7 @@ def _caption_evaluators(tasks: list[str], args: EvaluationArguments, data_args: 
     dataset = load_dataset(data_args, args.data_seed)
     # Only the judgements reach beyond the test split; the feature cache extracts just what is missing.
     dataset = DatasetDict({split: dataset[split] for split in (SPLITS if "human" in tasks else ("test",))})
-    frames = frame_features(dataset, data_args, args.data_seed, num_workers=0, accelerator=Accelerator())
-    features = {split: torch.stack([pool_frames(item, data_args.frame_pooling) for item in items])
-                for split, items in frames.items()}
+    features = image_features(dataset, data_args, args.data_seed, num_workers=0, accelerator=Accelerator())
     test = dataset["test"]
     groups = list(test["captions"])
     options = {"batch_size": args.batch_size}

@@ -5,7 +5,7 @@ from accelerate import Accelerator
 from datasets import DatasetDict
 
 from ..data import load_captioned_images
-from ..features import BackboneSpec, FeatureSpec, dataset_features, feature_cache_file, source_name
+from ..features import BackboneSpec, FeatureSpec, dataset_features, feature_cache_file, pool_frames, source_name
 from .arguments import DataArguments
 
 
@@ -49,4 +49,13 @@ def frame_features(
     )
 
 
-__all__ = ["feature_spec", "frame_features", "load_dataset"]
+def image_features(
+    dataset: DatasetDict, data_args: DataArguments, seed: int, num_workers: int, accelerator: Accelerator
+) -> dict[str, torch.Tensor]:
+    """Per split, one `(rows, dim)` tensor: each row's frames pooled as `--frame_pooling` says."""
+    frames = frame_features(dataset, data_args, seed, num_workers, accelerator)
+    return {split: torch.stack([pool_frames(item, data_args.frame_pooling) for item in items])
+            for split, items in frames.items()}
+
+
+__all__ = ["feature_spec", "frame_features", "image_features", "load_dataset"]

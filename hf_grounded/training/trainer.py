@@ -16,14 +16,13 @@ from tqdm.auto import tqdm
 
 from ..data import SPLITS, CaptionBatchSampler
 from ..evaluation import format_retrieval_comparison, format_retrieval_table, retrieval_metrics
-from ..features import pool_frames
 from ..hub import push_to_hub
 from ..model_card import write_model_card
 from ..models.char_gru import CharGRUConfig, CharGRUModel, CharTokenizer
 from .arguments import DataArguments, ModelArguments, TrainingArguments
 from .batches import CaptionImagePairs, Captions, EncodedSplit, collate_captions, length_sorted_batches
 from .checkpoints import TrainingProgress, resolve_checkpoint, save_checkpoint
-from .inputs import frame_features, load_dataset
+from .inputs import image_features, load_dataset
 from .negatives import global_hinge_loss
 from .plots import plot_training
 from .saving import save_model, save_model_folder
@@ -50,9 +49,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     started = time.perf_counter()
 
     dataset = load_dataset(data_args, training_args.seed)
-    frames = frame_features(dataset, data_args, training_args.seed, training_args.dataloader_num_workers, accelerator)
-    features = {split: torch.stack([pool_frames(item, data_args.frame_pooling) for item in items])
-                for split, items in frames.items()}
+    features = image_features(dataset, data_args, training_args.seed, training_args.dataloader_num_workers,
+                              accelerator)
     model, tokenizer = _model_and_tokenizer(model_args, data_args, image_feature_dim=features["train"].size(1))
     splits = {
         split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, data_args.max_length)
