@@ -31,6 +31,26 @@ def source_name(dataset: str, data_dir: str | None, **options) -> str:
     return f"{dataset}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
 
 
+def _item_column(dataset: DatasetDict) -> tuple[str, str]:
+    """Whether rows hold images or videos, and the column of their ids."""
+    columns = next(iter(dataset.values())).column_names
+    if "image" in columns:
+        return "image", "image_id"
+    if "video" in columns:
+        return "video", "video_id"
+    raise ValueError("the dataset has neither an 'image' nor a 'video' column to extract features from")
+
+
+def _split_bounds(dataset: DatasetDict, id_column: str) -> tuple[list[str], dict[str, tuple[int, int]]]:
+    """Every split's ids, concatenated, and where each split's run of them starts and ends."""
+    ids, bounds = [], {}
+    for split, rows in dataset.items():
+        start = len(ids)
+        ids.extend(rows[id_column])
+        bounds[split] = (start, len(ids))
+    return ids, bounds
+
+
 def dataset_features(
     dataset: DatasetDict,
     spec: FeatureSpec,
@@ -43,22 +63,11 @@ def dataset_features(
 
     All splits share one cache file, keyed by `image_id` / `video_id`, and one extraction pass.
     """
-    first = next(iter(dataset.values()))
-    if "image" in first.column_names:
-        kind, id_column = "image", "image_id"
-    elif "video" in first.column_names:
-        kind, id_column = "video", "video_id"
-    else:
-        raise ValueError("the dataset has neither an 'image' nor a 'video' column to extract features from")
-    ids, sources, bounds = [], [], {}
-    for split, rows in dataset.items():
-        start = len(ids)
-        ids.extend(rows[id_column])
-        if kind == "image":
-            sources.extend(rows.cast_column("image", Image(decode=False))["image"])
-        else:
-            sources.extend(rows["video"])
-        bounds[split] = (start, len(ids))
+    kind, id_column = _item_column(dataset)
+    ids, bounds = _split_bounds(dataset, id_column)
+    sources = []
+    for rows in dataset.values():
+        sources.extend(rows.cast_column("image", Image(decode=False))["image"] if kind == "image" else rows["video"])
     features = cached_features(
         ids, sources, spec, cache_file, kind=kind, batch_size=batch_size, num_workers=num_workers,
         accelerator=accelerator,
