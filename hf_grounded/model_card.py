@@ -107,6 +107,7 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
         model_name=model_name,
         dataset=dataset,
         backbone=arguments["data"]["backbone"],
+        features_file=_features_file_name(arguments["data"]),
         num_members=config.get("num_members"),
         ensemble=results.get("ensemble"),
         hyperparameters=_hyperparameters(arguments, results["run"]),
@@ -133,6 +134,12 @@ def _eval_results(results: dict, evaluation: dict | None, dataset: str) -> list[
     else:
         retrieval = results["test"]["retrieval"]
     return retrieval_eval_results(retrieval, dataset) + evaluation_eval_results(evaluated)
+
+
+def _features_file_name(data: dict) -> str | None:
+    """The name of the precomputed features file the run read, if any (older folders do not record one)."""
+    path = data.get("image_features_file")
+    return Path(path).name if path else None
 
 
 def _hyperparameters(arguments: dict, run: dict) -> dict:

@@ -239,3 +239,40 @@ def test_dataloader_workers_give_the_same_model(tmp_path):
         return (tmp_path / f"workers-{workers}" / "model.safetensors").read_bytes()
 
     assert run(0) == run(2)
+
+
+def test_a_features_file_trains_the_same_model_as_the_features_extracted_into_it(tmp_path):
+    data = {"backbone": "test_efficientnet", "synthetic_train_images": 40, "synthetic_eval_images": 20}
+    extracted = train(ModelArguments(hidden_size=16), DataArguments(**data, feature_cache_dir=str(tmp_path / "cache")),
+                      TrainingArguments(output_dir=str(tmp_path / "extracted"), max_steps=4, seed=3))
+    (cache_file,) = (tmp_path / "cache").rglob("*.safetensors")
+    # A backbone that does not exist proves that nothing is extracted when a file is given.
+    given = train(ModelArguments(hidden_size=16),
+                  DataArguments(**{**data, "backbone": "no_such_backbone"}, image_features_file=str(cache_file)),
+                  TrainingArguments(output_dir=str(tmp_path / "given"), max_steps=4, seed=3))
+    assert given["test"] == extracted["test"]
+    weights = [(tmp_path / name / "model.safetensors").read_bytes() for name in ("extracted", "given")]
+    assert weights[0] == weights[1]
+    card = (tmp_path / "given" / "README.md").read_text()
+    assert f"precomputed, read from `{cache_file.name}`" in card
+
+
+def test_a_features_file_missing_an_image_is_refused_naming_it(tmp_path):
+    from hf_grounded.data import make_synthetic_dataset
+    from hf_grounded.features import FeatureCache
+
+    dataset = make_synthetic_dataset(num_train=4, num_validation=2, num_test=2, seed=0)
+    ids = [image_id for split in dataset.values() for image_id in split["image_id"]]
+    features_file = tmp_path / "features.safetensors"
+    cache = FeatureCache(features_file)
+    cache.update({image_id: torch.randn(1, 8) for image_id in ids[1:]})
+    cache.save({})
+    data = {"synthetic_train_images": 4, "synthetic_eval_images": 2}
+    arguments = (ModelArguments(hidden_size=8),
+                 TrainingArguments(output_dir=str(tmp_path / "run"), max_steps=1, seed=0))
+    with pytest.raises(ValueError, match=f"features.safetensors has no features for 1 of the dataset's 8 images, "
+                                         f"e.g. \\['{ids[0]}'\\]"):
+        train(arguments[0], DataArguments(**data, image_features_file=str(features_file)), arguments[1])
+    with pytest.raises(FileNotFoundError, match="nowhere.safetensors: features file does not exist"):
+        train(arguments[0], DataArguments(**data, image_features_file=str(tmp_path / "nowhere.safetensors")),
+              arguments[1])

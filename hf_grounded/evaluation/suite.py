@@ -41,8 +41,8 @@ CAPTION_TASKS = ("retrieval", "coco_test", "structure", "human")
 TASKS = (*STS_YEARS, "stsb", "sick", *CAPTION_TASKS)
 # How a model's training data and image features were made, read from its training_args.json as defaults.
 RECORDED_DATA_ARGUMENTS = ("backbone", "pretrained_file", "pretrained_backbone", "image_preprocessing",
-                           "frame_pooling", "max_length", "char_gru_preprocessing", "synthetic_train_images",
-                           "synthetic_eval_images")
+                           "image_features_file", "frame_pooling", "max_length", "char_gru_preprocessing",
+                           "synthetic_train_images", "synthetic_eval_images")
 
 
 @dataclass

@@ -4,7 +4,7 @@ from .backbone import BackboneSpec, create_backbone
 from .cache import FeatureCache
 from .extraction import FeatureSpec, cached_features, extract_features
 from .preprocessing import PRESETS, make_preprocessing
-from .splits import dataset_features, default_cache_dir, feature_cache_file, source_name
+from .splits import dataset_features, default_cache_dir, feature_cache_file, source_name, stored_features
 from .video import FRAME_POOLINGS, pool_frames, sample_frames
 
 __all__ = [
@@ -23,4 +23,5 @@ __all__ = [
     "pool_frames",
     "sample_frames",
     "source_name",
+    "stored_features",
 ]

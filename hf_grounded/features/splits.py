@@ -1,5 +1,5 @@
-"""Features for every split of a captions `DatasetDict`, through the cache: what the trainer and the
-extract_features recipe call."""
+"""Features for every split of a captions `DatasetDict`, through the cache or from a given file: what the trainer,
+the evaluation and the extract_features recipe call."""
 
 import hashlib
 import os
@@ -10,6 +10,7 @@ from accelerate import Accelerator
 from datasets import DatasetDict, Image
 from huggingface_hub import constants
 
+from .cache import FeatureCache
 from .extraction import FeatureSpec, cached_features
 
 
@@ -38,7 +39,7 @@ def _item_column(dataset: DatasetDict) -> tuple[str, str]:
         return "image", "image_id"
     if "video" in columns:
         return "video", "video_id"
-    raise ValueError("the dataset has neither an 'image' nor a 'video' column to extract features from")
+    raise ValueError("the dataset has neither an 'image' nor a 'video' column to take features from")
 
 
 def _split_bounds(dataset: DatasetDict, id_column: str) -> tuple[list[str], dict[str, tuple[int, int]]]:
@@ -75,4 +76,25 @@ def dataset_features(
     return {split: features[start:end] for split, (start, end) in bounds.items()}
 
 
-__all__ = ["dataset_features", "default_cache_dir", "feature_cache_file", "source_name"]
+def stored_features(dataset: DatasetDict, features_file: str | Path) -> dict[str, list[torch.Tensor]]:
+    """Per split, one `(frames, dim)` tensor per row, read from a features file made beforehand.
+
+    The file is in the feature cache's format, keyed by `image_id` / `video_id` (what `recipes/extract_features.py`
+    leaves in the cache, or what [`FeatureCache`] saves from features computed any other way), so a run can
+    use features from another pipeline, such as a paper's own. Nothing is extracted: every row's id must be in
+    the file.
+    """
+    if not Path(features_file).is_file():
+        raise FileNotFoundError(f"{features_file}: features file does not exist")
+    kind, id_column = _item_column(dataset)
+    ids, bounds = _split_bounds(dataset, id_column)
+    cache = FeatureCache(features_file)
+    missing = cache.missing(ids)
+    if missing:
+        raise ValueError(f"{features_file} has no features for {len(missing)} of the dataset's {len(ids)} "
+                         f"{kind}s, e.g. {missing[:5]}")
+    features = cache.get(ids)
+    return {split: features[start:end] for split, (start, end) in bounds.items()}
+
+
+__all__ = ["dataset_features", "default_cache_dir", "feature_cache_file", "source_name", "stored_features"]

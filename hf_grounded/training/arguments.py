@@ -58,6 +58,11 @@ class DataArguments:
     frame_pooling: Literal["first", "mean"] = field(
         default="mean", metadata={"help": "Videos: the first frame's features (F) or the mean over frames (A)."}
     )
+    image_features_file: str | None = field(
+        default=None,
+        metadata={"help": "Precomputed features (safetensors in the feature cache's format, keyed by image or video "
+                          "id) to use instead of extracting them with --backbone."},
+    )
     feature_cache_dir: str | None = field(
         default=None,
         metadata={"help": "Where extracted features are cached; default $HF_GROUNDED_CACHE or "

@@ -5,7 +5,15 @@ from accelerate import Accelerator
 from datasets import DatasetDict
 
 from ..data import load_captioned_images
-from ..features import BackboneSpec, FeatureSpec, dataset_features, feature_cache_file, pool_frames, source_name
+from ..features import (
+    BackboneSpec,
+    FeatureSpec,
+    dataset_features,
+    feature_cache_file,
+    pool_frames,
+    source_name,
+    stored_features,
+)
 from .arguments import DataArguments
 
 
@@ -33,7 +41,10 @@ def feature_spec(data_args: DataArguments, seed: int) -> FeatureSpec:
 def frame_features(
     dataset: DatasetDict, data_args: DataArguments, seed: int, num_workers: int, accelerator: Accelerator
 ) -> dict[str, list[torch.Tensor]]:
-    """Per split and row, the `(frames, dim)` features (one frame per image), extracted once, then cached."""
+    """Per split and row, the `(frames, dim)` features (one frame per image): read from `--image_features_file`
+    when given, else extracted once, then cached."""
+    if data_args.image_features_file is not None:
+        return stored_features(dataset, data_args.image_features_file)
     spec = feature_spec(data_args, seed)
     cache_file = None
     if data_args.feature_cache_dir != "none":
