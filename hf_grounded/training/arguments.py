@@ -11,6 +11,8 @@ from typing import Literal
 import yaml
 from transformers import HfArgumentParser
 
+from ..models.char_gru import CharGRUConfig
+
 
 @dataclass
 class ModelArguments:
@@ -26,6 +28,10 @@ class ModelArguments:
         default="sum", metadata={"help": "'sum' (the paper's formula) or 'mean' (the authors' code)."}
     )
     hardest_negative: bool = field(default=False, metadata={"help": "VSE++ max-violation loss."})
+    initializer_range: float = field(
+        default=CharGRUConfig.initializer_range,
+        metadata={"help": "Standard deviation of the character embeddings at initialisation."},
+    )
 
 
 @dataclass

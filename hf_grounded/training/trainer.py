@@ -256,6 +256,7 @@ def _model_and_tokenizer(
         margin=model_args.margin,
         loss_reduction=model_args.loss_reduction,
         hardest_negative=model_args.hardest_negative,
+        initializer_range=model_args.initializer_range,
         image_feature_dim=image_feature_dim,
     )
     return CharGRUModel(config), tokenizer

@@ -39,8 +39,12 @@ class CharGRUConfig(PreTrainedConfig):
             over the batch-by-batch matrix (the authors' code).
         hardest_negative (`bool`, *optional*, defaults to `False`):
             Keep only the hardest in-batch negative for each anchor (VSE++'s max-violation loss).
-        initializer_range (`float`, *optional*, defaults to 0.1):
-            Standard deviation of the normal initialisation of the character embeddings.
+        initializer_range (`float`, *optional*, defaults to 8.0):
+            Standard deviation of the normal initialisation of the character embeddings. Large on purpose: it sets
+            how strongly characters drive the GRU at the start. Chosen on Flickr8k validation retrieval and STS-B
+            dev (`benchmarks/ablation_char_gru.py`, hidden size 256, 3 seeds): 0.1 trains about 16 points of R@10
+            worse than 8.0, and 1.0 (PyTorch's default, kept by the authors' code) about 5 points worse; beyond 8.0
+            retrieval hardly changes, and 8.0 has the best STS-B dev correlation.
         pad_token_id (`int`, *optional*, defaults to 0):
             Id of the padding character.
 
@@ -70,7 +74,7 @@ class CharGRUConfig(PreTrainedConfig):
     margin: float = 0.2
     loss_reduction: str = "sum"
     hardest_negative: bool = False
-    initializer_range: float = 0.1
+    initializer_range: float = 8.0
     pad_token_id: int = 0
 
     def __post_init__(self, **kwargs):
