@@ -110,6 +110,8 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
         features_file=_features_file_name(arguments["data"]),
         num_members=config.get("num_members"),
         ensemble=results.get("ensemble"),
+        best_snapshot=results.get("best_snapshot") if results["model"] == "best_snapshot" else None,
+        final_validation=results["final"].get("validation_mean_recall_at_10"),
         hyperparameters=_hyperparameters(arguments, results["run"]),
         results_table=format_retrieval_table(results["test"]["retrieval"], title="direction"),
         comparison_table=format_retrieval_comparison(compared) if len(compared) > 1 else None,

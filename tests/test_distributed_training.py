@@ -35,7 +35,7 @@ def test_training_recipe_runs_on_two_processes(tmp_path):
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29543",
                str(REPO_ROOT / "recipes" / "train.py"), "--backbone", "test_efficientnet", "--hidden_size", "8",
                "--synthetic_train_images", "30", "--synthetic_eval_images", "11", "--num_train_epochs", "2",
-               "--lr_scheduler_type", "cyclic_cosine", "--cycle_epochs", "1",
+               "--lr_scheduler_type", "cyclic_cosine", "--cycle_epochs", "1", "--saved_model", "snapshot_ensemble",
                "--per_device_train_batch_size", "4", "--output_dir", str(tmp_path / "model")]
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)

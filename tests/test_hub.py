@@ -43,7 +43,7 @@ def _train(output_dir, **training):
         ModelArguments(hidden_size=8),
         DataArguments(backbone="test_efficientnet", synthetic_train_images=40, synthetic_eval_images=10),
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=2, cycle_epochs=1,
-                          lr_scheduler_type="cyclic_cosine", **training),
+                          lr_scheduler_type="cyclic_cosine", saved_model="snapshot_ensemble", **training),
     )
 
 

@@ -14,7 +14,7 @@ from .conftest import REPO_ROOT
 ARGS = ["--backbone", "test_efficientnet", "--hidden_size", "32", "--synthetic_train_images", "40",
         "--synthetic_eval_images", "10", "--per_device_train_batch_size", "8", "--max_steps", "150",
         "--save_steps", "10", "--save_total_limit", "100", "--lr_scheduler_type", "cyclic_cosine",
-        "--cycle_epochs", "2", "--seed", "7"]
+        "--cycle_epochs", "2", "--saved_model", "snapshot_ensemble", "--seed", "7"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 

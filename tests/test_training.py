@@ -138,7 +138,8 @@ def test_cyclic_run_saves_snapshots_and_the_best_two_as_an_ensemble(tmp_path):
         ModelArguments(hidden_size=8),
         DataArguments(backbone="test_efficientnet", synthetic_train_images=64, synthetic_eval_images=10),
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=3, cycle_epochs=1, logging_steps=3,
-                          lr_scheduler_type="cyclic_cosine", max_grad_norm=1.0, per_device_train_batch_size=32),
+                          lr_scheduler_type="cyclic_cosine", max_grad_norm=1.0, per_device_train_batch_size=32,
+                          saved_model="snapshot_ensemble"),
     )
     history = json.loads((output_dir / "training_history.json").read_text())
     epochs = history["epochs"]
@@ -169,6 +170,57 @@ def test_cyclic_run_saves_snapshots_and_the_best_two_as_an_ensemble(tmp_path):
     card = (output_dir / "README.md").read_text()
     assert "snapshot ensemble" in card and "![validation retrieval](validation.png)" in card
     assert f"| best snapshot | {results['best_snapshot']['test']['retrieval']['c2i']['R@1']:.1f} |" in card
+
+
+def test_the_final_model_is_saved_by_default_and_the_snapshots_are_still_compared(tmp_path):
+    output_dir = tmp_path / "cyclic"
+    results = train(
+        ModelArguments(hidden_size=8),
+        DataArguments(backbone="test_efficientnet", synthetic_train_images=64, synthetic_eval_images=10),
+        TrainingArguments(output_dir=str(output_dir), num_train_epochs=2, cycle_epochs=1,
+                          lr_scheduler_type="cyclic_cosine"),
+    )
+    assert results["model"] == "final" and results["test"] == results["final"]["test"]
+    assert {"best_snapshot", "ensemble"} <= results.keys()
+    saved = load_file(output_dir / "model.safetensors")
+    last = load_file(output_dir / "snapshots/cycle-2/model.safetensors")
+    assert saved.keys() == last.keys() and all(torch.equal(saved[name], last[name]) for name in saved)
+
+
+def test_best_validation_saves_the_candidate_with_the_best_validation_retrieval(tmp_path, monkeypatch):
+    import hf_grounded.training.trainer as trainer
+
+    evaluate_retrieval = trainer.evaluate_retrieval
+    calls = []
+
+    def first_epoch_and_ensembles_rigged(model, *args):
+        """The first epoch's validation is perfect and ensembles retrieve nothing: the first snapshot must win."""
+        metrics = evaluate_retrieval(model, *args)
+        calls.append(model)
+        if isinstance(model, CharGRUEnsembleModel):
+            return {direction: {**values, "R@10": 0.0} for direction, values in metrics.items()}
+        if len(calls) == 1:
+            return {direction: {**values, "R@10": 100.0} for direction, values in metrics.items()}
+        return metrics
+
+    monkeypatch.setattr(trainer, "evaluate_retrieval", first_epoch_and_ensembles_rigged)
+    output_dir = tmp_path / "cyclic"
+    results = train(
+        ModelArguments(hidden_size=8),
+        DataArguments(backbone="test_efficientnet", synthetic_train_images=64, synthetic_eval_images=10),
+        TrainingArguments(output_dir=str(output_dir), num_train_epochs=2, cycle_epochs=1,
+                          lr_scheduler_type="cyclic_cosine", saved_model="best_validation"),
+    )
+    assert results["model"] == "best_snapshot" and results["best_snapshot"]["snapshot"] == "snapshots/cycle-1"
+    assert results["ensemble"]["validation_mean_recall_at_10"] == 0.0
+    assert results["final"]["validation_mean_recall_at_10"] < 100.0
+    assert results["test"] == results["best_snapshot"]["test"]
+    saved = load_file(output_dir / "model.safetensors")
+    snapshot = load_file(output_dir / "snapshots/cycle-1/model.safetensors")
+    assert saved.keys() == snapshot.keys() and all(torch.equal(saved[name], snapshot[name]) for name in saved)
+    assert not isinstance(AutoModel.from_pretrained(output_dir), CharGRUEnsembleModel)
+    card = (output_dir / "README.md").read_text()
+    assert "This model is the run's best **snapshot** by validation retrieval, `snapshots/cycle-1`" in card
 
 
 @pytest.fixture

@@ -95,8 +95,14 @@ class TrainingArguments:
     )
     snapshot_ensemble_size: int = field(
         default=2,
-        metadata={"help": "cyclic_cosine: the best k cycle-end snapshots by validation mean R@10 form the saved "
-                          "ensemble model; below 2, the final model is saved."},
+        metadata={"help": "cyclic_cosine: the best k cycle-end snapshots by validation mean R@10 form the snapshot "
+                          "ensemble, which is evaluated and, with --saved_model snapshot_ensemble, saved."},
+    )
+    saved_model: Literal["final", "snapshot_ensemble", "best_validation"] = field(
+        default="final",
+        metadata={"help": "What the output folder holds: the final model; the snapshot ensemble (Merkx & Frank); or "
+                          "whichever of the final model, the best snapshot and the ensemble has the best validation "
+                          "mean R@10."},
     )
     min_learning_rate: float = field(default=1e-6, metadata={"help": "cyclic_cosine: the rate at cycle ends."})
     max_grad_norm: float = field(default=0.0, metadata={"help": "Clip gradients to this norm; 0 disables."})

@@ -1,0 +1,208 @@
+"""Fidelity of the shipped char-GRU recipe against the authors' own code, on identical inputs.
+
+    python benchmarks/fidelity_char_gru.py                       # ../shared's Flickr8k sample and backbone
+    python benchmarks/fidelity_char_gru.py --seeds 0 1 2 --num_train_epochs 16
+    python benchmarks/fidelity_char_gru.py --image_features_file FEATURES.safetensors -- --loss_reduction mean
+
+For each seed, `recipes/configs/char_gru_flickr8k.yaml` at hidden size 256 is trained by the library's trainer on
+the given image features. Test retrieval and STS-B dev and test and SICK test cosine correlations of the final
+model, the best snapshot, the snapshot ensemble and the saved model, and validation R@10 per epoch, are printed as
+mean ± std over seeds, beside the numbers of Merkx & Frank's code (caption2image, branch NLE2019) measured on the
+same inputs. Flags after `--` go to the trainer (`-- --saved_model snapshot_ensemble`, say), so any change can be
+checked against the same table.
+
+The features default to the authors' pipeline: torchvision `Resize(256)` (bilinear), `TenCrop(224)`, ImageNet
+mean and std, the mean over the ten crops, from the timm backbone with local weights. They are computed once
+and kept in the output folder. Only validation splits may choose anything: validation retrieval ranks the
+snapshots, and STS-B dev is printed to show which candidate is the better sentence encoder.
+"""
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import timm
+import torch
+from datasets import Image as ImageColumn
+from PIL import Image
+from torchvision import transforms
+from transformers import AutoModel
+
+from hf_grounded.data import load_captioned_images
+from hf_grounded.evaluation import STSEvaluator, load_sick, load_stsb
+from hf_grounded.features import FeatureCache
+from hf_grounded.training import parse_arguments, train
+from hf_grounded.training.snapshots import load_snapshot_ensemble
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "char_gru_flickr8k.yaml"
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+# Merkx & Frank's code on the same 753 training images, efficientnet_lite0 features, hidden 256, attention 128,
+# batch 32, 8 epochs: the final model, mean over 3 seeds (issue 10 of this project); R@1 / R@5 / R@10 in %.
+AUTHORS = {
+    "c2i": {"R@1": 10.0, "R@5": 32.8, "R@10": 48.7},
+    "i2c": {"R@1": 13.1, "R@5": 38.1, "R@10": 50.9},
+    "stsb": 63.0,
+    # Their validation R@10 per epoch, seed 0 (caption→image, image→caption).
+    "validation_r10": [(23.5, 25.5), (36.5, 38.2), (43.5, 45.5), (45.1, 50.0), (45.5, 50.0), (46.5, 55.5),
+                       (50.0, 57.3), (49.6, 58.2)],
+}
+MODELS = {"final": "final model", "best_snapshot": "best snapshot (validation)", "ensemble": "snapshot ensemble",
+          "saved": "saved model"}
+
+
+def authors_features(data_dir: str, backbone: str, pretrained_file: str, path: Path) -> Path:
+    """The authors' ten-crop features of every image of the dataset, computed once into `path`."""
+    if path.is_file():
+        return path
+    model = timm.create_model(backbone, pretrained=True, num_classes=0,
+                              pretrained_cfg_overlay={"file": pretrained_file}).eval()
+    normalise = transforms.Compose([transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+    ten_crop = transforms.Compose([transforms.Resize(256), transforms.TenCrop(224)])
+    dataset = load_captioned_images("flickr8k", data_dir)
+    files = {}
+    for split in dataset.values():
+        undecoded = split.cast_column("image", ImageColumn(decode=False))
+        files.update((image_id, image["path"]) for image_id, image in zip(undecoded["image_id"], undecoded["image"]))
+    features = {}
+    started = time.perf_counter()
+    with torch.no_grad():
+        for image_id, file in files.items():
+            crops = ten_crop(Image.open(file).convert("RGB"))
+            features[image_id] = model(torch.stack([normalise(crop) for crop in crops])).mean(dim=0, keepdim=True)
+    cache = FeatureCache(path)
+    cache.update(features)
+    cache.save({"backbone": backbone, "weights": Path(pretrained_file).name,
+                "preprocessing": "torchvision Resize(256) bilinear, TenCrop(224), ImageNet mean/std, crop mean"})
+    print(f"features of {len(features)} images in {time.perf_counter() - started:.0f} s -> {path}")
+    return path
+
+
+def run_seed(args, seed: int, features_file: Path, trainer_flags: list[str]) -> dict:
+    output_dir = Path(args.output_dir) / f"seed-{seed}"
+    arguments = parse_arguments([
+        "--config", str(CONFIG), "--data_dir", args.data_dir, "--image_features_file", str(features_file),
+        "--hidden_size", str(args.hidden_size), "--num_train_epochs", str(args.num_train_epochs),
+        "--seed", str(seed), "--output_dir", str(output_dir), *trainer_flags,
+    ])
+    results = train(*arguments)
+    history = json.loads((output_dir / "training_history.json").read_text())["epochs"]
+    row = {
+        "test": {"final": results["final"]["test"]["retrieval"], "saved": results["test"]["retrieval"]},
+        "saved_model": results["model"],
+        "validation_r10": [(entry["validation"]["retrieval"]["c2i"]["R@10"],
+                            entry["validation"]["retrieval"]["i2c"]["R@10"]) for entry in history],
+        "wall_time_s": results["run"]["wall_time_s"],
+    }
+    if "best_snapshot" in results:
+        row["test"]["best_snapshot"] = results["best_snapshot"]["test"]["retrieval"]
+    if "ensemble" in results:
+        row["test"]["ensemble"] = results["ensemble"]["test"]["retrieval"]
+    for model_name, model in candidate_models(output_dir, results, history).items():
+        for name, splits in (("stsb", args.stsb), ("sick", args.sick)):
+            if splits is not None:
+                scores = STSEvaluator(splits, name, batch_size=128)(model)
+                row.setdefault(name, {})[model_name] = {split: scores[split]["pearson"] for split in splits}
+    return row
+
+
+def candidate_models(output_dir: Path, results: dict, history: list[dict]) -> dict:
+    """The saved model and the ones it was chosen from, for their sentence similarity: the final model is the
+    last snapshot when training ended with a cycle."""
+    models = {"saved": AutoModel.from_pretrained(output_dir)}
+    if history[-1].get("snapshot"):
+        models["final"] = AutoModel.from_pretrained(output_dir / history[-1]["snapshot"])
+    if "ensemble" in results:
+        members, models["ensemble"] = load_snapshot_ensemble(output_dir, results["ensemble"]["members"], "cpu")
+        models["best_snapshot"] = members[0]
+    return models
+
+
+def mean_std(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
+
+
+def recall_cell(rows: list[dict], model: str, direction: str) -> str:
+    return " / ".join(mean_std([row["test"][model][direction][f"R@{k}"] for row in rows]) for k in (1, 5, 10))
+
+
+def format_tables(rows: list[dict], seeds: list[int], epochs: int) -> str:
+    runs = f"{len(seeds)} seed{'s' if len(seeds) > 1 else ''}"
+    similarity = [(name, split) for name, split in (("stsb", "validation"), ("stsb", "test"), ("sick", "test"))
+                  if name in rows[0]]
+    headers = {("stsb", "validation"): "STS-B dev", ("stsb", "test"): "STS-B test", ("sick", "test"): "SICK test"}
+    lines = [
+        "| model | test c2i R@1 / R@5 / R@10 | test i2c R@1 / R@5 / R@10 | "
+        + "".join(f"{headers[column]}, cosine Pearson | " for column in similarity).rstrip(),
+        "|---|---|---|" + "---|" * len(similarity),
+        "| authors' code, 3 seeds, final model after 8 epochs | "
+        + " | ".join(" / ".join(f"{AUTHORS[direction][f'R@{k}']:.1f}" for k in (1, 5, 10))
+                     for direction in ("c2i", "i2c"))
+        + " | " + " | ".join(f"{AUTHORS['stsb']:.1f}" if column == ("stsb", "test") else "" for column in similarity)
+        + " |",
+    ]
+    for model, label in MODELS.items():
+        if model not in rows[0]["test"]:
+            continue
+        if model == "saved":
+            label += f" ({rows[0]['saved_model'] if len({row['saved_model'] for row in rows}) == 1 else 'varies'})"
+        cells = [recall_cell(rows, model, "c2i"), recall_cell(rows, model, "i2c")]
+        for name, split in similarity:
+            scores = [row[name][model][split] for row in rows if model in row[name]]
+            cells.append(mean_std(scores) if len(scores) == len(rows) else "")
+        lines.append(f"| ours, {runs}, {label} after {epochs} epochs | " + " | ".join(cells) + " |")
+    lines += ["", "Validation R@10, caption→image / image→caption, per epoch:", "",
+              f"| epoch | authors' code, seed 0 | ours, {runs} |", "|---|---|---|"]
+    for epoch in range(max(epochs, len(AUTHORS["validation_r10"]))):
+        theirs = AUTHORS["validation_r10"][epoch] if epoch < len(AUTHORS["validation_r10"]) else None
+        ours = [row["validation_r10"][epoch] for row in rows if epoch < len(row["validation_r10"])]
+        lines.append(f"| {epoch + 1} | " + (f"{theirs[0]:.1f} / {theirs[1]:.1f}" if theirs else "") + " | "
+                     + (f"{mean_std([c for c, _ in ours])} / {mean_std([i for _, i in ours])}" if ours else "")
+                     + " |")
+    return "\n".join(lines)
+
+
+def _without_train(splits: dict) -> dict:
+    return {split: pairs for split, pairs in splits.items() if split != "train"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", default=str(SHARED / "data" / "flickr8k_sample"))
+    parser.add_argument("--image_features_file", default=None,
+                        help="Precomputed features; default: the authors' pipeline, computed into --output_dir.")
+    parser.add_argument("--backbone", default="efficientnet_lite0")
+    parser.add_argument("--pretrained_file", default=str(SHARED / "models" / "efficientnet_lite0.safetensors"))
+    parser.add_argument("--stsb_dir", default=str(SHARED / "data" / "stsbenchmark"))
+    parser.add_argument("--sick_path", default=str(SHARED / "data" / "sick" / "SICK.txt"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--hidden_size", type=int, default=256)
+    parser.add_argument("--num_train_epochs", type=int, default=8)
+    parser.add_argument("--output_dir", default="outputs/fidelity-char-gru")
+    args, trainer_flags = parser.parse_known_args()
+    trainer_flags = [flag for flag in trainer_flags if flag != "--"]
+    output_dir = Path(args.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    features_file = Path(args.image_features_file) if args.image_features_file else authors_features(
+        args.data_dir, args.backbone, args.pretrained_file, output_dir / "authors_ten_crop_features.safetensors")
+    # Validation and test only: the dev (trial) correlations are what may choose between models.
+    args.stsb = _without_train(load_stsb(args.stsb_dir)) if Path(args.stsb_dir).is_dir() else None
+    args.sick = _without_train(load_sick(args.sick_path)) if Path(args.sick_path).is_file() else None
+
+    rows = [run_seed(args, seed, features_file, trainer_flags) for seed in args.seeds]
+    table = format_tables(rows, args.seeds, args.num_train_epochs)
+    print(table)
+    (output_dir / "fidelity.json").write_text(json.dumps(
+        {"seeds": args.seeds, "trainer_flags": trainer_flags, "features": str(features_file), "runs": rows,
+         "authors": AUTHORS}, indent=2))
+    (output_dir / "fidelity.md").write_text(table + "\n")
+    print(f"written to {output_dir / 'fidelity.json'} and fidelity.md")
+
+
+if __name__ == "__main__":
+    main()
