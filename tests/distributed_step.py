@@ -1,5 +1,6 @@
 """One training step's loss and gradients, run by tests/test_distributed_training.py under torchrun (2 processes)
-or as a single process. Writes them to the JSON file named by argv[1] (rank 0 only)."""
+or as a single process. Writes them to the JSON file named by argv[1] (rank 0 only); argv[2] names the objective
+(default hinge)."""
 
 import json
 import sys
@@ -8,12 +9,13 @@ import torch
 from accelerate import Accelerator
 
 from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer
+from hf_grounded.objectives import create_objective
 from hf_grounded.training.batches import collate_captions
-from hf_grounded.training.negatives import global_hinge_loss
 
 CAPTIONS = ["a red square", "two blue circles", "a tiny violet plus sign", "a box", "green", "a large golden wedge",
             "an emerald disc next to a crimson box", "a small cross"]
 SHARES = {1: [slice(0, 8)], 2: [slice(0, 5), slice(5, 8)]}  # uneven shares exercise the padded gather
+OBJECTIVE = sys.argv[2] if len(sys.argv) > 2 else "hinge"
 
 
 def main() -> None:
@@ -27,9 +29,8 @@ def main() -> None:
     items = [{"input_ids": ids} for ids in tokenizer(CAPTIONS[share])["input_ids"]]
     batch = collate_captions(items)
     outputs = model(**batch, image_features=features[share])
-    loss, scaled = global_hinge_loss(outputs.text_embeds, outputs.image_embeds,
-                                     accelerator.unwrap_model(model).config, accelerator)
-    accelerator.backward(scaled)
+    loss = create_objective(OBJECTIVE)(outputs.text_embeds, outputs.image_embeds)
+    accelerator.backward(loss * accelerator.num_processes)
     if accelerator.is_main_process:
         unwrapped = accelerator.unwrap_model(model)
         gradients = {name: parameter.grad.tolist() for name, parameter in unwrapped.named_parameters()}

@@ -6,16 +6,17 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from .conftest import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "tests" / "distributed_step.py"
 
 
-def _run(launcher, output, tmp_path):
+def _run(launcher, output, tmp_path, objective="hinge"):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([*launcher, str(SCRIPT), str(output)], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=600, env=env)
+    result = subprocess.run([*launcher, str(SCRIPT), str(output), objective], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(output.read_text())
 
@@ -26,6 +27,19 @@ def test_two_processes_match_one_process_on_the_combined_batch(tmp_path):
     one = _run([sys.executable], tmp_path / "one.json", tmp_path)
     assert two["processes"] == 2 and one["processes"] == 1
     assert two["loss"] > 0
+    np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-5)
+    for name, gradient in one["gradients"].items():
+        np.testing.assert_allclose(two["gradients"][name], gradient, rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("port, objective", [(29545, "pearson"), (29546, "covariance"), (29547, "kendall"),
+                                             (29548, "rank")])
+def test_vete_objectives_on_two_processes_match_one_process(tmp_path, port, objective):
+    """The mismatched pairs are drawn over the global batch, alike on every process."""
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port)]
+    two = _run(torchrun, tmp_path / "two.json", tmp_path, objective)
+    one = _run([sys.executable], tmp_path / "one.json", tmp_path, objective)
+    assert two["processes"] == 2 and one["processes"] == 1 and two["loss"] != 0
     np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-5)
     for name, gradient in one["gradients"].items():
         np.testing.assert_allclose(two["gradients"][name], gradient, rtol=1e-4, atol=1e-6, err_msg=name)

@@ -237,7 +237,7 @@ def test_bf16_autocast_trains_with_the_loss_in_float32(tmp_path, fresh_accelerat
     from accelerate import Accelerator
 
     from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer
-    from hf_grounded.training.negatives import global_hinge_loss
+    from hf_grounded.objectives import HingeObjective
 
     accelerator = Accelerator(mixed_precision="bf16", cpu=True)
     model = accelerator.prepare(CharGRUModel(CharGRUConfig(hidden_size=8, image_feature_dim=6)))
@@ -245,9 +245,9 @@ def test_bf16_autocast_trains_with_the_loss_in_float32(tmp_path, fresh_accelerat
     outputs = model(**inputs, image_features=torch.randn(3, 6))
     # Accelerate hands outputs back in float32, but autocast computed them in bfloat16: they are representable.
     assert torch.equal(outputs.logits_per_text, outputs.logits_per_text.bfloat16().float())
-    loss, scaled = global_hinge_loss(outputs.text_embeds, outputs.image_embeds, model.config, accelerator)
+    loss = HingeObjective()(outputs.text_embeds, outputs.image_embeds)
     assert loss.dtype == torch.float32
-    accelerator.backward(scaled)
+    accelerator.backward(loss)
     assert all(p.grad.dtype == torch.float32 for p in model.parameters() if p.grad is not None)
 
     results = train(
@@ -328,3 +328,16 @@ def test_a_features_file_missing_an_image_is_refused_naming_it(tmp_path):
     with pytest.raises(FileNotFoundError, match="nowhere.safetensors: features file does not exist"):
         train(arguments[0], DataArguments(**data, image_features_file=str(tmp_path / "nowhere.safetensors")),
               arguments[1])
+
+
+def test_the_char_gru_trains_with_vete_pearson_objective(tmp_path):
+    results = train(
+        ModelArguments(hidden_size=8, objective="pearson"),
+        DataArguments(backbone="test_efficientnet", synthetic_train_images=40, synthetic_eval_images=10),
+        TrainingArguments(output_dir=str(tmp_path / "pearson"), num_train_epochs=2, logging_steps=1),
+    )
+    history = json.loads((tmp_path / "pearson" / "training_history.json").read_text())
+    losses = [entry["loss"] for entry in history["steps"]]
+    assert all(-1.0 <= loss <= 1.0 for loss in losses) and losses[-1] < losses[0]
+    assert json.loads((tmp_path / "pearson" / "training_args.json").read_text())["model"]["objective"] == "pearson"
+    assert results["test"]["retrieval"]["c2i"]["R@10"] > 0

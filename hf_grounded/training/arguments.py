@@ -23,11 +23,18 @@ class ModelArguments:
     hidden_size: int = field(default=128, metadata={"help": "Units per direction (the paper uses 1024)."})
     pooling: Literal["attention", "max"] = field(default="attention", metadata={"help": "Pooling over time."})
     attention_heads: int = field(default=1, metadata={"help": "Attention heads, concatenated."})
-    margin: float = field(default=0.2, metadata={"help": "Hinge-loss margin."})
-    loss_reduction: Literal["sum", "mean"] = field(
-        default="sum", metadata={"help": "'sum' (the paper's formula) or 'mean' (the authors' code)."}
+    objective: Literal["hinge", "pearson", "covariance", "kendall", "rank"] = field(
+        default="hinge",
+        metadata={"help": "Training objective: Merkx & Frank's bidirectional hinge loss, or one of VETE's over "
+                          "matching and mismatched pairs (Pearson correlation, covariance, surrogate Kendall tau, "
+                          "pairwise rank)."},
     )
-    hardest_negative: bool = field(default=False, metadata={"help": "VSE++ max-violation loss."})
+    margin: float = field(default=0.2, metadata={"help": "Margin of the hinge and the pairwise rank losses."})
+    loss_reduction: Literal["sum", "mean"] = field(
+        default="sum", metadata={"help": "Hinge: 'sum' (the paper's formula) or 'mean' (the authors' code)."}
+    )
+    hardest_negative: bool = field(default=False, metadata={"help": "Hinge: VSE++ max-violation loss."})
+    kendall_alpha: float = field(default=1.0, metadata={"help": "Kendall: the slope alpha of the surrogate tau."})
     initializer_range: float = field(
         default=CharGRUConfig.initializer_range,
         metadata={"help": "Standard deviation of the character embeddings at initialisation."},

@@ -18,12 +18,12 @@ from ..data import SPLITS, CaptionBatchSampler
 from ..evaluation import format_retrieval_comparison, format_retrieval_table, retrieval_metrics
 from ..hub import push_to_hub
 from ..model_card import write_model_card
+from ..objectives import create_objective
 from ..models.char_gru import CharGRUConfig, CharGRUModel, CharTokenizer
 from .arguments import DataArguments, ModelArguments, TrainingArguments
 from .batches import CaptionImagePairs, Captions, EncodedSplit, collate_captions, length_sorted_batches
 from .checkpoints import TrainingProgress, resolve_checkpoint, save_checkpoint
 from .inputs import image_features, load_dataset
-from .negatives import global_hinge_loss
 from .plots import plot_training
 from .saving import save_model, save_model_folder
 from .schedules import create_scheduler
@@ -93,8 +93,12 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     # steps, so neither the loader nor the scheduler goes through Accelerate's wrappers.
     model, optimizer = accelerator.prepare(model, optimizer)
 
+    objective = create_objective(model_args.objective, margin=model_args.margin,
+                                 loss_reduction=model_args.loss_reduction,
+                                 hardest_negative=model_args.hardest_negative,
+                                 kendall_alpha=model_args.kendall_alpha, seed=training_args.seed)
     progress = TrainingProgress()
-    accelerator.register_for_checkpointing(scheduler, progress)
+    accelerator.register_for_checkpointing(scheduler, progress, objective)
     if training_args.resume_from_checkpoint:
         checkpoint = resolve_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
         accelerator.load_state(str(checkpoint))
@@ -105,7 +109,6 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         accelerator.init_trackers("hf_grounded", config={**vars(model_args), **vars(data_args), **vars(training_args)})
     logger.info("training on %d captions of %d images for %d steps (%d epochs)", len(splits["train"].input_ids),
                 len(splits["train"].captions_per_image), total_steps, num_epochs)
-    config = accelerator.unwrap_model(model).config
     eval_batch_size = training_args.per_device_eval_batch_size
     bar = tqdm(total=total_steps, initial=progress.step, desc="Training", disable=not accelerator.is_local_main_process)
     while progress.epoch < num_epochs:
@@ -116,7 +119,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
                 break
             batch = {name: tensor.to(accelerator.device) for name, tensor in batch.items()}
             outputs = model(**batch)
-            loss, scaled_loss = global_hinge_loss(outputs.text_embeds, outputs.image_embeds, config, accelerator)
+            loss = objective(outputs.text_embeds, outputs.image_embeds)
             loss_value = loss.item()
             if not math.isfinite(loss_value):
                 raise FloatingPointError(
@@ -124,7 +127,9 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
                     "stopping, the last checkpoint is the last good state. Lower the learning rate or enable "
                     "--max_grad_norm."
                 )
-            accelerator.backward(scaled_loss)
+            # Every process holds the global loss but gradients only through its own rows; DDP averages the
+            # processes' gradients, so scaling by their number gives the gradient of the global batch.
+            accelerator.backward(loss * accelerator.num_processes)
             if training_args.max_grad_norm > 0:
                 accelerator.clip_grad_norm_(model.parameters(), training_args.max_grad_norm)
             optimizer.step()

@@ -1,0 +1,134 @@
+"""Objectives between sentence and image embeddings of a batch of matching pairs, over the global batch.
+
+Every objective gathers the embeddings of all processes (gradients flow through this process's rows), so N
+processes compute the loss that one process would compute on the whole batch, and each process returns that same
+global loss. Similarities are computed in float32 whatever precision the model ran in.
+"""
+
+import torch
+from torch import nn
+
+from ..models.char_gru.modeling_char_gru import hinge_loss
+from .gather import gather_with_local_grad
+
+
+class ImageTextObjective(nn.Module):
+    """Base class: `forward(text_embeds, image_embeds)` with row i of each a matching pair, returning a scalar."""
+
+    def forward(self, text_embeds: torch.Tensor, image_embeds: torch.Tensor) -> torch.Tensor:
+        text = gather_with_local_grad(text_embeds.float())
+        images = gather_with_local_grad(image_embeds.float())
+        if text.size(0) != images.size(0):
+            raise ValueError(f"{type(self).__name__} needs one image per sentence, got {text.size(0)} sentences "
+                             f"and {images.size(0)} images")
+        return self.global_loss(text, images)
+
+    def global_loss(self, text: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class HingeObjective(ImageTextObjective):
+    """Merkx & Frank's bidirectional hinge loss over in-batch negatives (see `hinge_loss`)."""
+
+    def __init__(self, margin: float = 0.2, reduction: str = "sum", hardest_negative: bool = False):
+        super().__init__()
+        self.margin, self.reduction, self.hardest_negative = margin, reduction, hardest_negative
+
+    def global_loss(self, text: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
+        return hinge_loss(text @ images.t(), self.margin, self.reduction, self.hardest_negative)
+
+
+class MismatchedPairsObjective(ImageTextObjective):
+    """VETE's setting (Kurach et al., 2017, Section 3): the B matching pairs, labelled +1, and B mismatched pairs
+    (image i, sentence σ(i)), labelled −1, scored by the cosine of their embeddings.
+
+    σ is a random cyclic permutation of the global batch, which has no fixed point, so no "mismatched" pair is a
+    matching one (the batch must hold each image once, as the caption samplers guarantee). It is drawn from the
+    objective's own generator, seeded alike on every process and saved in the objective's state for exact resume.
+    """
+
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def global_loss(self, text: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
+        batch_size = text.size(0)
+        if batch_size < 2:
+            raise ValueError(f"{type(self).__name__} needs at least 2 pairs to mismatch, got {batch_size}")
+        order = torch.randperm(batch_size, generator=self.generator).to(text.device)
+        mismatched = torch.empty_like(order)
+        mismatched[order] = order.roll(-1)  # order[k] is paired with order[k + 1]: one cycle through the batch
+        matching = (text * images).sum(dim=1)
+        non_matching = (text[mismatched] * images).sum(dim=1)
+        similarities = torch.cat([matching, non_matching])
+        labels = torch.cat([torch.ones(batch_size), -torch.ones(batch_size)]).to(similarities)
+        return self.pair_loss(similarities, labels)
+
+    def pair_loss(self, similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def get_extra_state(self) -> torch.Tensor:
+        return self.generator.get_state()
+
+    def set_extra_state(self, state: torch.Tensor) -> None:
+        self.generator.set_state(state)
+
+
+class PearsonObjective(MismatchedPairsObjective):
+    """VETE's loss: minus the Pearson correlation between the similarities and the labels.
+
+    `eps` inside the square roots keeps the gradient finite when all similarities are equal.
+    """
+
+    def __init__(self, seed: int = 0, eps: float = 1e-8):
+        super().__init__(seed)
+        self.eps = eps
+
+    def pair_loss(self, similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        x, y = similarities - similarities.mean(), labels - labels.mean()
+        return -(x * y).sum() / (torch.sqrt((x * x).sum() + self.eps) * torch.sqrt((y * y).sum() + self.eps))
+
+
+class CovarianceObjective(MismatchedPairsObjective):
+    """Minus the covariance of similarities and labels (VETE Table 4): Pearson without the normalisation."""
+
+    def pair_loss(self, similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return -((similarities - similarities.mean()) * (labels - labels.mean())).mean()
+
+
+class KendallObjective(MismatchedPairsObjective):
+    """Minus the surrogate Kendall τ SKT_α (VETE Table 4): over all pairs of pairs whose labels differ, the mean
+    of tanh(α (s_i − s_j)) sign(y_i − y_j), a smooth count of concordant minus discordant pairs."""
+
+    def __init__(self, seed: int = 0, alpha: float = 1.0):
+        super().__init__(seed)
+        self.alpha = alpha
+
+    def pair_loss(self, similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        label_order = torch.sign(labels.unsqueeze(1) - labels.unsqueeze(0))
+        concordance = torch.tanh(self.alpha * (similarities.unsqueeze(1) - similarities.unsqueeze(0))) * label_order
+        return -concordance.sum() / label_order.abs().sum()
+
+
+class RankObjective(MismatchedPairsObjective):
+    """The pairwise rank loss (VETE Table 4): every matching pair should score `margin` above every mismatched
+    one; the mean of max(0, margin − s_matching + s_mismatched)."""
+
+    def __init__(self, seed: int = 0, margin: float = 0.2):
+        super().__init__(seed)
+        self.margin = margin
+
+    def pair_loss(self, similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        positive, negative = similarities[labels > 0], similarities[labels < 0]
+        return (self.margin - positive.unsqueeze(1) + negative.unsqueeze(0)).clamp(min=0).mean()
+
+
+__all__ = [
+    "CovarianceObjective",
+    "HingeObjective",
+    "ImageTextObjective",
+    "KendallObjective",
+    "MismatchedPairsObjective",
+    "PearsonObjective",
+    "RankObjective",
+]
