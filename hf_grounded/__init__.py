@@ -10,7 +10,12 @@ from .models import (
     CharGRUOutput,
     CharGRUPreTrainedModel,
     CharTokenizer,
+    VETEConfig,
+    VETEModel,
+    VETEOutput,
+    VETEPreTrainedModel,
     hinge_loss,
+    pearson_loss,
 )
 
 __version__ = "0.1.0"
@@ -21,6 +26,9 @@ AutoTokenizer.register(CharGRUConfig, tokenizer_class=CharTokenizer, exist_ok=Tr
 AutoConfig.register(CharGRUEnsembleConfig.model_type, CharGRUEnsembleConfig, exist_ok=True)
 AutoModel.register(CharGRUEnsembleConfig, CharGRUEnsembleModel, exist_ok=True)
 AutoTokenizer.register(CharGRUEnsembleConfig, tokenizer_class=CharTokenizer, exist_ok=True)
+# VETE's word tokenizer is a plain tokenizer.json that AutoTokenizer loads by itself.
+AutoConfig.register(VETEConfig.model_type, VETEConfig, exist_ok=True)
+AutoModel.register(VETEConfig, VETEModel, exist_ok=True)
 
 __all__ = [
     "CharGRUConfig",
@@ -30,5 +38,10 @@ __all__ = [
     "CharGRUOutput",
     "CharGRUPreTrainedModel",
     "CharTokenizer",
+    "VETEConfig",
+    "VETEModel",
+    "VETEOutput",
+    "VETEPreTrainedModel",
     "hinge_loss",
+    "pearson_loss",
 ]

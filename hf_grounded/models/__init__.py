@@ -8,6 +8,7 @@ from .char_gru import (
     CharTokenizer,
     hinge_loss,
 )
+from .vete import VETEConfig, VETEModel, VETEOutput, VETEPreTrainedModel, pearson_loss
 
 __all__ = [
     "CharGRUConfig",
@@ -17,5 +18,10 @@ __all__ = [
     "CharGRUOutput",
     "CharGRUPreTrainedModel",
     "CharTokenizer",
+    "VETEConfig",
+    "VETEModel",
+    "VETEOutput",
+    "VETEPreTrainedModel",
     "hinge_loss",
+    "pearson_loss",
 ]

@@ -8,7 +8,8 @@ global loss. Similarities are computed in float32 whatever precision the model r
 import torch
 from torch import nn
 
-from ..models.char_gru.modeling_char_gru import hinge_loss
+from ..models.char_gru import hinge_loss
+from ..models.vete import pearson_loss
 from .gather import gather_with_local_grad
 
 
@@ -75,18 +76,10 @@ class MismatchedPairsObjective(ImageTextObjective):
 
 
 class PearsonObjective(MismatchedPairsObjective):
-    """VETE's loss: minus the Pearson correlation between the similarities and the labels.
-
-    `eps` inside the square roots keeps the gradient finite when all similarities are equal.
-    """
-
-    def __init__(self, seed: int = 0, eps: float = 1e-8):
-        super().__init__(seed)
-        self.eps = eps
+    """VETE's loss: minus the Pearson correlation between the similarities and the labels (see `pearson_loss`)."""
 
     def pair_loss(self, similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        x, y = similarities - similarities.mean(), labels - labels.mean()
-        return -(x * y).sum() / (torch.sqrt((x * x).sum() + self.eps) * torch.sqrt((y * y).sum() + self.eps))
+        return pearson_loss(similarities, labels)
 
 
 class CovarianceObjective(MismatchedPairsObjective):

@@ -12,7 +12,9 @@ def _write_model_files(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBas
     """Weights, config, tokenizer and the code files `trust_remote_code` needs, straight into `folder`."""
     model.config.register_for_auto_class()
     model.register_for_auto_class("AutoModel")
-    tokenizer.register_for_auto_class("AutoTokenizer")
+    if not type(tokenizer).__module__.startswith("transformers."):
+        # A tokenizer of transformers' own classes (VETE's word tokenizer) loads without remote code.
+        tokenizer.register_for_auto_class("AutoTokenizer")
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
 

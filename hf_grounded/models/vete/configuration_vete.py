@@ -1,0 +1,95 @@
+"""Configuration of VETE, the visually enhanced text embeddings of Kurach et al. (2017)."""
+
+from transformers import PreTrainedConfig
+
+_TEXT_ENCODERS = ("bow", "rnn", "cnn")
+_BOW_POOLINGS = ("mean", "sum")
+_RNN_TYPES = ("gru", "lstm")
+
+
+class VETEConfig(PreTrainedConfig):
+    r"""
+    Configuration of a [`VETEModel`]: a text encoder over word ids (bag of words, recurrent or convolutional)
+    mapped into an `embed_dim`-wide space, and an affine map of precomputed CNN image features into the same space;
+    similarity is the cosine.
+
+    Args:
+        vocab_size (`int`, *optional*, defaults to 10000):
+            Number of word ids, the special tokens `<pad>` (id 0), `<unk>`, `<S>` and `</S>` included.
+        text_encoder (`str`, *optional*, defaults to `"bow"`):
+            `"bow"` (the paper's best: word embeddings of width `embed_dim`, pooled), `"rnn"` (a stacked GRU or
+            LSTM whose last state is mapped to `embed_dim`) or `"cnn"` (Kim 2014: convolutions of several widths,
+            max over time, a fully connected layer).
+        bow_pooling (`str`, *optional*, defaults to `"mean"`):
+            Bag of words: `"mean"` (the paper's default) or `"sum"` of the word embeddings.
+        word_embedding_size (`int`, *optional*, defaults to 300):
+            Width of the word embeddings of the RNN and CNN encoders (the bag of words uses `embed_dim`).
+        rnn_type (`str`, *optional*, defaults to `"gru"`):
+            RNN encoder: `"gru"` or `"lstm"`.
+        rnn_hidden_size (`int`, *optional*, defaults to 512):
+            RNN encoder: units per layer.
+        rnn_num_layers (`int`, *optional*, defaults to 1):
+            RNN encoder: stacked layers.
+        cnn_filter_widths (`list[int]`, *optional*, defaults to `[3, 4, 5]`):
+            CNN encoder: the widths, in words, of the convolution filters (Kim 2014's).
+        cnn_num_filters (`int`, *optional*, defaults to 100):
+            CNN encoder: filters per width.
+        embed_dim (`int`, *optional*, defaults to 128):
+            Width N of the joint text-image space (the paper's default).
+        image_feature_dim (`int`, *optional*, defaults to 2048):
+            Size of the precomputed image features (2048 for InceptionV3's pooled features).
+        initializer_range (`float`, *optional*, defaults to 1.0):
+            Standard deviation of the normal initialisation of the word embeddings (PyTorch's default).
+        pad_token_id (`int`, *optional*, defaults to 0):
+            Id of the padding token, whose embedding stays zero.
+
+    Example:
+
+    ```python
+    >>> from hf_grounded import VETEConfig
+
+    >>> config = VETEConfig(text_encoder="cnn", image_feature_dim=1280)
+    >>> config.embed_dim, config.cnn_filter_widths
+    (128, [3, 4, 5])
+
+    ```
+    """
+
+    model_type = "vete"
+
+    vocab_size: int = 10000
+    text_encoder: str = "bow"
+    bow_pooling: str = "mean"
+    word_embedding_size: int = 300
+    rnn_type: str = "gru"
+    rnn_hidden_size: int = 512
+    rnn_num_layers: int = 1
+    cnn_filter_widths: list[int] | None = None
+    cnn_num_filters: int = 100
+    embed_dim: int = 128
+    image_feature_dim: int = 2048
+    initializer_range: float = 1.0
+    pad_token_id: int = 0
+
+    def __post_init__(self, **kwargs):
+        if self.cnn_filter_widths is None:
+            self.cnn_filter_widths = [3, 4, 5]
+        self.cnn_filter_widths = [int(width) for width in self.cnn_filter_widths]
+        _check_choice("text_encoder", self.text_encoder, _TEXT_ENCODERS)
+        _check_choice("bow_pooling", self.bow_pooling, _BOW_POOLINGS)
+        _check_choice("rnn_type", self.rnn_type, _RNN_TYPES)
+        for name in ("vocab_size", "word_embedding_size", "rnn_hidden_size", "rnn_num_layers", "cnn_num_filters",
+                     "embed_dim", "image_feature_dim"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"VETEConfig.{name} must be at least 1, got {getattr(self, name)}")
+        if not self.cnn_filter_widths or min(self.cnn_filter_widths) < 1:
+            raise ValueError(f"VETEConfig.cnn_filter_widths must be positive widths, got {self.cnn_filter_widths}")
+        super().__post_init__(**kwargs)
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"VETEConfig.{name} must be one of {choices}, got {value!r}")
+
+
+__all__ = ["VETEConfig"]

@@ -1,0 +1,261 @@
+"""VETE, the visually enhanced text embeddings of Kurach et al. (2017): a text encoder over words trained against
+image features with a Pearson-correlation loss.
+
+Everything the forward pass needs, the loss included, lives in this folder so that a saved checkpoint carries it
+for `trust_remote_code`.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+from transformers import initialization as init
+from transformers.utils import ModelOutput
+
+from .configuration_vete import VETEConfig
+
+
+@dataclass
+class VETEOutput(ModelOutput):
+    r"""
+    Output of [`VETEModel.forward`].
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `return_loss=True`):
+            Minus the Pearson correlation of matching and mismatched pairs' cosines with their ±1 labels.
+        logits_per_text (`torch.FloatTensor` of shape `(text_batch_size, image_batch_size)`):
+            Cosine similarities between each sentence and each image.
+        logits_per_image (`torch.FloatTensor` of shape `(image_batch_size, text_batch_size)`):
+            The transpose of `logits_per_text`.
+        text_embeds (`torch.FloatTensor` of shape `(text_batch_size, embed_dim)`):
+            L2-normalised sentence embeddings.
+        image_embeds (`torch.FloatTensor` of shape `(image_batch_size, embed_dim)`):
+            L2-normalised image embeddings.
+    """
+
+    loss: torch.FloatTensor | None = None
+    logits_per_text: torch.FloatTensor | None = None
+    logits_per_image: torch.FloatTensor | None = None
+    text_embeds: torch.FloatTensor | None = None
+    image_embeds: torch.FloatTensor | None = None
+
+
+def pearson_loss(similarities: torch.Tensor, labels: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Minus the Pearson correlation between similarities and labels; `eps` inside the square roots keeps the
+    gradient finite when all similarities are equal."""
+    x, y = similarities - similarities.mean(), labels - labels.mean()
+    return -(x * y).sum() / (torch.sqrt((x * x).sum() + eps) * torch.sqrt((y * y).sum() + eps))
+
+
+class VETEBagOfWords(nn.Module):
+    """The mean (or sum) of the words' embeddings, padding excluded."""
+
+    def __init__(self, config: VETEConfig):
+        super().__init__()
+        self.embeddings = nn.Embedding(config.vocab_size, config.embed_dim, padding_idx=config.pad_token_id)
+        self.pooling = config.bow_pooling
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        mask = attention_mask.unsqueeze(-1).to(self.embeddings.weight.dtype)
+        summed = (self.embeddings(input_ids) * mask).sum(dim=1)
+        return summed / mask.sum(dim=1).clamp(min=1) if self.pooling == "mean" else summed
+
+
+class VETERecurrentEncoder(nn.Module):
+    """A stacked GRU or LSTM over the word embeddings, packed so that padding is never read; the last layer's
+    final state is mapped to the joint space."""
+
+    def __init__(self, config: VETEConfig):
+        super().__init__()
+        self.embeddings = nn.Embedding(config.vocab_size, config.word_embedding_size, padding_idx=config.pad_token_id)
+        rnn_class = nn.GRU if config.rnn_type == "gru" else nn.LSTM
+        self.rnn = rnn_class(config.word_embedding_size, config.rnn_hidden_size, num_layers=config.rnn_num_layers,
+                             batch_first=True)
+        self.projection = nn.Linear(config.rnn_hidden_size, config.embed_dim)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        lengths = attention_mask.sum(dim=1).clamp(min=1).cpu()
+        packed = pack_padded_sequence(self.embeddings(input_ids), lengths, batch_first=True, enforce_sorted=False)
+        final = self.rnn(packed)[1]
+        hidden = final[0] if isinstance(final, tuple) else final  # an LSTM also returns its cell state
+        return self.projection(hidden[-1])
+
+
+class VETEConvolutionalEncoder(nn.Module):
+    """Kim (2014): convolutions of several widths over the word embeddings, ReLU, max over the windows that lie
+    inside the sentence, concatenated and mapped to the joint space."""
+
+    def __init__(self, config: VETEConfig):
+        super().__init__()
+        self.embeddings = nn.Embedding(config.vocab_size, config.word_embedding_size, padding_idx=config.pad_token_id)
+        self.convolutions = nn.ModuleList(
+            nn.Conv1d(config.word_embedding_size, config.cnn_num_filters, width) for width in config.cnn_filter_widths
+        )
+        self.projection = nn.Linear(config.cnn_num_filters * len(config.cnn_filter_widths), config.embed_dim)
+        self.pad_token_id = config.pad_token_id
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        widest = max(conv.kernel_size[0] for conv in self.convolutions)
+        if input_ids.size(1) < widest:
+            # A sentence shorter than a filter is read as if padded to its width, whatever the batch's padding.
+            input_ids = F.pad(input_ids, (0, widest - input_ids.size(1)), value=self.pad_token_id)
+        words = self.embeddings(input_ids).transpose(1, 2)
+        lengths = attention_mask.sum(dim=1, keepdim=True)
+        pooled = []
+        for conv in self.convolutions:
+            activations = F.relu(conv(words))
+            last_start = (lengths - conv.kernel_size[0]).clamp(min=0)
+            inside = torch.arange(activations.size(2), device=input_ids.device).unsqueeze(0) <= last_start
+            pooled.append(activations.masked_fill(~inside.unsqueeze(1), float("-inf")).max(dim=2).values)
+        return self.projection(torch.cat(pooled, dim=1))
+
+
+TEXT_ENCODERS = {"bow": VETEBagOfWords, "rnn": VETERecurrentEncoder, "cnn": VETEConvolutionalEncoder}
+
+
+class VETEPreTrainedModel(PreTrainedModel):
+    config_class = VETEConfig
+    base_model_prefix = "vete"
+    main_input_name = "input_ids"
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            init.xavier_uniform_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, std=self.config.initializer_range)
+            if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
+                init.zeros_(module.weight[module.padding_idx])
+
+
+class VETEModel(VETEPreTrainedModel):
+    r"""
+    VETE (Kurach et al., 2017): sentences and precomputed image features mapped into one space, where the cosine
+    of an image and its description is high. `get_text_features` gives the sentence embeddings.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from hf_grounded import VETEConfig, VETEModel
+    >>> from hf_grounded.word_tokenizer import train_word_tokenizer
+
+    >>> tokenizer = train_word_tokenizer(["A dog runs.", "Two cats sleep."])
+    >>> model = VETEModel(VETEConfig(vocab_size=len(tokenizer), image_feature_dim=16))
+    >>> inputs = tokenizer(["A dog runs.", "Two cats."], padding=True, return_tensors="pt")
+    >>> outputs = model(**inputs, image_features=torch.randn(2, 16), return_loss=True)
+    >>> outputs.logits_per_text.shape
+    torch.Size([2, 2])
+    >>> model.encode(["A dog runs."], tokenizer=tokenizer).shape
+    (1, 128)
+
+    ```
+    """
+
+    _tokenizer: PreTrainedTokenizerBase | None = None
+
+    def __init__(self, config: VETEConfig):
+        super().__init__(config)
+        self.text_encoder = TEXT_ENCODERS[config.text_encoder](config)
+        self.image_projection = nn.Linear(config.image_feature_dim, config.embed_dim)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.text_encoder.embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.text_encoder.embeddings = value
+
+    def get_text_features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """L2-normalised sentence embeddings, `(batch, embed_dim)`."""
+        if attention_mask is None:
+            attention_mask = (input_ids != self.config.pad_token_id).long()
+        return F.normalize(self.text_encoder(input_ids, attention_mask), dim=-1)
+
+    def get_image_features(self, image_features: torch.Tensor) -> torch.Tensor:
+        """L2-normalised image embeddings, `(batch, embed_dim)`, from precomputed CNN features."""
+        return F.normalize(self.image_projection(image_features), dim=-1)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        image_features: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        return_loss: bool = False,
+    ) -> VETEOutput:
+        r"""
+        image_features (`torch.FloatTensor` of shape `(batch_size, image_feature_dim)`):
+            Precomputed image features; row i is the image of sentence i.
+        return_loss (`bool`, *optional*, defaults to `False`):
+            Whether to return the paper's loss. Its mismatched pairs here are image i with sentence i + 1
+            (cyclically); training draws them at random instead (`hf_grounded.objectives.PearsonObjective`).
+        """
+        text_embeds = self.get_text_features(input_ids, attention_mask)
+        image_embeds = self.get_image_features(image_features)
+        logits_per_text = text_embeds @ image_embeds.t()
+        loss = None
+        if return_loss:
+            batch_size = logits_per_text.size(0)
+            matching = logits_per_text.diagonal()
+            mismatched = logits_per_text[torch.arange(batch_size).roll(-1), torch.arange(batch_size)]
+            labels = torch.cat([torch.ones(batch_size), -torch.ones(batch_size)]).to(logits_per_text)
+            loss = pearson_loss(torch.cat([matching, mismatched]).float(), labels.float())
+        return VETEOutput(loss=loss, logits_per_text=logits_per_text, logits_per_image=logits_per_text.t(),
+                          text_embeds=text_embeds, image_embeds=image_embeds)
+
+    # Copied from the char-GRU's CharSentenceEncoderMixin.encode: model files stay self-contained for remote code.
+    @torch.no_grad()
+    def encode(
+        self,
+        sentences: str | list[str],
+        tokenizer: PreTrainedTokenizerBase | None = None,
+        batch_size: int = 64,
+        device: str | torch.device | None = None,
+        convert_to_numpy: bool = True,
+        show_progress_bar: bool = False,
+    ) -> np.ndarray | torch.Tensor:
+        """Embed sentences, returned in input order as an `(n, embed_dim)` array (1-D for a single string).
+
+        Sentences are sorted by length so batches carry little padding; masking makes every embedding independent
+        of its batch. Without `tokenizer`, the one saved beside the model is used.
+        """
+        single = isinstance(sentences, str)
+        sentences = [sentences] if single else list(sentences)
+        empty = [index for index, sentence in enumerate(sentences) if not sentence]
+        if empty:
+            raise ValueError(f"cannot encode empty sentences (input positions {empty[:10]})")
+        tokenizer = tokenizer or self.default_tokenizer()
+        if device is not None:
+            self.to(device)
+        was_training = self.training
+        self.eval()
+        order = np.argsort([-len(sentence) for sentence in sentences], kind="stable")
+        chunks = []
+        for start in tqdm(range(0, len(sentences), batch_size), desc="Encoding", disable=not show_progress_bar):
+            batch = [sentences[index] for index in order[start : start + batch_size]]
+            inputs = tokenizer(batch, padding=True, truncation=True, return_tensors="pt").to(self.device)
+            chunks.append(self.get_text_features(inputs["input_ids"], inputs["attention_mask"]))
+        self.train(was_training)
+        embeddings = torch.cat(chunks) if chunks else torch.empty(0, self.config.embed_dim, device=self.device)
+        embeddings = embeddings[torch.as_tensor(np.argsort(order), device=embeddings.device)]
+        if single:
+            embeddings = embeddings[0]
+        return embeddings.float().cpu().numpy() if convert_to_numpy else embeddings
+
+    def default_tokenizer(self) -> PreTrainedTokenizerBase:
+        """The word tokenizer saved with this model."""
+        if self._tokenizer is None:
+            if not self.config.name_or_path:
+                raise ValueError("no tokenizer was given and this model was not loaded from a folder that has one")
+            # transformers' own class: no remote code, and no config lookup that would ask for it.
+            self._tokenizer = PreTrainedTokenizerFast.from_pretrained(self.config.name_or_path)
+        return self._tokenizer
+
+
+__all__ = ["VETEModel", "VETEOutput", "VETEPreTrainedModel", "pearson_loss"]
