@@ -30,6 +30,7 @@ from PIL import Image
 from torchvision import transforms
 from transformers import AutoModel
 
+from hf_grounded import CharGRUEnsembleModel
 from hf_grounded.data import load_captioned_images
 from hf_grounded.evaluation import STSEvaluator, load_sick, load_stsb
 from hf_grounded.features import FeatureCache
@@ -116,7 +117,8 @@ def candidate_models(output_dir: Path, results: dict, history: list[dict]) -> di
     if history[-1].get("snapshot"):
         models["final"] = AutoModel.from_pretrained(output_dir / history[-1]["snapshot"])
     if "ensemble" in results:
-        members, models["ensemble"] = load_snapshot_ensemble(output_dir, results["ensemble"]["members"], "cpu")
+        members, models["ensemble"] = load_snapshot_ensemble(output_dir, results["ensemble"]["members"], "cpu",
+                                                             CharGRUEnsembleModel.from_members)
         models["best_snapshot"] = members[0]
     return models
 

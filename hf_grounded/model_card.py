@@ -19,6 +19,21 @@ INDEXED_METRICS = {"pearson", "spearman", "mse", "rho_vis", "c_intra", "c_inter"
 DATASET_NAMES = {"stsb": "STS Benchmark", "sick": "SICK-R", **{f"sts{year}": f"STS{year}" for year in range(12, 17)}}
 TASK_TYPES = {"coco_test": "sentence-similarity", "structure": "feature-extraction", "human": "feature-extraction"}
 COMPARED_MODELS = {"final": "final model", "best_snapshot": "best snapshot", "ensemble": "snapshot ensemble"}
+# Per model type: the card template (its own introduction, limitations and citation around the shared body.md)
+# and the family's tags.
+FAMILY_CARDS = {
+    "char_gru": ("char_gru.md", ["char-gru"]),
+    "char_gru_ensemble": ("char_gru.md", ["char-gru", "snapshot-ensemble"]),
+    "vete": ("vete.md", ["vete"]),
+}
+OBJECTIVE_DESCRIPTIONS = {
+    "hinge": "a bidirectional hinge loss (margin {margin}) over in-batch negatives",
+    "pearson": "VETE's loss, minus the Pearson correlation of matching and mismatched pairs' cosines with their labels",
+    "covariance": "minus the covariance of matching and mismatched pairs' cosines with their labels",
+    "kendall": "a surrogate Kendall tau (alpha {kendall_alpha}) between the cosines of matching and mismatched pairs "
+               "and their labels",
+    "rank": "a pairwise rank loss (margin {margin}) between matching and mismatched pairs",
+}
 
 
 def retrieval_eval_results(retrieval: dict, dataset: str) -> list[EvalResult]:
@@ -74,7 +89,7 @@ def _read_json(folder: Path, name: str) -> dict:
 
 
 def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelCard:
-    """The card of the char-GRU model (or snapshot ensemble) in `folder`.
+    """The card of the model (char-GRU, its snapshot ensemble, or VETE) in `folder`.
 
     `model_id` is what the usage snippet loads: a Hub id, or by default the folder itself.
     """
@@ -84,6 +99,7 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
     evaluation_file = folder / "evaluation.json"
     evaluation = json.loads(evaluation_file.read_text()) if evaluation_file.is_file() else None
     architecture = config.get("member_config", config)
+    template_name, family_tags = FAMILY_CARDS[config["model_type"]]
     model_id = model_id or str(folder)
     model_name = Path(model_id).name
     dataset = arguments["data"]["dataset"]
@@ -91,15 +107,17 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
         library_name="transformers",
         license="apache-2.0",
         language="en",
-        tags=["hf_grounded", "char-gru", "sentence-embeddings", "visually-grounded", "custom_code"]
-        + (["snapshot-ensemble"] if "num_members" in config else []),
+        tags=["hf_grounded", *family_tags, "sentence-embeddings", "visually-grounded", "custom_code"],
         datasets=[dataset] if dataset != "synthetic" else None,
         pipeline_tag="feature-extraction",
         model_name=model_name,
         eval_results=_eval_results(results, evaluation, dataset),
     )
     compared = {label: results[key]["test"]["retrieval"] for key, label in COMPARED_MODELS.items() if key in results}
-    template = resources.files("hf_grounded.model_cards").joinpath("char_gru.md").read_text(encoding="utf-8")
+    templates = resources.files("hf_grounded.model_cards")
+    template = templates.joinpath(template_name).read_text(encoding="utf-8").replace(
+        "<!-- body -->\n", templates.joinpath("body.md").read_text(encoding="utf-8"))
+    model_arguments = {"objective": "hinge", "margin": architecture.get("margin"), **arguments["model"]}
     return ModelCard.from_template(
         card_data,
         template_str=template,
@@ -116,15 +134,21 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
         results_table=format_retrieval_table(results["test"]["retrieval"], title="direction"),
         comparison_table=format_retrieval_comparison(compared) if len(compared) > 1 else None,
         plots={kind: name for kind, name in results.get("plots", {}).items() if (folder / name).is_file()},
-        rnn_type=architecture["rnn_type"],
-        hidden_size=architecture["hidden_size"],
-        pooling=architecture["pooling"],
-        embed_dim=2 * architecture["hidden_size"]
-        * (architecture["attention_heads"] if architecture["pooling"] == "attention" else 1),
-        margin=architecture["margin"],
+        objective_description=OBJECTIVE_DESCRIPTIONS[model_arguments["objective"]].format(**model_arguments),
+        **_architecture(architecture),
         evaluation=evaluation,
         evaluation_tables=format_results_tables(evaluation["results"]) if evaluation else None,
     )
+
+
+def _architecture(config: dict) -> dict:
+    """What a card's introduction says of the architecture, as the config (or an ensemble's member) records it."""
+    if config.get("model_type") == "vete":
+        return {name: config[name] for name in ("text_encoder", "bow_pooling", "rnn_type", "rnn_num_layers",
+                                                "cnn_filter_widths", "embed_dim")}
+    heads = config["attention_heads"] if config["pooling"] == "attention" else 1
+    return {"rnn_type": config["rnn_type"], "hidden_size": config["hidden_size"], "pooling": config["pooling"],
+            "embed_dim": 2 * config["hidden_size"] * heads}
 
 
 def _eval_results(results: dict, evaluation: dict | None, dataset: str) -> list[EvalResult]:

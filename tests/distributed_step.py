@@ -36,6 +36,10 @@ def main() -> None:
         gradients = {name: parameter.grad.tolist() for name, parameter in unwrapped.named_parameters()}
         with open(sys.argv[1], "w") as handle:
             json.dump({"processes": accelerator.num_processes, "loss": loss.item(), "gradients": gradients}, handle)
+    # Tear gloo down on every process together: one leaving while another still holds the group can abort it.
+    accelerator.wait_for_everyone()
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

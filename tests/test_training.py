@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import sys
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import AutoModel
+from transformers import AutoModel, AutoTokenizer
 
 from hf_grounded import CharGRUEnsembleModel
 from hf_grounded.data.synthetic import COLOURS, SHAPES
@@ -341,3 +342,27 @@ def test_the_char_gru_trains_with_vete_pearson_objective(tmp_path):
     assert all(-1.0 <= loss <= 1.0 for loss in losses) and losses[-1] < losses[0]
     assert json.loads((tmp_path / "pearson" / "training_args.json").read_text())["model"]["objective"] == "pearson"
     assert results["test"]["retrieval"]["c2i"]["R@10"] > 0
+
+
+def test_vete_trains_with_the_hinge_objective_through_the_same_trainer(tmp_path):
+    output_dir = tmp_path / "vete"
+    results = train(
+        ModelArguments(model_type="vete", text_encoder="bow", objective="hinge", embed_dim=16),
+        DataArguments(backbone="test_efficientnet", synthetic_train_images=40, synthetic_eval_images=10,
+                      caption_policy="one"),
+        TrainingArguments(output_dir=str(output_dir), num_train_epochs=3, learning_rate=1e-2),
+    )
+    model = AutoModel.from_pretrained(output_dir)
+    assert type(model).__name__ == "VETEModel" and model.config.text_encoder == "bow"
+    assert results["test"]["retrieval"]["c2i"]["R@10"] > 0
+    card = (output_dir / "README.md").read_text()
+    assert "visually enhanced text embedding (VETE)" in card and "a bidirectional hinge loss (margin 0.2)" in card
+    assert model.encode(["a red square", "a blue circle"]).shape == (2, 16)
+    # The vocabulary is exactly the training captions' words: nothing from validation or test.
+    from hf_grounded.training.inputs import load_dataset
+
+    dataset = load_dataset(DataArguments(synthetic_train_images=40, synthetic_eval_images=10), seed=42)
+    train_words = {word for captions in dataset["train"]["captions"] for caption in captions
+                   for word in re.findall(r"\w+|[^\w\s]+", caption.lower())}
+    vocabulary = set(AutoTokenizer.from_pretrained(output_dir).get_vocab()) - {"<pad>", "<unk>", "<S>", "</S>"}
+    assert vocabulary == train_words

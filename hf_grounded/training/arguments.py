@@ -19,8 +19,14 @@ class ModelArguments:
     model_name_or_path: str | None = field(
         default=None, metadata={"help": "Start from this saved model (folder or Hub id) instead of a new one."}
     )
-    rnn_type: Literal["gru", "lstm"] = field(default="gru", metadata={"help": "Recurrent cell."})
-    hidden_size: int = field(default=128, metadata={"help": "Units per direction (the paper uses 1024)."})
+    model_type: Literal["char_gru", "vete"] = field(
+        default="char_gru", metadata={"help": "Model family: Merkx & Frank's char-GRU or Kurach et al.'s VETE."}
+    )
+    rnn_type: Literal["gru", "lstm"] = field(default="gru", metadata={"help": "Recurrent cell (char-GRU; VETE rnn)."})
+    hidden_size: int = field(
+        default=128, metadata={"help": "Recurrent units: per direction for the char-GRU (the paper uses 1024), per "
+                                       "layer for VETE's rnn encoder."}
+    )
     pooling: Literal["attention", "max"] = field(default="attention", metadata={"help": "Pooling over time."})
     attention_heads: int = field(default=1, metadata={"help": "Attention heads, concatenated."})
     objective: Literal["hinge", "pearson", "covariance", "kendall", "rank"] = field(
@@ -37,8 +43,23 @@ class ModelArguments:
     kendall_alpha: float = field(default=1.0, metadata={"help": "Kendall: the slope alpha of the surrogate tau."})
     initializer_range: float = field(
         default=CharGRUConfig.initializer_range,
-        metadata={"help": "Standard deviation of the character embeddings at initialisation."},
+        metadata={"help": "char-GRU: standard deviation of the character embeddings at initialisation."},
     )
+    text_encoder: Literal["bow", "rnn", "cnn"] = field(
+        default="bow", metadata={"help": "VETE: bag of words, stacked RNN or Kim's CNN."}
+    )
+    bow_pooling: Literal["mean", "sum"] = field(default="mean", metadata={"help": "VETE bow: mean or sum."})
+    word_embedding_size: int = field(default=300, metadata={"help": "VETE rnn/cnn: word embedding width."})
+    rnn_num_layers: int = field(default=1, metadata={"help": "VETE rnn: stacked layers."})
+    cnn_filter_widths: list[int] = field(
+        default_factory=lambda: [3, 4, 5], metadata={"help": "VETE cnn: filter widths in words."}
+    )
+    cnn_num_filters: int = field(default=100, metadata={"help": "VETE cnn: filters per width."})
+    embed_dim: int = field(default=128, metadata={"help": "VETE: width N of the joint space."})
+    vocab_min_frequency: int = field(
+        default=1, metadata={"help": "VETE: keep training-caption words seen at least this often."}
+    )
+    vocab_max_size: int | None = field(default=None, metadata={"help": "VETE: keep at most this many words."})
 
 
 @dataclass

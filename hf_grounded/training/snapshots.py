@@ -1,11 +1,11 @@
 """Snapshot ensembles (Huang et al., 2017; Merkx & Frank, 2019): a model saved at the end of every learning-rate
 cycle, and the best of them by validation retrieval summed into one model."""
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
-
-from ..models.char_gru import CharGRUEnsembleModel, CharGRUModel
+from transformers import AutoModel, PreTrainedModel
 
 SNAPSHOT_DIR = "snapshots"
 
@@ -30,11 +30,14 @@ def best_snapshots(history: list[dict], k: int) -> list[dict]:
 
 
 def load_snapshot_ensemble(
-    output_dir: str | Path, entries: list[dict], device: torch.device | str
-) -> tuple[list[CharGRUModel], CharGRUEnsembleModel]:
-    """The snapshots named by `entries`, and the ensemble of all of them."""
-    members = [CharGRUModel.from_pretrained(Path(output_dir) / entry["snapshot"]).to(device) for entry in entries]
-    return members, CharGRUEnsembleModel.from_members(members)
+    output_dir: str | Path,
+    entries: list[dict],
+    device: torch.device | str,
+    ensemble: Callable[[list[PreTrainedModel]], PreTrainedModel],
+) -> tuple[list[PreTrainedModel], PreTrainedModel]:
+    """The snapshots named by `entries`, and `ensemble` of all of them (e.g. `CharGRUEnsembleModel.from_members`)."""
+    members = [AutoModel.from_pretrained(Path(output_dir) / entry["snapshot"]).to(device) for entry in entries]
+    return members, ensemble(members)
 
 
 __all__ = ["SNAPSHOT_DIR", "best_snapshots", "load_snapshot_ensemble", "mean_recall_at_10", "snapshot_path"]

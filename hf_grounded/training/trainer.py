@@ -19,9 +19,9 @@ from ..evaluation import format_retrieval_comparison, format_retrieval_table, re
 from ..hub import push_to_hub
 from ..model_card import write_model_card
 from ..objectives import create_objective
-from ..models.char_gru import CharGRUConfig, CharGRUModel, CharTokenizer
 from .arguments import DataArguments, ModelArguments, TrainingArguments
 from .batches import CaptionImagePairs, Captions, EncodedSplit, collate_captions, length_sorted_batches
+from .families import model_and_tokenizer
 from .checkpoints import TrainingProgress, resolve_checkpoint, save_checkpoint
 from .inputs import image_features, load_dataset
 from .plots import plot_training
@@ -51,7 +51,9 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     dataset = load_dataset(data_args, training_args.seed)
     features = image_features(dataset, data_args, training_args.seed, training_args.dataloader_num_workers,
                               accelerator)
-    model, tokenizer = _model_and_tokenizer(model_args, data_args, image_feature_dim=features["train"].size(1))
+    train_captions = [caption for captions in dataset["train"]["captions"] for caption in captions]
+    model, tokenizer, family = model_and_tokenizer(model_args, data_args, train_captions,
+                                                   image_feature_dim=features["train"].size(1))
     splits = {
         split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, data_args.max_length)
         for split in SPLITS
@@ -106,7 +108,12 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
                     progress.epoch + 1, progress.batch_in_epoch)
 
     if report_to:
-        accelerator.init_trackers("hf_grounded", config={**vars(model_args), **vars(data_args), **vars(training_args)})
+        hyperparameters = {**vars(model_args), **vars(data_args), **vars(training_args)}
+        # Trackers such as TensorBoard take scalars only; lists (VETE's filter widths) go as their text.
+        accelerator.init_trackers("hf_grounded", config={
+            name: value if value is None or isinstance(value, (int, float, str, bool)) else str(value)
+            for name, value in hyperparameters.items()
+        })
     logger.info("training on %d captions of %d images for %d steps (%d epochs)", len(splits["train"].input_ids),
                 len(splits["train"].captions_per_image), total_steps, num_epochs)
     eval_batch_size = training_args.per_device_eval_batch_size
@@ -176,8 +183,9 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     validation_scores = {"final": mean_recall_at_10(progress.history[-1]["validation"]["retrieval"])}
     results["final"]["validation_mean_recall_at_10"] = validation_scores["final"]
     chosen = best_snapshots(progress.history, training_args.snapshot_ensemble_size)
-    if training_args.snapshot_ensemble_size >= 2 and len(chosen) >= 2:
-        members, ensemble = load_snapshot_ensemble(training_args.output_dir, chosen, accelerator.device)
+    if family.ensemble is not None and training_args.snapshot_ensemble_size >= 2 and len(chosen) >= 2:
+        members, ensemble = load_snapshot_ensemble(training_args.output_dir, chosen, accelerator.device,
+                                                   family.ensemble)
         ensemble_validation = evaluate_retrieval(ensemble, splits["validation"], accelerator, eval_batch_size)
         results["best_snapshot"] = {
             **_snapshot_summary(chosen[0]),
@@ -245,7 +253,7 @@ def _snapshot_summary(entry: dict) -> dict:
             "validation_mean_recall_at_10": mean_recall_at_10(entry["validation"]["retrieval"])}
 
 
-def _write_outputs(model, tokenizer: CharTokenizer, results: dict, progress: TrainingProgress, arguments) -> None:
+def _write_outputs(model, tokenizer, results: dict, progress: TrainingProgress, arguments) -> None:
     """The model folder: weights with code, tokenizer, arguments, results, history, plots and the card."""
     model_args, data_args, training_args = arguments
     output_dir = Path(training_args.output_dir)
@@ -259,33 +267,6 @@ def _write_outputs(model, tokenizer: CharTokenizer, results: dict, progress: Tra
     results["plots"] = plot_training(progress.step_log, progress.history, output_dir)
     (output_dir / "results.json").write_text(json.dumps(results, indent=2))
     write_model_card(output_dir, model_id=training_args.hub_model_id if training_args.push_to_hub else None)
-
-
-def _model_and_tokenizer(
-    model_args: ModelArguments, data_args: DataArguments, image_feature_dim: int
-) -> tuple[CharGRUModel, CharTokenizer]:
-    if model_args.model_name_or_path is not None:
-        model = CharGRUModel.from_pretrained(model_args.model_name_or_path)
-        if model.config.image_feature_dim != image_feature_dim:
-            raise ValueError(
-                f"{model_args.model_name_or_path} expects {model.config.image_feature_dim}-d image features but "
-                f"backbone {data_args.backbone} gives {image_feature_dim}"
-            )
-        return model, CharTokenizer.from_pretrained(model_args.model_name_or_path)
-    tokenizer = CharTokenizer(model_max_length=data_args.max_length)
-    config = CharGRUConfig(
-        vocab_size=len(tokenizer),
-        rnn_type=model_args.rnn_type,
-        hidden_size=model_args.hidden_size,
-        pooling=model_args.pooling,
-        attention_heads=model_args.attention_heads,
-        margin=model_args.margin,
-        loss_reduction=model_args.loss_reduction,
-        hardest_negative=model_args.hardest_negative,
-        initializer_range=model_args.initializer_range,
-        image_feature_dim=image_feature_dim,
-    )
-    return CharGRUModel(config), tokenizer
 
 
 @torch.no_grad()

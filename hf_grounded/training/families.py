@@ -1,0 +1,90 @@
+"""What differs between model families in training, one function per family: how a new model and its tokenizer
+are built from the arguments. The loop, checkpoints, snapshots, evaluation, cards and upload serve every family;
+the objective comes from `--objective` (`hf_grounded.objectives`), whatever the encoder."""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from ..models.char_gru import CharGRUConfig, CharGRUEnsembleModel, CharGRUModel, CharTokenizer
+from ..models.vete import VETEConfig, VETEModel
+from ..word_tokenizer import train_word_tokenizer
+from .arguments import DataArguments, ModelArguments
+
+Built = tuple[PreTrainedModel, PreTrainedTokenizerBase]
+
+
+def build_char_gru(model_args: ModelArguments, data_args: DataArguments, train_captions: Sequence[str],
+                   image_feature_dim: int) -> Built:
+    """Merkx & Frank's char-GRU: a fixed printable-ASCII character vocabulary."""
+    tokenizer = CharTokenizer(model_max_length=data_args.max_length)
+    config = CharGRUConfig(
+        vocab_size=len(tokenizer),
+        rnn_type=model_args.rnn_type,
+        hidden_size=model_args.hidden_size,
+        pooling=model_args.pooling,
+        attention_heads=model_args.attention_heads,
+        margin=model_args.margin,
+        loss_reduction=model_args.loss_reduction,
+        hardest_negative=model_args.hardest_negative,
+        initializer_range=model_args.initializer_range,
+        image_feature_dim=image_feature_dim,
+    )
+    return CharGRUModel(config), tokenizer
+
+
+def build_vete(model_args: ModelArguments, data_args: DataArguments, train_captions: Sequence[str],
+               image_feature_dim: int) -> Built:
+    """Kurach et al.'s VETE: a word vocabulary learnt from the training captions alone."""
+    tokenizer = train_word_tokenizer(train_captions, min_frequency=model_args.vocab_min_frequency,
+                                     max_size=model_args.vocab_max_size, model_max_length=data_args.max_length)
+    config = VETEConfig(
+        vocab_size=len(tokenizer),
+        text_encoder=model_args.text_encoder,
+        bow_pooling=model_args.bow_pooling,
+        word_embedding_size=model_args.word_embedding_size,
+        rnn_type=model_args.rnn_type,
+        rnn_hidden_size=model_args.hidden_size,
+        rnn_num_layers=model_args.rnn_num_layers,
+        cnn_filter_widths=model_args.cnn_filter_widths,
+        cnn_num_filters=model_args.cnn_num_filters,
+        embed_dim=model_args.embed_dim,
+        image_feature_dim=image_feature_dim,
+    )
+    return VETEModel(config), tokenizer
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    build: Callable[[ModelArguments, DataArguments, Sequence[str], int], Built]
+    # Sums snapshots into one model (Merkx & Frank's snapshot ensembles); None where the family has no such class.
+    ensemble: Callable[[list[PreTrainedModel]], PreTrainedModel] | None = None
+
+
+FAMILIES = {
+    "char_gru": ModelFamily(build_char_gru, CharGRUEnsembleModel.from_members),
+    "vete": ModelFamily(build_vete),
+}
+
+
+def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, train_captions: Sequence[str],
+                        image_feature_dim: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, ModelFamily]:
+    """A new model of `--model_type`, or the saved one `--model_name_or_path` names, with its tokenizer."""
+    if model_args.model_name_or_path is None:
+        family = FAMILIES[model_args.model_type]
+        return *family.build(model_args, data_args, train_captions, image_feature_dim), family
+    model = AutoModel.from_pretrained(model_args.model_name_or_path)
+    if model.config.model_type not in FAMILIES:
+        raise ValueError(f"{model_args.model_name_or_path} is a {model.config.model_type!r} model; training "
+                         f"continues {sorted(FAMILIES)} models")
+    if model.config.image_feature_dim != image_feature_dim:
+        raise ValueError(
+            f"{model_args.model_name_or_path} expects {model.config.image_feature_dim}-d image features but "
+            f"backbone {data_args.backbone} gives {image_feature_dim}"
+        )
+    tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
+    return model, tokenizer, FAMILIES[model.config.model_type]
+
+
+__all__ = ["FAMILIES", "ModelFamily", "build_char_gru", "build_vete", "model_and_tokenizer"]
