@@ -34,5 +34,10 @@ setup(
         # t-SNE maps of sentence embeddings (Bordes et al., Fig. 2).
         "scikit-learn>=1.3",
     ],
-    extras_require={"test": ["pytest>=8", "scipy", "tensorboard"], "tensorboard": ["tensorboard"]},
+    extras_require={
+        "test": ["pytest>=8", "scipy", "tensorboard", "optuna>=4"],
+        "tensorboard": ["tensorboard"],
+        # recipes/search.py: Kurach et al.'s random search, with Optuna's sampler.
+        "search": ["optuna>=4"],
+    },
 )

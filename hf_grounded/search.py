@@ -1,0 +1,93 @@
+"""Kurach et al.'s hyperparameter protocol (Algorithm 1): sample configurations in ranges, train each, keep the
+best on a validation metric. Optuna's random sampler draws them; every model family has its ranges."""
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import optuna
+from transformers import AutoModel
+
+from .evaluation import BinaryRelatednessEvaluator, STSEvaluator, load_sts_year
+from .training import parse_arguments, train
+from .training.inputs import load_dataset
+
+
+def _vete_space(trial: optuna.Trial) -> dict:
+    return {
+        "learning_rate": trial.suggest_float("learning_rate", 1e-4, 3e-2, log=True),
+        "per_device_train_batch_size": trial.suggest_categorical("per_device_train_batch_size", [32, 64, 128]),
+        "num_train_epochs": trial.suggest_int("num_train_epochs", 5, 30),
+        "embed_dim": trial.suggest_categorical("embed_dim", [64, 128, 256]),
+    }
+
+
+def _char_gru_space(trial: optuna.Trial) -> dict:
+    return {
+        "learning_rate": trial.suggest_float("learning_rate", 1e-4, 3e-3, log=True),
+        "hidden_size": trial.suggest_categorical("hidden_size", [64, 128, 256]),
+        "initializer_range": trial.suggest_float("initializer_range", 1.0, 16.0, log=True),
+        "margin": trial.suggest_float("margin", 0.1, 0.4),
+    }
+
+
+SEARCH_SPACES: dict[str, Callable[[optuna.Trial], dict]] = {"vete": _vete_space, "char_gru": _char_gru_space}
+
+
+def validation_score(model, argv: list[str], validation_sts_dir: str | None, seed: int) -> tuple[str, float]:
+    """STS16 `all` Pearson (SentEval's mean over subtasks) when `validation_sts_dir` holds STS16, as VETE selects;
+    otherwise COCO-Test-style relatedness of the dataset's validation captions."""
+    if validation_sts_dir:
+        scores = STSEvaluator(load_sts_year(validation_sts_dir, "sts16"), "sts16")(model)
+        return "sts16_all_pearson", scores["all"]["pearson_mean"]
+    _, data_args, training_args = parse_arguments(argv)
+    groups = list(load_dataset(data_args, training_args.seed)["validation"]["captions"])
+    scores = BinaryRelatednessEvaluator(groups, data_args.dataset, 10000, seed)(model)
+    return "validation_relatedness_pearson", scores[data_args.dataset]["pearson"]
+
+
+def run_search(argv: list[str], trials: int, output_dir: str | Path, validation_sts_dir: str | None = None,
+               seed: int = 0) -> optuna.Study:
+    """Train `trials` sampled configurations on top of the training arguments `argv` (a config and flags), each
+    into `output_dir/trial-N`, and write `trials.md`, `trials.json` and the best configuration, `best.json`."""
+    model_type = parse_arguments(argv)[0].model_type
+    space = SEARCH_SPACES[model_type]
+    output_dir = Path(output_dir)
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=seed))
+
+    def objective(trial: optuna.Trial) -> float:
+        values = space(trial)
+        trial_argv = [*argv, *(f"--{name}={value}" for name, value in values.items()),
+                      f"--output_dir={output_dir / f'trial-{trial.number}'}"]
+        results = train(*parse_arguments(trial_argv))
+        model = AutoModel.from_pretrained(output_dir / f"trial-{trial.number}")
+        metric, score = validation_score(model, trial_argv, validation_sts_dir, seed)
+        trial.set_user_attr("metric", metric)
+        trial.set_user_attr("wall_time_s", results["run"]["wall_time_s"])
+        return score
+
+    study.optimize(objective, n_trials=trials)
+    _write_trials(study, output_dir)
+    return study
+
+
+def _write_trials(study: optuna.Study, output_dir: Path) -> None:
+    names = list(study.trials[0].params)
+    metric = study.trials[0].user_attrs["metric"]
+    lines = [f"| trial | {' | '.join(names)} | {metric} | training time (s) |",
+             "|---" * (len(names) + 3) + "|"]
+    for trial in study.trials:
+        params = " | ".join(f"{trial.params[name]:.2e}" if isinstance(trial.params[name], float)
+                            else str(trial.params[name]) for name in names)
+        best = " **(best)**" if trial.number == study.best_trial.number else ""
+        lines.append(f"| {trial.number}{best} | {params} | {trial.value:.1f} | {trial.user_attrs['wall_time_s']:.0f} |")
+    (output_dir / "trials.md").write_text("\n".join(lines) + "\n")
+    (output_dir / "trials.json").write_text(json.dumps(
+        [{"number": trial.number, "params": trial.params, "value": trial.value, **trial.user_attrs}
+         for trial in study.trials], indent=2))
+    (output_dir / "best.json").write_text(json.dumps(
+        {"trial": study.best_trial.number, "metric": metric, "value": study.best_value, "params": study.best_params},
+        indent=2))
+
+
+__all__ = ["SEARCH_SPACES", "run_search", "validation_score"]
