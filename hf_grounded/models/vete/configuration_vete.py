@@ -21,7 +21,8 @@ class VETEConfig(PreTrainedConfig):
             LSTM whose last state is mapped to `embed_dim`) or `"cnn"` (Kim 2014: convolutions of several widths,
             max over time, a fully connected layer).
         bow_pooling (`str`, *optional*, defaults to `"mean"`):
-            Bag of words: `"mean"` (the paper's default) or `"sum"` of the word embeddings.
+            Bag of words: `"mean"` (the paper's default) or `"sum"` of the word embeddings. The two differ by a
+            per-sentence factor only, so with cosine similarity they give the same embeddings and the same training.
         word_embedding_size (`int`, *optional*, defaults to 300):
             Width of the word embeddings of the RNN and CNN encoders (the bag of words uses `embed_dim`).
         rnn_type (`str`, *optional*, defaults to `"gru"`):
