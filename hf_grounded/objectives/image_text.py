@@ -5,6 +5,8 @@ processes compute the loss that one process would compute on the whole batch, an
 global loss. Similarities are computed in float32 whatever precision the model ran in.
 """
 
+from abc import ABC, abstractmethod
+
 import torch
 from torch import nn
 
@@ -13,8 +15,9 @@ from ..models.vete import pearson_loss
 from .gather import gather_with_local_grad
 
 
-class ImageTextObjective(nn.Module):
-    """Base class: `forward(text_embeds, image_embeds)` with row i of each a matching pair, returning a scalar."""
+class ImageTextObjective(nn.Module, ABC):
+    """Abstract base: `forward(text_embeds, image_embeds)` with row i of each a matching pair, returning a scalar;
+    subclasses define `global_loss` on the gathered batch."""
 
     def forward(self, text_embeds: torch.Tensor, image_embeds: torch.Tensor) -> torch.Tensor:
         text = gather_with_local_grad(text_embeds.float())
@@ -24,8 +27,9 @@ class ImageTextObjective(nn.Module):
                              f"and {images.size(0)} images")
         return self.global_loss(text, images)
 
+    @abstractmethod
     def global_loss(self, text: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """The loss of the global batch: `text` and `images` hold every process's rows, in float32."""
 
 
 class HingeObjective(ImageTextObjective):
@@ -46,6 +50,7 @@ class MismatchedPairsObjective(ImageTextObjective):
     σ is a random cyclic permutation of the global batch, which has no fixed point, so no "mismatched" pair is a
     matching one (the batch must hold each image once, as the caption samplers guarantee). It is drawn from the
     objective's own generator, seeded alike on every process and saved in the objective's state for exact resume.
+    Subclasses define `pair_loss`.
     """
 
     def __init__(self, seed: int = 0):
@@ -65,8 +70,9 @@ class MismatchedPairsObjective(ImageTextObjective):
         labels = torch.cat([torch.ones(batch_size), -torch.ones(batch_size)]).to(similarities)
         return self.pair_loss(similarities, labels)
 
+    @abstractmethod
     def pair_loss(self, similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """The loss of the 2B similarities against their labels, +1 for matching pairs and -1 for mismatched."""
 
     def get_extra_state(self) -> torch.Tensor:
         return self.generator.get_state()

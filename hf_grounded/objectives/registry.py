@@ -1,5 +1,7 @@
 """The one place where an objective is built from its name and options (`--objective` and friends)."""
 
+from collections.abc import Callable
+
 from .image_text import (
     CovarianceObjective,
     HingeObjective,
@@ -9,12 +11,14 @@ from .image_text import (
     RankObjective,
 )
 
-OBJECTIVES = {
-    "hinge": HingeObjective,
-    "pearson": PearsonObjective,
-    "covariance": CovarianceObjective,
-    "kendall": KendallObjective,
-    "rank": RankObjective,
+# Each objective from the options that concern it.
+OBJECTIVES: dict[str, Callable[..., ImageTextObjective]] = {
+    "hinge": lambda margin, loss_reduction, hardest_negative, **_: HingeObjective(margin, loss_reduction,
+                                                                                  hardest_negative),
+    "pearson": lambda seed, **_: PearsonObjective(seed),
+    "covariance": lambda seed, **_: CovarianceObjective(seed),
+    "kendall": lambda seed, kendall_alpha, **_: KendallObjective(seed, alpha=kendall_alpha),
+    "rank": lambda seed, margin, **_: RankObjective(seed, margin=margin),
 }
 
 
@@ -30,17 +34,10 @@ def create_objective(
 
     `seed` seeds the mismatched pairs of VETE's objectives; it must be the same on every process.
     """
-    if name == "hinge":
-        return HingeObjective(margin, loss_reduction, hardest_negative)
-    if name == "pearson":
-        return PearsonObjective(seed)
-    if name == "covariance":
-        return CovarianceObjective(seed)
-    if name == "kendall":
-        return KendallObjective(seed, alpha=kendall_alpha)
-    if name == "rank":
-        return RankObjective(seed, margin=margin)
-    raise ValueError(f"unknown objective {name!r}; choose one of {sorted(OBJECTIVES)}")
+    if name not in OBJECTIVES:
+        raise ValueError(f"unknown objective {name!r}; choose one of {sorted(OBJECTIVES)}")
+    return OBJECTIVES[name](margin=margin, loss_reduction=loss_reduction, hardest_negative=hardest_negative,
+                            kendall_alpha=kendall_alpha, seed=seed)
 
 
 __all__ = ["OBJECTIVES", "create_objective"]

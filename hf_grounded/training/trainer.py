@@ -21,8 +21,8 @@ from ..model_card import write_model_card
 from ..objectives import create_objective
 from .arguments import DataArguments, ModelArguments, TrainingArguments
 from .batches import CaptionImagePairs, Captions, EncodedSplit, collate_captions, length_sorted_batches
-from .families import model_and_tokenizer
 from .checkpoints import TrainingProgress, resolve_checkpoint, save_checkpoint
+from .families import model_and_tokenizer
 from .inputs import image_features, load_dataset
 from .plots import plot_training
 from .saving import save_model, save_model_folder
