@@ -14,6 +14,12 @@ def caption_pairs(captions_per_image: Sequence[int]) -> list[tuple[int, int]]:
     return [(image, caption) for image, count in enumerate(captions_per_image) for caption in range(count)]
 
 
+def fixed_captions(captions_per_image: Sequence[int], seed: int) -> list[int]:
+    """The caption each image keeps for a whole run under `policy="one"`, drawn from `seed` alone."""
+    generator = torch.Generator().manual_seed(seed)
+    return [int(torch.randint(count, (1,), generator=generator)) for count in captions_per_image]
+
+
 class CaptionBatchSampler(Sampler[list[int]]):
     """Batches of indices into `caption_pairs(captions_per_image)`, never holding one image twice.
 
@@ -76,8 +82,7 @@ class CaptionBatchSampler(Sampler[list[int]]):
         self.rank = rank
         self.epoch = 0
         self.start_batch = 0
-        fixed = torch.Generator().manual_seed(seed)
-        self.fixed_caption = [int(torch.randint(count, (1,), generator=fixed)) for count in counts]
+        self.fixed_caption = fixed_captions(counts, seed)
 
     def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
         """Draw the order of `epoch`; the next iteration begins at its batch `start_batch` (to resume a run)."""
@@ -136,4 +141,4 @@ class CaptionBatchSampler(Sampler[list[int]]):
         return self._batches_per_pass(len(self.counts)) * self.num_passes
 
 
-__all__ = ["CaptionBatchSampler", "caption_pairs", "CAPTION_POLICIES"]
+__all__ = ["CaptionBatchSampler", "caption_pairs", "fixed_captions", "CAPTION_POLICIES"]

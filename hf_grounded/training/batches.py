@@ -23,6 +23,17 @@ class EncodedSplit:
     ) -> "EncodedSplit":
         captions = list(dataset["captions"])
         image_ids = list(dataset["image_id"]) if "image_id" in dataset.column_names else list(range(len(captions)))
+        return cls.from_captions(captions, image_ids, image_features, tokenizer, max_length)
+
+    @classmethod
+    def from_captions(
+        cls,
+        captions: list[list[str]],
+        image_ids: list,
+        image_features: torch.Tensor,
+        tokenizer: PreTrainedTokenizerBase,
+        max_length: int,
+    ) -> "EncodedSplit":
         if len(captions) != image_features.size(0):
             raise ValueError(f"{len(captions)} images have captions but {image_features.size(0)} have features")
         flat, owners = [], []
@@ -89,4 +100,10 @@ def collate_captions(items: list[dict], pad_token_id: int = 0) -> dict[str, torc
     return batch
 
 
-__all__ = ["EncodedSplit", "CaptionImagePairs", "Captions", "length_sorted_batches", "collate_captions"]
+__all__ = [
+    "CaptionImagePairs",
+    "Captions",
+    "EncodedSplit",
+    "collate_captions",
+    "length_sorted_batches",
+]
