@@ -183,6 +183,7 @@ def _hyperparameters(arguments: dict, run: dict) -> dict:
     values.update({
         "gradient clipping": training["max_grad_norm"] or "none",
         "captions per image per epoch": data["caption_policy"],
+        "training unit": data.get("training_unit", "sentence"),
         "length-grouped batches": training["group_by_length"],
         "mixed precision": run.get("mixed_precision", "no"),
         "image preprocessing": data["image_preprocessing"],

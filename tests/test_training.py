@@ -366,3 +366,53 @@ def test_vete_trains_with_the_hinge_objective_through_the_same_trainer(tmp_path)
                    for word in re.findall(r"\w+|[^\w\s]+", caption.lower())}
     vocabulary = set(AutoTokenizer.from_pretrained(output_dir).get_vocab()) - {"<pad>", "<unk>", "<S>", "</S>"}
     assert vocabulary == train_words
+
+
+def test_word_level_split_makes_each_word_of_the_kept_caption_a_caption_of_its_image():
+    from datasets import Dataset
+
+    from hf_grounded.data import fixed_captions
+    from hf_grounded.training.batches import word_level_split
+    from hf_grounded.word_tokenizer import train_word_tokenizer
+
+    captions = [["A dog runs.", "a brown dog"], ["Two cats sleep", "cats, sleeping"]]
+    dataset = Dataset.from_dict({"image_id": ["dog.jpg", "cats.jpg"], "captions": captions})
+    tokenizer = train_word_tokenizer([caption for pair in captions for caption in pair])
+    features = torch.randn(2, 5)
+
+    everything = word_level_split(dataset, features, tokenizer, 32, caption_policy="all", seed=0)
+    tokens = [tokenizer.convert_ids_to_tokens(ids) for ids in everything.input_ids]
+    assert tokens[:4] == [["<S>", "a", "</S>"], ["<S>", "dog", "</S>"], ["<S>", "runs", "</S>"], ["<S>", ".", "</S>"]]
+    assert everything.captions_per_image == [7, 6]
+    assert everything.caption_to_image.tolist() == [0] * 7 + [1] * 6
+    assert torch.equal(everything.image_features, features)
+
+    kept = word_level_split(dataset, features, tokenizer, 32, caption_policy="one", seed=3)
+    expected = [captions[image][choice].lower().replace(".", " .").replace(",", " ,").split()
+                for image, choice in enumerate(fixed_captions([2, 2], seed=3))]
+    assert kept.captions_per_image == [len(words) for words in expected]
+    assert [tokenizer.convert_ids_to_tokens(ids)[1] for ids in kept.input_ids] == sum(expected, [])
+
+
+def test_vete_trains_word_level_through_the_same_trainer(tmp_path):
+    output_dir = tmp_path / "words"
+    results = train(
+        ModelArguments(model_type="vete", text_encoder="bow", objective="pearson", embed_dim=16),
+        DataArguments(backbone="test_efficientnet", synthetic_train_images=40, synthetic_eval_images=10,
+                      caption_policy="one", training_unit="word"),
+        TrainingArguments(output_dir=str(output_dir), num_train_epochs=4, learning_rate=5e-2,
+                          per_device_train_batch_size=8),
+    )
+    epochs = json.loads((output_dir / "training_history.json").read_text())["epochs"]
+    assert epochs[-1]["train_loss"] < epochs[0]["train_loss"]
+    # One caption kept per image, every word of it a step's pair: as many passes over the 40 images as the
+    # longest kept caption has words, 5 batches of 8 each.
+    from hf_grounded.data import fixed_captions
+    from hf_grounded.training.inputs import load_dataset
+
+    dataset = load_dataset(DataArguments(synthetic_train_images=40, synthetic_eval_images=10), seed=42)
+    captions = dataset["train"]["captions"]
+    kept = [captions[image][choice] for image, choice in enumerate(fixed_captions([len(c) for c in captions], 42))]
+    longest = max(len(re.findall(r"\w+|[^\w\s]+", caption)) for caption in kept)
+    assert results["run"]["steps"] == 4 * longest * 5
+    assert "- training unit: word" in (output_dir / "README.md").read_text()

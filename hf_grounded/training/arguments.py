@@ -73,6 +73,11 @@ class DataArguments:
     caption_policy: Literal["all", "one"] = field(
         default="all", metadata={"help": "'all' captions per image per epoch (Merkx & Frank) or a fixed 'one'."}
     )
+    training_unit: Literal["sentence", "word"] = field(
+        default="sentence",
+        metadata={"help": "'word' trains each word of the training captions against the image as a one-word "
+                          "caption (VETE's word-level training, Table 6); sentences are still encoded whole."},
+    )
     char_gru_preprocessing: bool = field(
         default=False, metadata={"help": "COCO: tokens joined by single spaces plus ' .' (Merkx & Frank)."}
     )

@@ -4,8 +4,11 @@ from dataclasses import dataclass
 
 import torch
 from datasets import Dataset
+from tokenizers import pre_tokenizers
 from torch.utils.data import Dataset as TorchDataset
 from transformers import PreTrainedTokenizerBase
+
+from ..data import fixed_captions
 
 
 @dataclass
@@ -50,6 +53,32 @@ class EncodedSplit:
             image_features=image_features,
             captions_per_image=[len(image_captions) for image_captions in captions],
         )
+
+
+def word_level_split(
+    dataset: Dataset,
+    image_features: torch.Tensor,
+    tokenizer: PreTrainedTokenizerBase,
+    max_length: int,
+    caption_policy: str,
+    seed: int,
+) -> EncodedSplit:
+    """VETE's word-level training (Kurach et al., 2017, Table 6): every word of an image's captions becomes a
+    one-word caption of that image, tokenised as a sentence of its own (so the word tokenizer wraps it in
+    `<S>` … `</S>`). Under `caption_policy="one"` only the caption the sentence-level run would keep is split.
+    Words are cut as the word tokenizer cuts them (runs of letters and digits, runs of punctuation)."""
+    captions = list(dataset["captions"])
+    if caption_policy == "one":
+        captions = [[image_captions[kept]] for image_captions, kept
+                    in zip(captions, fixed_captions([len(c) for c in captions], seed))]
+    splitter = pre_tokenizers.Whitespace()
+    words = [[word for caption in image_captions for word, _ in splitter.pre_tokenize_str(caption)]
+             for image_captions in captions]
+    image_ids = list(dataset["image_id"]) if "image_id" in dataset.column_names else list(range(len(captions)))
+    for image_words, image_id in zip(words, image_ids):
+        if not image_words:
+            raise ValueError(f"image {image_id} has no word in its captions")
+    return EncodedSplit.from_captions(words, image_ids, image_features, tokenizer, max_length)
 
 
 class CaptionImagePairs(TorchDataset):
@@ -106,4 +135,5 @@ __all__ = [
     "EncodedSplit",
     "collate_captions",
     "length_sorted_batches",
+    "word_level_split",
 ]

@@ -20,7 +20,14 @@ from ..hub import push_to_hub
 from ..model_card import write_model_card
 from ..objectives import create_objective
 from .arguments import DataArguments, ModelArguments, TrainingArguments
-from .batches import CaptionImagePairs, Captions, EncodedSplit, collate_captions, length_sorted_batches
+from .batches import (
+    CaptionImagePairs,
+    Captions,
+    EncodedSplit,
+    collate_captions,
+    length_sorted_batches,
+    word_level_split,
+)
 from .checkpoints import TrainingProgress, resolve_checkpoint, save_checkpoint
 from .families import model_and_tokenizer
 from .inputs import image_features, load_dataset
@@ -33,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 
 def train(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
-    """Train a char-GRU model as the arguments say, save it to `output_dir`, and return the test results."""
+    """Train a model as the arguments say, save it to `output_dir`, and return the test results."""
     report_to = None if training_args.report_to == "none" else training_args.report_to
     accelerator = Accelerator(
         mixed_precision=training_args.mixed_precision,
@@ -59,10 +66,14 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         for split in SPLITS
     }
 
+    if data_args.training_unit == "word":
+        # Every word of the kept captions is seen once per epoch, so the sampler goes through all of them.
+        splits["train"] = word_level_split(dataset["train"], features["train"], tokenizer, data_args.max_length,
+                                           data_args.caption_policy, training_args.seed)
     sampler = CaptionBatchSampler(
         splits["train"].captions_per_image,
         training_args.per_device_train_batch_size,
-        policy=data_args.caption_policy,
+        policy="all" if data_args.training_unit == "word" else data_args.caption_policy,
         seed=training_args.seed,
         num_replicas=accelerator.num_processes,
         rank=accelerator.process_index,
