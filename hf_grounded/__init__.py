@@ -10,6 +10,10 @@ from .models import (
     CharGRUOutput,
     CharGRUPreTrainedModel,
     CharTokenizer,
+    GroundedSkipThoughtConfig,
+    GroundedSkipThoughtModel,
+    GroundedSkipThoughtOutput,
+    GroundedSkipThoughtPreTrainedModel,
     VETEConfig,
     VETEModel,
     VETEOutput,
@@ -26,9 +30,11 @@ AutoTokenizer.register(CharGRUConfig, tokenizer_class=CharTokenizer, exist_ok=Tr
 AutoConfig.register(CharGRUEnsembleConfig.model_type, CharGRUEnsembleConfig, exist_ok=True)
 AutoModel.register(CharGRUEnsembleConfig, CharGRUEnsembleModel, exist_ok=True)
 AutoTokenizer.register(CharGRUEnsembleConfig, tokenizer_class=CharTokenizer, exist_ok=True)
-# VETE's word tokenizer is a plain tokenizer.json that AutoTokenizer loads by itself.
+# The word tokenizer of VETE and grounded SkipThought is a plain tokenizer.json that AutoTokenizer loads by itself.
 AutoConfig.register(VETEConfig.model_type, VETEConfig, exist_ok=True)
 AutoModel.register(VETEConfig, VETEModel, exist_ok=True)
+AutoConfig.register(GroundedSkipThoughtConfig.model_type, GroundedSkipThoughtConfig, exist_ok=True)
+AutoModel.register(GroundedSkipThoughtConfig, GroundedSkipThoughtModel, exist_ok=True)
 
 __all__ = [
     "CharGRUConfig",
@@ -38,6 +44,10 @@ __all__ = [
     "CharGRUOutput",
     "CharGRUPreTrainedModel",
     "CharTokenizer",
+    "GroundedSkipThoughtConfig",
+    "GroundedSkipThoughtModel",
+    "GroundedSkipThoughtOutput",
+    "GroundedSkipThoughtPreTrainedModel",
     "VETEConfig",
     "VETEModel",
     "VETEOutput",

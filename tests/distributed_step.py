@@ -1,25 +1,28 @@
 """One training step's loss and gradients, run by tests/test_distributed_training.py under torchrun (2 processes)
 or as a single process. Writes them to the JSON file named by argv[1] (rank 0 only); argv[2] names the objective
-(default hinge)."""
+(default hinge): an image-text one, or Bordes et al.'s `cluster`, `perceptual` or `projection` over caption groups."""
 
 import json
 import sys
 
 import torch
-from accelerate import Accelerator
+from accelerate import Accelerator, DistributedDataParallelKwargs
 
 from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer
-from hf_grounded.objectives import create_objective
+from hf_grounded.objectives import ClusterObjective, PerceptualObjective, ProjectionObjective, create_objective
 from hf_grounded.training.batches import collate_captions
 
 CAPTIONS = ["a red square", "two blue circles", "a tiny violet plus sign", "a box", "green", "a large golden wedge",
             "an emerald disc next to a crimson box", "a small cross"]
 SHARES = {1: [slice(0, 8)], 2: [slice(0, 5), slice(5, 8)]}  # uneven shares exercise the padded gather
+GROUPS = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])  # group 2 straddles the two processes' shares
 OBJECTIVE = sys.argv[2] if len(sys.argv) > 2 else "hinge"
 
 
 def main() -> None:
-    accelerator = Accelerator(cpu=True)
+    # Without the image projection in the graph, DDP must be told to reduce the other gradients without it.
+    unused = DistributedDataParallelKwargs(find_unused_parameters=OBJECTIVE in ("cluster", "perceptual"))
+    accelerator = Accelerator(cpu=True, kwargs_handlers=[unused])
     torch.manual_seed(0)
     model = CharGRUModel(CharGRUConfig(hidden_size=8, attention_hidden_size=4, image_feature_dim=6))
     features = torch.randn(len(CAPTIONS), 6)
@@ -29,11 +32,20 @@ def main() -> None:
     items = [{"input_ids": ids} for ids in tokenizer(CAPTIONS[share])["input_ids"]]
     batch = collate_captions(items)
     outputs = model(**batch, image_features=features[share])
-    loss = create_objective(OBJECTIVE)(outputs.text_embeds, outputs.image_embeds)
+    if OBJECTIVE == "cluster":
+        loss = ClusterObjective()(outputs.text_embeds, GROUPS[share])
+    elif OBJECTIVE == "perceptual":
+        loss = PerceptualObjective()(outputs.text_embeds, features[share])
+    elif OBJECTIVE == "projection":
+        loss = ProjectionObjective()(outputs.text_embeds, outputs.image_embeds, GROUPS[share])
+    else:
+        loss = create_objective(OBJECTIVE)(outputs.text_embeds, outputs.image_embeds)
     accelerator.backward(loss * accelerator.num_processes)
     if accelerator.is_main_process:
         unwrapped = accelerator.unwrap_model(model)
-        gradients = {name: parameter.grad.tolist() for name, parameter in unwrapped.named_parameters()}
+        # The caption-group objectives leave the image projection out of the graph.
+        gradients = {name: parameter.grad.tolist() for name, parameter in unwrapped.named_parameters()
+                     if parameter.grad is not None}
         with open(sys.argv[1], "w") as handle:
             json.dump({"processes": accelerator.num_processes, "loss": loss.item(), "gradients": gradients}, handle)
     # Tear gloo down on every process together: one leaving while another still holds the group can abort it.

@@ -8,6 +8,12 @@ from .char_gru import (
     CharTokenizer,
     hinge_loss,
 )
+from .grounded_skipthought import (
+    GroundedSkipThoughtConfig,
+    GroundedSkipThoughtModel,
+    GroundedSkipThoughtOutput,
+    GroundedSkipThoughtPreTrainedModel,
+)
 from .vete import VETEConfig, VETEModel, VETEOutput, VETEPreTrainedModel, pearson_loss
 
 __all__ = [
@@ -18,6 +24,10 @@ __all__ = [
     "CharGRUOutput",
     "CharGRUPreTrainedModel",
     "CharTokenizer",
+    "GroundedSkipThoughtConfig",
+    "GroundedSkipThoughtModel",
+    "GroundedSkipThoughtOutput",
+    "GroundedSkipThoughtPreTrainedModel",
     "VETEConfig",
     "VETEModel",
     "VETEOutput",

@@ -1,6 +1,12 @@
 """Training objectives, apart from the models (as open_clip keeps its losses): each gathers what it needs from
-every process, so any encoder trains with any objective through configuration alone."""
+every process, so any encoder trains with any objective through configuration alone.
 
+- `image_text`: sentence–image pairs (Merkx & Frank's hinge; VETE's Pearson loss and its ablations);
+- `caption_groups`: captions grouped by what they describe (Bordes et al.'s cluster, perceptual and projection);
+- `text`: SkipThought's neighbouring-sentence likelihood.
+"""
+
+from .caption_groups import ClusterObjective, PerceptualObjective, ProjectionObjective
 from .gather import gather_with_local_grad
 from .image_text import (
     CovarianceObjective,
@@ -12,16 +18,21 @@ from .image_text import (
     RankObjective,
 )
 from .registry import OBJECTIVES, create_objective
+from .text import SkipThoughtObjective
 
 __all__ = [
     "OBJECTIVES",
+    "ClusterObjective",
     "CovarianceObjective",
     "HingeObjective",
     "ImageTextObjective",
     "KendallObjective",
     "MismatchedPairsObjective",
     "PearsonObjective",
+    "PerceptualObjective",
+    "ProjectionObjective",
     "RankObjective",
+    "SkipThoughtObjective",
     "create_objective",
     "gather_with_local_grad",
 ]

@@ -1,0 +1,77 @@
+"""Configuration of grounded SkipThought (Bordes et al., 2019): SkipThought (Kiros et al., 2015) whose sentence
+space is shaped by the visual space through cluster and perceptual objectives."""
+
+from transformers import PreTrainedConfig
+
+
+class GroundedSkipThoughtConfig(PreTrainedConfig):
+    r"""
+    Configuration of a [`GroundedSkipThoughtModel`]: word embeddings, a GRU encoder whose last state is the
+    sentence embedding, and (for training) two GRU decoders that predict the previous and the next sentence.
+
+    Args:
+        vocab_size (`int`, *optional*, defaults to 20004):
+            Number of word ids: the paper's 20,000 words and the special tokens `<pad>` (id 0), `<unk>`, `<S>`,
+            `</S>`.
+        word_embedding_size (`int`, *optional*, defaults to 620):
+            Width of the word embeddings, shared by the encoder and both decoders (Kiros et al.'s 620).
+        hidden_size (`int`, *optional*, defaults to 2400):
+            Units of the encoder GRU, and so the width of the sentence embeddings, and of the decoders.
+        decoders (`bool`, *optional*, defaults to `True`):
+            Whether the model holds the previous- and next-sentence decoders and their output projection.
+            SkipThought's text objective needs them; a model exported for encoding can leave them out
+            (`GroundedSkipThoughtModel.encoder_only()`), which keeps the word embeddings and the encoder only.
+        image_feature_dim (`int`, *optional*):
+            Size of the precomputed visual vectors, for the cross-modal projection baseline **P** (an affine map
+            W of visual vectors into the sentence space) and `get_image_features`; `None` for the grounded models,
+            which never map one modality into the other.
+        initializer_range (`float`, *optional*, defaults to 0.1):
+            Weights start uniform in [-initializer_range, initializer_range] (Kiros et al.'s 0.1), recurrent
+            matrices orthogonal.
+        pad_token_id (`int`, *optional*, defaults to 0):
+            Id of the padding token.
+        bos_token_id (`int`, *optional*, defaults to 2):
+            Id of `<S>`, with which every sentence starts; the decoders read it first.
+        eos_token_id (`int`, *optional*, defaults to 3):
+            Id of `</S>`, with which every sentence ends; the decoders learn to predict it.
+
+    Example:
+
+    ```python
+    >>> from hf_grounded import GroundedSkipThoughtConfig
+
+    >>> config = GroundedSkipThoughtConfig(hidden_size=512)
+    >>> config.embed_dim
+    512
+
+    ```
+    """
+
+    model_type = "grounded_skipthought"
+
+    vocab_size: int = 20004
+    word_embedding_size: int = 620
+    hidden_size: int = 2400
+    decoders: bool = True
+    image_feature_dim: int | None = None
+    initializer_range: float = 0.1
+    pad_token_id: int = 0
+    bos_token_id: int = 2
+    eos_token_id: int = 3
+
+    def __post_init__(self, **kwargs):
+        for name in ("vocab_size", "word_embedding_size", "hidden_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"GroundedSkipThoughtConfig.{name} must be at least 1, got {getattr(self, name)}")
+        if self.image_feature_dim is not None and self.image_feature_dim < 1:
+            raise ValueError(f"GroundedSkipThoughtConfig.image_feature_dim must be at least 1 or None, got "
+                             f"{self.image_feature_dim}")
+        super().__post_init__(**kwargs)
+
+    @property
+    def embed_dim(self) -> int:
+        """Width of the sentence embeddings: the encoder's state."""
+        return self.hidden_size
+
+
+__all__ = ["GroundedSkipThoughtConfig"]

@@ -1,0 +1,262 @@
+"""Grounded SkipThought (Bordes et al., 2019): a SkipThought encoder-decoder (Kiros et al., 2015) over words, whose
+sentence space the cluster and perceptual objectives (`hf_grounded.objectives`) shape after the visual space.
+
+Everything the forward pass needs lives in this folder so that a saved checkpoint carries it for
+`trust_remote_code`.
+"""
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+from transformers import initialization as init
+from transformers.utils import ModelOutput
+
+from .configuration_grounded_skipthought import GroundedSkipThoughtConfig
+
+
+@dataclass
+class GroundedSkipThoughtOutput(ModelOutput):
+    r"""
+    Output of [`GroundedSkipThoughtModel.forward`].
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `return_loss=True`):
+            SkipThought's text loss L_T: the token negative log-likelihood of the previous and the next sentence,
+            summed over their tokens and both decoders, averaged over the batch.
+        text_embeds (`torch.FloatTensor` of shape `(batch_size, hidden_size)`):
+            L2-normalised sentence embeddings (the encoder's last state).
+        image_embeds (`torch.FloatTensor` of shape `(batch_size, hidden_size)`, *optional*):
+            L2-normalised projections W·v of the visual vectors (the **P** baseline), when `image_features` is given.
+        previous_nll (`torch.FloatTensor` of shape `(batch_size,)`, *optional*):
+            Each previous sentence's summed token negative log-likelihood.
+        next_nll (`torch.FloatTensor` of shape `(batch_size,)`, *optional*):
+            Each next sentence's summed token negative log-likelihood.
+    """
+
+    loss: torch.FloatTensor | None = None
+    text_embeds: torch.FloatTensor | None = None
+    image_embeds: torch.FloatTensor | None = None
+    previous_nll: torch.FloatTensor | None = None
+    next_nll: torch.FloatTensor | None = None
+
+
+class GroundedSkipThoughtPreTrainedModel(PreTrainedModel):
+    config_class = GroundedSkipThoughtConfig
+    base_model_prefix = "grounded_skipthought"
+    main_input_name = "input_ids"
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        bound = self.config.initializer_range
+        if isinstance(module, nn.GRU):
+            for name, weight in module.named_parameters():
+                if name.startswith("weight_hh"):
+                    for gate in weight.chunk(3, dim=0):  # one orthogonal matrix per gate, as Kiros et al.
+                        init.orthogonal_(gate)
+                elif name.startswith("weight_ih"):
+                    init.uniform_(weight, -bound, bound)
+                else:
+                    init.zeros_(weight)
+        elif isinstance(module, nn.Linear):
+            init.uniform_(module.weight, -bound, bound)
+            init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.uniform_(module.weight, -bound, bound)
+            if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
+                init.zeros_(module.weight[module.padding_idx])
+
+
+class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
+    r"""
+    SkipThought (Kiros et al., 2015) as Bordes et al. (2019) ground it: a GRU encoder reads a sentence's words and
+    its last state is the sentence embedding; two GRU decoders, conditioned on that state at every step (it is
+    concatenated to each input word, Kiros et al.'s C·h terms), predict the previous and the next sentence with
+    teacher forcing. The decoders share the word embeddings and the output projection.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from hf_grounded import GroundedSkipThoughtConfig, GroundedSkipThoughtModel
+    >>> from hf_grounded.word_tokenizer import train_word_tokenizer
+
+    >>> tokenizer = train_word_tokenizer(["It was dark.", "The dog barked.", "Then it was quiet."])
+    >>> model = GroundedSkipThoughtModel(GroundedSkipThoughtConfig(vocab_size=len(tokenizer), hidden_size=32,
+    ...                                                            word_embedding_size=16))
+    >>> batch = lambda texts: tokenizer(texts, padding=True, return_tensors="pt")
+    >>> current, previous, following = batch(["The dog barked."]), batch(["It was dark."]), batch(["Then it was quiet."])
+    >>> outputs = model(**current, previous_input_ids=previous["input_ids"],
+    ...                 previous_attention_mask=previous["attention_mask"], next_input_ids=following["input_ids"],
+    ...                 next_attention_mask=following["attention_mask"], return_loss=True)
+    >>> outputs.text_embeds.shape, outputs.loss.ndim
+    (torch.Size([1, 32]), 0)
+    >>> model.encode(["The dog barked."], tokenizer=tokenizer).shape
+    (1, 32)
+
+    ```
+    """
+
+    _tokenizer: PreTrainedTokenizerBase | None = None
+
+    def __init__(self, config: GroundedSkipThoughtConfig):
+        super().__init__(config)
+        self.embeddings = nn.Embedding(config.vocab_size, config.word_embedding_size, padding_idx=config.pad_token_id)
+        self.encoder = nn.GRU(config.word_embedding_size, config.hidden_size, batch_first=True)
+        if config.decoders:
+            decoder_input = config.word_embedding_size + config.hidden_size
+            self.previous_decoder = nn.GRU(decoder_input, config.hidden_size, batch_first=True)
+            self.next_decoder = nn.GRU(decoder_input, config.hidden_size, batch_first=True)
+            self.output_projection = nn.Linear(config.hidden_size, config.vocab_size)
+        if config.image_feature_dim is not None:
+            self.image_projection = nn.Linear(config.image_feature_dim, config.hidden_size)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embeddings = value
+
+    def sentence_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The encoder's last state after each sentence's last real token, `(batch, hidden_size)`; packing keeps
+        padding from ever being read."""
+        if attention_mask is None:
+            attention_mask = (input_ids != self.config.pad_token_id).long()
+        lengths = attention_mask.sum(dim=1).clamp(min=1).cpu()
+        packed = pack_padded_sequence(self.embeddings(input_ids), lengths, batch_first=True, enforce_sorted=False)
+        return self.encoder(packed)[1][-1]
+
+    def get_text_features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """L2-normalised sentence embeddings, `(batch, hidden_size)`."""
+        return F.normalize(self.sentence_states(input_ids, attention_mask), dim=-1)
+
+    def get_image_features(self, image_features: torch.Tensor) -> torch.Tensor:
+        """L2-normalised projections W·v of visual vectors into the sentence space (the **P** baseline)."""
+        if self.config.image_feature_dim is None:
+            raise ValueError("this model has no image projection: set GroundedSkipThoughtConfig.image_feature_dim "
+                             "(the cross-modal projection baseline P)")
+        return F.normalize(self.image_projection(image_features), dim=-1)
+
+    def sentence_nll(self, decoder: nn.GRU, states: torch.Tensor, target_ids: torch.Tensor,
+                     target_mask: torch.Tensor) -> torch.Tensor:
+        """Each target sentence's token negative log-likelihood, summed over its tokens, `(batch,)`: the decoder
+        reads `<S> w1 … wn` and predicts `w1 … wn </S>` (teacher forcing), with `states` beside every word."""
+        inputs = self.embeddings(target_ids[:, :-1])
+        conditioned = torch.cat([inputs, states.unsqueeze(1).expand(-1, inputs.size(1), -1)], dim=-1)
+        hidden = decoder(conditioned)[0]
+        predicted = target_mask[:, 1:].bool()
+        # Only real target positions go through the vocabulary-wide projection.
+        logits = self.output_projection(hidden[predicted])
+        token_nll = F.cross_entropy(logits.float(), target_ids[:, 1:][predicted], reduction="none")
+        rows = predicted.nonzero()[:, 0]
+        return torch.zeros(target_ids.size(0), device=token_nll.device).index_add(0, rows, token_nll)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        previous_input_ids: torch.Tensor | None = None,
+        previous_attention_mask: torch.Tensor | None = None,
+        next_input_ids: torch.Tensor | None = None,
+        next_attention_mask: torch.Tensor | None = None,
+        image_features: torch.Tensor | None = None,
+        return_loss: bool = False,
+    ) -> GroundedSkipThoughtOutput:
+        r"""
+        previous_input_ids (`torch.LongTensor` of shape `(batch_size, previous_length)`, *optional*):
+            The sentence before each input sentence, `<S>` … `</S>`, for the previous-sentence decoder.
+        previous_attention_mask (`torch.LongTensor` of shape `(batch_size, previous_length)`, *optional*):
+            Its mask: 1 for tokens, 0 for padding.
+        next_input_ids (`torch.LongTensor` of shape `(batch_size, next_length)`, *optional*):
+            The sentence after each input sentence, for the next-sentence decoder.
+        next_attention_mask (`torch.LongTensor` of shape `(batch_size, next_length)`, *optional*):
+            Its mask.
+        image_features (`torch.FloatTensor` of shape `(batch_size, image_feature_dim)`, *optional*):
+            Visual vectors to project into the sentence space (the **P** baseline).
+        return_loss (`bool`, *optional*, defaults to `False`):
+            Whether to return SkipThought's text loss L_T; needs both neighbouring sentences and the decoders.
+        """
+        states = self.sentence_states(input_ids, attention_mask)
+        image_embeds = self.get_image_features(image_features) if image_features is not None else None
+        previous_nll = next_nll = loss = None
+        if previous_input_ids is not None and next_input_ids is not None:
+            if not self.config.decoders:
+                raise ValueError("this model was exported without its decoders (decoders=False): it encodes only")
+            if previous_attention_mask is None:
+                previous_attention_mask = (previous_input_ids != self.config.pad_token_id).long()
+            if next_attention_mask is None:
+                next_attention_mask = (next_input_ids != self.config.pad_token_id).long()
+            previous_nll = self.sentence_nll(self.previous_decoder, states, previous_input_ids, previous_attention_mask)
+            next_nll = self.sentence_nll(self.next_decoder, states, next_input_ids, next_attention_mask)
+            if return_loss:
+                loss = (previous_nll + next_nll).mean()
+        elif return_loss:
+            raise ValueError("return_loss needs previous_input_ids and next_input_ids (the neighbouring sentences)")
+        return GroundedSkipThoughtOutput(loss=loss, text_embeds=F.normalize(states, dim=-1),
+                                         image_embeds=image_embeds, previous_nll=previous_nll, next_nll=next_nll)
+
+    def encoder_only(self) -> "GroundedSkipThoughtModel":
+        """A copy without the decoders and their output projection: what a user needs to encode sentences."""
+        config = copy.deepcopy(self.config)
+        config.decoders = False
+        encoder = type(self)(config)
+        encoder.load_state_dict(self.state_dict(), strict=False)
+        return encoder.to(self.device)
+
+    # Copied from the char-GRU's CharSentenceEncoderMixin.encode: model files stay self-contained for remote code.
+    @torch.no_grad()
+    def encode(
+        self,
+        sentences: str | list[str],
+        tokenizer: PreTrainedTokenizerBase | None = None,
+        batch_size: int = 64,
+        device: str | torch.device | None = None,
+        convert_to_numpy: bool = True,
+        show_progress_bar: bool = False,
+    ) -> np.ndarray | torch.Tensor:
+        """Embed sentences, returned in input order as an `(n, embed_dim)` array (1-D for a single string).
+
+        Sentences are sorted by length so batches carry little padding; masking makes every embedding independent
+        of its batch. Without `tokenizer`, the one saved beside the model is used.
+        """
+        single = isinstance(sentences, str)
+        sentences = [sentences] if single else list(sentences)
+        empty = [index for index, sentence in enumerate(sentences) if not sentence]
+        if empty:
+            raise ValueError(f"cannot encode empty sentences (input positions {empty[:10]})")
+        tokenizer = tokenizer or self.default_tokenizer()
+        if device is not None:
+            self.to(device)
+        was_training = self.training
+        self.eval()
+        order = np.argsort([-len(sentence) for sentence in sentences], kind="stable")
+        chunks = []
+        for start in tqdm(range(0, len(sentences), batch_size), desc="Encoding", disable=not show_progress_bar):
+            batch = [sentences[index] for index in order[start : start + batch_size]]
+            inputs = tokenizer(batch, padding=True, truncation=True, return_tensors="pt").to(self.device)
+            chunks.append(self.get_text_features(inputs["input_ids"], inputs["attention_mask"]))
+        self.train(was_training)
+        embeddings = torch.cat(chunks) if chunks else torch.empty(0, self.config.embed_dim, device=self.device)
+        embeddings = embeddings[torch.as_tensor(np.argsort(order), device=embeddings.device)]
+        if single:
+            embeddings = embeddings[0]
+        return embeddings.float().cpu().numpy() if convert_to_numpy else embeddings
+
+    def default_tokenizer(self) -> PreTrainedTokenizerBase:
+        """The word tokenizer saved with this model."""
+        if self._tokenizer is None:
+            if not self.config.name_or_path:
+                raise ValueError("no tokenizer was given and this model was not loaded from a folder that has one")
+            # transformers' own class: no remote code, and no config lookup that would ask for it.
+            self._tokenizer = PreTrainedTokenizerFast.from_pretrained(self.config.name_or_path)
+        return self._tokenizer
+
+
+__all__ = ["GroundedSkipThoughtModel", "GroundedSkipThoughtOutput", "GroundedSkipThoughtPreTrainedModel"]

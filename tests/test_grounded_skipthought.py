@@ -1,0 +1,172 @@
+"""Grounded SkipThought: the encoder-decoder, teacher forcing, its text objective, the grounding objectives, and
+loading from a saved folder."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from hf_grounded import GroundedSkipThoughtConfig, GroundedSkipThoughtModel
+from hf_grounded.objectives import ClusterObjective, PerceptualObjective, ProjectionObjective, SkipThoughtObjective
+from hf_grounded.training import save_model
+from hf_grounded.word_tokenizer import train_word_tokenizer
+
+from .conftest import run_python
+
+STORY = ["It was a dark night.", "The dog barked at the door.", "Then the house was quiet again.",
+         "A man opened the door.", "He looked at the dog.", "The dog ran into the night."]
+SENTENCES = ["the dog", "a man opened the dark door at night", "quiet"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_word_tokenizer(STORY)
+
+
+def tiny_model(tokenizer, **options) -> GroundedSkipThoughtModel:
+    torch.manual_seed(0)
+    config = GroundedSkipThoughtConfig(vocab_size=len(tokenizer), word_embedding_size=6, hidden_size=10, **options)
+    return GroundedSkipThoughtModel(config)
+
+
+def batch(tokenizer, texts):
+    return tokenizer(texts, padding=True, return_tensors="pt")
+
+
+def test_decoders_predict_each_next_token_from_the_previous_ones_and_the_sentence_state(tokenizer):
+    model = tiny_model(tokenizer).eval()
+    current, following = batch(tokenizer, STORY[1:2]), batch(tokenizer, STORY[2:3])
+    states = model.sentence_states(current["input_ids"], current["attention_mask"])
+    assert states.shape == (1, 10)
+    # Teacher forcing by hand: one GRU step per target token, reading the true previous token and the state.
+    target = following["input_ids"][0]
+    hidden, expected = torch.zeros(1, 1, 10), 0.0
+    for position in range(len(target) - 1):
+        step_input = torch.cat([model.embeddings(target[position : position + 1]), states], dim=-1).unsqueeze(1)
+        output, hidden = model.next_decoder(step_input, hidden)
+        logits = model.output_projection(output[0, 0])
+        expected -= F.log_softmax(logits, dim=-1)[target[position + 1]].item()
+    nll = model.sentence_nll(model.next_decoder, states, following["input_ids"], following["attention_mask"])
+    assert nll.shape == (1,)
+    assert nll.item() == pytest.approx(expected, rel=1e-5)
+
+
+def test_padding_changes_neither_the_embedding_nor_the_likelihood(tokenizer):
+    model = tiny_model(tokenizer).eval()
+    alone = [batch(tokenizer, [STORY[index]]) for index in range(3)]
+    padded = batch(tokenizer, [STORY[0], STORY[1] + " " + STORY[2], STORY[2]])
+    together = model(padded["input_ids"], padded["attention_mask"])
+    single = model(alone[0]["input_ids"], alone[0]["attention_mask"])
+    torch.testing.assert_close(together.text_embeds[0], single.text_embeds[0])
+    targets = batch(tokenizer, [STORY[3], STORY[4] + " " + STORY[5], STORY[5]])
+    padded_nll = model.sentence_nll(model.previous_decoder, model.sentence_states(**padded), targets["input_ids"],
+                                    targets["attention_mask"])
+    first = batch(tokenizer, [STORY[3]])
+    single_nll = model.sentence_nll(model.previous_decoder, model.sentence_states(**alone[0]), first["input_ids"],
+                                    first["attention_mask"])
+    assert padded_nll[0].item() == pytest.approx(single_nll[0].item(), rel=1e-5)
+
+
+def test_the_text_loss_falls_on_a_small_corpus(tokenizer):
+    model = tiny_model(tokenizer)
+    current, previous, following = (batch(tokenizer, STORY[1:-1]), batch(tokenizer, STORY[:-2]),
+                                    batch(tokenizer, STORY[2:]))
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-2)
+    objective, losses = SkipThoughtObjective(), []
+    for _ in range(100):
+        outputs = model(**current, previous_input_ids=previous["input_ids"],
+                        previous_attention_mask=previous["attention_mask"], next_input_ids=following["input_ids"],
+                        next_attention_mask=following["attention_mask"])
+        loss = objective(outputs.previous_nll, outputs.next_nll)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    # Two sentences of about 8 tokens, each token first near log(vocabulary) nats.
+    assert losses[0] > 2 * 7 * np.log(len(tokenizer)) * 0.8
+    assert losses[-1] < losses[0] / 4
+
+
+def test_text_objective_is_the_mean_over_sentences_of_both_decoders_summed_nll():
+    previous, following = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([4.0, 0.5, 0.5])
+    assert SkipThoughtObjective()(previous, following).item() == pytest.approx((5.0 + 2.5 + 3.5) / 3)
+
+
+def test_cluster_objective_on_a_hand_computed_example():
+    groups = torch.tensor([0, 0, 1])
+    apart = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    assert ClusterObjective(margin=0.5)(apart, groups).item() == 0.0  # 0.5 - 1 + 0 < 0
+    together = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]])
+    # Anchors 0 and 1, each with its one positive and the one negative: 0.5 - 1 + 1 each, averaged.
+    assert ClusterObjective(margin=0.5)(together, groups).item() == pytest.approx(0.5)
+    tilted = F.normalize(torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]), dim=-1)
+    c = 2 ** -0.5
+    expected = (max(0, 0.5 - c + 0) + max(0, 0.5 - c + c)) / 2
+    assert ClusterObjective(margin=0.5)(tilted, groups).item() == pytest.approx(expected)
+
+
+def test_cluster_objective_needs_a_positive_and_a_negative():
+    with pytest.raises(ValueError, match="two captions of one group"):
+        ClusterObjective()(torch.eye(3), torch.tensor([0, 1, 2]))
+
+
+def test_perceptual_objective_is_minus_one_when_sentence_similarities_follow_visual_ones():
+    visual = torch.tensor([[1.0, 0.0, 0.0], [0.8, 0.6, 0.0], [0.0, 1.0, 0.0], [0.0, 0.6, 0.8]])
+    text = visual.clone().requires_grad_()
+    loss = PerceptualObjective()(text, 3 * visual)  # the visual vectors' scale does not matter
+    assert loss.item() == pytest.approx(-1.0, abs=1e-6)
+    reversed_order = PerceptualObjective()(text, visual.flip(0))
+    pairs = torch.triu_indices(4, 4, offset=1)
+    direct = -np.corrcoef((visual @ visual.t())[pairs[0], pairs[1]].numpy(),
+                          (visual.flip(0) @ visual.flip(0).t())[pairs[0], pairs[1]].numpy())[0, 1]
+    assert reversed_order.item() == pytest.approx(direct, rel=1e-5)
+
+
+def test_projection_objective_on_a_hand_computed_example():
+    text = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]])
+    projected = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])  # W·v of each caption's group
+    groups = torch.tensor([0, 0, 1])
+    # Captions of group 0: max(0, 0.5 - 1 + 0) = 0; the caption of group 1: max(0, 0.5 - 0 + 1) = 1.5.
+    assert ProjectionObjective(margin=0.5)(text, projected, groups).item() == pytest.approx(1.5 / 3)
+
+
+def test_encoder_only_export_keeps_the_embeddings_and_drops_the_decoders(tokenizer):
+    model = tiny_model(tokenizer, image_feature_dim=4)
+    encoder = model.encoder_only()
+    assert not encoder.config.decoders and not hasattr(encoder, "next_decoder")
+    inputs = batch(tokenizer, SENTENCES)
+    torch.testing.assert_close(encoder.get_text_features(**inputs), model.get_text_features(**inputs))
+    torch.testing.assert_close(encoder.get_image_features(torch.ones(1, 4)), model.get_image_features(torch.ones(1, 4)))
+    with pytest.raises(ValueError, match="without its decoders"):
+        encoder(**inputs, previous_input_ids=inputs["input_ids"], next_input_ids=inputs["input_ids"])
+    with pytest.raises(ValueError, match="no image projection"):
+        tiny_model(tokenizer).get_image_features(torch.ones(1, 4))
+
+
+FRESH_PROCESS = """
+import json, sys
+sys.modules["hf_grounded"] = None  # any import of hf_grounded now raises ImportError
+from transformers import AutoModel
+model = AutoModel.from_pretrained({path!r}, trust_remote_code=True)
+assert "hf_grounded" not in type(model).__module__, type(model).__module__
+print(json.dumps(model.encode({sentences!r}).tolist()))
+"""
+
+
+@pytest.mark.parametrize("decoders", [True, False], ids=["with-decoders", "encoder-only"])
+def test_saved_model_loads_as_safetensors_and_with_remote_code_in_a_fresh_process(tmp_path, tokenizer, decoders):
+    from transformers import AutoModel
+
+    model = tiny_model(tokenizer).eval()
+    model = model if decoders else model.encoder_only()
+    save_model(model, tokenizer, tmp_path / "model")
+    assert (tmp_path / "model" / "model.safetensors").is_file()
+    expected = model.encode(SENTENCES, tokenizer=tokenizer)
+    loaded = AutoModel.from_pretrained(tmp_path / "model")
+    assert isinstance(loaded, GroundedSkipThoughtModel) and loaded.config.decoders == decoders
+    np.testing.assert_allclose(loaded.encode(SENTENCES), expected, atol=1e-6)
+    result = run_python(FRESH_PROCESS.format(path=str(tmp_path / "model"), sentences=SENTENCES), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    np.testing.assert_allclose(np.array(json.loads(result.stdout.strip().splitlines()[-1])), expected, atol=1e-6)
