@@ -25,6 +25,7 @@ FAMILY_CARDS = {
     "char_gru": ("char_gru.md", ["char-gru"]),
     "char_gru_ensemble": ("char_gru.md", ["char-gru", "snapshot-ensemble"]),
     "vete": ("vete.md", ["vete"]),
+    "grounded_skipthought": ("grounded_skipthought.md", ["skip-thought", "grounded-skipthought"]),
 }
 OBJECTIVE_DESCRIPTIONS = {
     "hinge": "a bidirectional hinge loss (margin {margin}) over in-batch negatives",
@@ -33,6 +34,10 @@ OBJECTIVE_DESCRIPTIONS = {
     "kendall": "a surrogate Kendall tau (alpha {kendall_alpha}) between the cosines of matching and mismatched pairs "
                "and their labels",
     "rank": "a pairwise rank loss (margin {margin}) between matching and mismatched pairs",
+    "grounding": "Bordes et al.'s grounding over captions grouped by image or video: the cluster loss (weight "
+                 "{cluster_weight}, margin {grounding_margin}) and the perceptual loss (weight {perceptual_weight})",
+    "projection": "Bordes et al.'s cross-modal projection baseline P (margin {grounding_margin})",
+    "none": "no caption objective",
 }
 
 
@@ -89,7 +94,7 @@ def _read_json(folder: Path, name: str) -> dict:
 
 
 def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelCard:
-    """The card of the model (char-GRU, its snapshot ensemble, or VETE) in `folder`.
+    """The card of the model (char-GRU, its snapshot ensemble, VETE or grounded SkipThought) in `folder`.
 
     `model_id` is what the usage snippet loads: a Hub id, or by default the folder itself.
     """
@@ -113,7 +118,8 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
         model_name=model_name,
         eval_results=_eval_results(results, evaluation, dataset),
     )
-    compared = {label: results[key]["test"]["retrieval"] for key, label in COMPARED_MODELS.items() if key in results}
+    compared = {label: results[key]["test"]["retrieval"] for key, label in COMPARED_MODELS.items()
+                if key in results and "retrieval" in results[key]["test"]}
     templates = resources.files("hf_grounded.model_cards")
     template = templates.joinpath(template_name).read_text(encoding="utf-8").replace(
         "<!-- body -->\n", templates.joinpath("body.md").read_text(encoding="utf-8"))
@@ -131,18 +137,29 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
         best_snapshot=results.get("best_snapshot") if results["model"] == "best_snapshot" else None,
         final_validation=results["final"].get("validation_mean_recall_at_10"),
         hyperparameters=_hyperparameters(arguments, results["run"]),
-        results_table=format_retrieval_table(results["test"]["retrieval"], title="direction"),
+        results_kind="retrieval" if "retrieval" in results["test"] else "structure",
+        results_table=_results_table(results["test"]),
         comparison_table=format_retrieval_comparison(compared) if len(compared) > 1 else None,
         plots={kind: name for kind, name in results.get("plots", {}).items() if (folder / name).is_file()},
         objective_description=OBJECTIVE_DESCRIPTIONS[model_arguments["objective"]].format(**model_arguments),
+        text_weight=model_arguments.get("text_weight") if config["model_type"] == "grounded_skipthought" else None,
         **_architecture(architecture),
         evaluation=evaluation,
         evaluation_tables=format_results_tables(evaluation["results"]) if evaluation else None,
     )
 
 
+def _results_table(test: dict) -> str:
+    if "retrieval" in test:
+        return format_retrieval_table(test["retrieval"], title="direction")
+    structure = test["structure"]
+    return f"| C_intra | C_inter |\n|---|---|\n| {structure['c_intra']:.3f} | {structure['c_inter']:.3f} |"
+
+
 def _architecture(config: dict) -> dict:
     """What a card's introduction says of the architecture, as the config (or an ensemble's member) records it."""
+    if config.get("model_type") == "grounded_skipthought":
+        return {name: config[name] for name in ("hidden_size", "word_embedding_size", "decoders")}
     if config.get("model_type") == "vete":
         return {name: config[name] for name in ("text_encoder", "bow_pooling", "rnn_type", "rnn_num_layers",
                                                 "cnn_filter_widths", "embed_dim")}
@@ -157,8 +174,10 @@ def _eval_results(results: dict, evaluation: dict | None, dataset: str) -> list[
     if "retrieval" in evaluated and evaluation["dataset"] == dataset:
         retrieval = {direction: {metric: value for metric, value in metrics.items() if "_ci95_" not in metric}
                      for direction, metrics in evaluated["retrieval"].items() if direction in ("c2i", "i2c")}
-    else:
+    elif "retrieval" in results["test"]:
         retrieval = results["test"]["retrieval"]
+    else:
+        return evaluation_eval_results({"structure": {dataset: results["test"]["structure"]}, **evaluated})
     return retrieval_eval_results(retrieval, dataset) + evaluation_eval_results(evaluated)
 
 

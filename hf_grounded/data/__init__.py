@@ -3,7 +3,14 @@ from .coco import char_gru_caption, load_coco
 from .flickr8k import load_flickr8k
 from .msvd import load_msvd
 from .registry import DATASETS, load_captioned_images
-from .sampling import CAPTION_POLICIES, CaptionBatchSampler, caption_pairs, fixed_captions
+from .sampling import (
+    CAPTION_POLICIES,
+    CaptionBatchSampler,
+    GroupBatchSampler,
+    TripleBatchSampler,
+    caption_pairs,
+    fixed_captions,
+)
 from .schema import SPLITS, one_row_per_caption
 from .synthetic import make_synthetic_dataset
 from .validation import InvalidSampleError
@@ -12,8 +19,10 @@ __all__ = [
     "CAPTION_POLICIES",
     "CaptionBatchSampler",
     "DATASETS",
+    "GroupBatchSampler",
     "InvalidSampleError",
     "SPLITS",
+    "TripleBatchSampler",
     "caption_pairs",
     "char_gru_caption",
     "fixed_captions",

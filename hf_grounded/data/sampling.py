@@ -141,4 +141,113 @@ class CaptionBatchSampler(Sampler[list[int]]):
         return self._batches_per_pass(len(self.counts)) * self.num_passes
 
 
-__all__ = ["CaptionBatchSampler", "caption_pairs", "fixed_captions", "CAPTION_POLICIES"]
+
+
+class GroupBatchSampler(Sampler[list[int]]):
+    """Batches of indices into `caption_pairs(captions_per_group)` holding whole groups: `groups_per_batch` groups
+    (images or videos), each with up to `captions_per_group` of its captions, for objectives that compare
+    captions of the same group with captions of others (Bordes et al.'s cluster loss needs two of a group).
+
+    Each epoch shuffles the groups and draws each group's captions afresh, from `seed` and the epoch alone. With
+    `num_replicas` processes a step takes one global batch of `groups_per_batch * num_replicas` groups and gives
+    process `rank` its contiguous share of groups; a last global batch with fewer than two groups per process is
+    left out.
+    """
+
+    def __init__(
+        self,
+        captions_per_group: Sequence[int],
+        groups_per_batch: int,
+        captions_per_group_in_batch: int = 2,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+    ):
+        if groups_per_batch < 2:
+            raise ValueError(f"a batch needs at least 2 groups, got groups_per_batch={groups_per_batch}")
+        if captions_per_group_in_batch < 1:
+            raise ValueError(f"captions_per_group_in_batch must be at least 1, got {captions_per_group_in_batch}")
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"rank {rank} is outside 0..{num_replicas - 1}")
+        self.counts = [int(count) for count in captions_per_group]
+        if any(count < 1 for count in self.counts):
+            raise ValueError(f"group {next(i for i, c in enumerate(self.counts) if c < 1)} has no caption")
+        self.offsets = [0, *itertools.accumulate(self.counts[:-1])]
+        self.groups_per_batch, self.per_group = groups_per_batch, captions_per_group_in_batch
+        self.seed, self.num_replicas, self.rank = seed, num_replicas, rank
+        self.epoch = self.start_batch = 0
+
+    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
+        """Draw the order of `epoch`; the next iteration begins at its batch `start_batch` (to resume a run)."""
+        self.epoch, self.start_batch = epoch, start_batch
+
+    def __len__(self) -> int:
+        global_size = self.groups_per_batch * self.num_replicas
+        full, remainder = divmod(len(self.counts), global_size)
+        return full + int(remainder >= 2 * self.num_replicas)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        start, self.start_batch = self.start_batch, 0
+        generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        order = torch.randperm(len(self.counts), generator=generator).tolist()
+        chosen = {group: torch.randperm(self.counts[group], generator=generator)[: self.per_group].tolist()
+                  for group in order}
+        global_size = self.groups_per_batch * self.num_replicas
+        for number in range(start, len(self)):
+            groups = order[number * global_size : (number + 1) * global_size]
+            share, extra = divmod(len(groups), self.num_replicas)
+            first = self.rank * share + min(self.rank, extra)
+            mine = groups[first : first + share + int(self.rank < extra)]
+            yield [self.offsets[group] + caption for group in mine for caption in chosen[group]]
+
+
+class TripleBatchSampler(Sampler[list[int]]):
+    """Random batches of SkipThought's (previous, current, next) triples, `batch_size` per process: full global
+    batches only, reshuffled every epoch from `seed`. `batch_at(step)` gives the batch of the `step`-th draw when
+    the triples are cycled through epoch after epoch beside another stream, so that stream's position alone
+    (the global step) says where the books are, and a resumed run continues them exactly."""
+
+    def __init__(self, num_triples: int, batch_size: int, seed: int = 0, num_replicas: int = 1, rank: int = 0):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if num_triples < batch_size * num_replicas:
+            raise ValueError(f"{num_triples} triples are fewer than one global batch of {batch_size * num_replicas}")
+        self.num_triples, self.batch_size = num_triples, batch_size
+        self.seed, self.num_replicas, self.rank = seed, num_replicas, rank
+        self.epoch = self.start_batch = 0
+
+    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
+        self.epoch, self.start_batch = epoch, start_batch
+
+    def __len__(self) -> int:
+        return self.num_triples // (self.batch_size * self.num_replicas)
+
+    def _batch(self, epoch: int, number: int, order: list[int] | None = None) -> list[int]:
+        if order is None:
+            order = self._order(epoch)
+        start = (number * self.num_replicas + self.rank) * self.batch_size
+        return order[start : start + self.batch_size]
+
+    def _order(self, epoch: int) -> list[int]:
+        generator = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
+        return torch.randperm(self.num_triples, generator=generator).tolist()
+
+    def __iter__(self) -> Iterator[list[int]]:
+        start, self.start_batch = self.start_batch, 0
+        order = self._order(self.epoch)
+        for number in range(start, len(self)):
+            yield self._batch(self.epoch, number, order)
+
+    def batch_at(self, step: int) -> list[int]:
+        epoch, number = divmod(step, len(self))
+        return self._batch(epoch, number)
+
+
+__all__ = [
+    "CAPTION_POLICIES",
+    "CaptionBatchSampler",
+    "GroupBatchSampler",
+    "TripleBatchSampler",
+    "caption_pairs",
+    "fixed_captions",
+]

@@ -19,21 +19,36 @@ class ModelArguments:
     model_name_or_path: str | None = field(
         default=None, metadata={"help": "Start from this saved model (folder or Hub id) instead of a new one."}
     )
-    model_type: Literal["char_gru", "vete"] = field(
-        default="char_gru", metadata={"help": "Model family: Merkx & Frank's char-GRU or Kurach et al.'s VETE."}
+    model_type: Literal["char_gru", "vete", "grounded_skipthought"] = field(
+        default="char_gru",
+        metadata={"help": "Model family: Merkx & Frank's char-GRU, Kurach et al.'s VETE or Bordes et al.'s grounded "
+                          "SkipThought."},
     )
     rnn_type: Literal["gru", "lstm"] = field(default="gru", metadata={"help": "Recurrent cell (char-GRU; VETE rnn)."})
     hidden_size: int = field(
         default=128, metadata={"help": "Recurrent units: per direction for the char-GRU (the paper uses 1024), per "
-                                       "layer for VETE's rnn encoder."}
+                                       "layer for VETE's rnn encoder, SkipThought's encoder (the paper's 2400)."}
     )
     pooling: Literal["attention", "max"] = field(default="attention", metadata={"help": "Pooling over time."})
     attention_heads: int = field(default=1, metadata={"help": "Attention heads, concatenated."})
-    objective: Literal["hinge", "pearson", "covariance", "kendall", "rank"] = field(
+    objective: Literal["hinge", "pearson", "covariance", "kendall", "rank", "grounding", "projection",
+                       "none"] = field(
         default="hinge",
-        metadata={"help": "Training objective: Merkx & Frank's bidirectional hinge loss, or one of VETE's over "
+        metadata={"help": "Objective on the captions: Merkx & Frank's bidirectional hinge loss; one of VETE's over "
                           "matching and mismatched pairs (Pearson correlation, covariance, surrogate Kendall tau, "
-                          "pairwise rank)."},
+                          "pairwise rank); Bordes et al.'s grounding over caption groups (cluster and perceptual "
+                          "losses, weighted by --cluster_weight and --perceptual_weight) or their cross-modal "
+                          "projection baseline P; or none (SkipThought's text objective alone)."},
+    )
+    cluster_weight: float = field(default=1.0, metadata={"help": "grounding: alpha_C of the cluster loss L_C."})
+    perceptual_weight: float = field(
+        default=0.1, metadata={"help": "grounding: alpha_P of the perceptual loss L_P."}
+    )
+    grounding_margin: float = field(default=0.5, metadata={"help": "grounding and projection: the margin m."})
+    text_weight: float = field(
+        default=1.0,
+        metadata={"help": "grounded_skipthought: alpha_T of SkipThought's loss on --books_dir; 0 trains grounding "
+                          "alone."},
     )
     margin: float = field(default=0.2, metadata={"help": "Margin of the hinge and the pairwise rank losses."})
     loss_reduction: Literal["sum", "mean"] = field(
@@ -49,7 +64,9 @@ class ModelArguments:
         default="bow", metadata={"help": "VETE: bag of words, stacked RNN or Kim's CNN."}
     )
     bow_pooling: Literal["mean", "sum"] = field(default="mean", metadata={"help": "VETE bow: mean or sum."})
-    word_embedding_size: int = field(default=300, metadata={"help": "VETE rnn/cnn: word embedding width."})
+    word_embedding_size: int = field(
+        default=300, metadata={"help": "Word embedding width: VETE rnn/cnn; SkipThought (the paper's 620)."}
+    )
     rnn_num_layers: int = field(default=1, metadata={"help": "VETE rnn: stacked layers."})
     cnn_filter_widths: list[int] = field(
         default_factory=lambda: [3, 4, 5], metadata={"help": "VETE cnn: filter widths in words."}
@@ -57,9 +74,11 @@ class ModelArguments:
     cnn_num_filters: int = field(default=100, metadata={"help": "VETE cnn: filters per width."})
     embed_dim: int = field(default=128, metadata={"help": "VETE: width N of the joint space."})
     vocab_min_frequency: int = field(
-        default=1, metadata={"help": "VETE: keep training-caption words seen at least this often."}
+        default=1, metadata={"help": "Word vocabularies: keep training words seen at least this often."}
     )
-    vocab_max_size: int | None = field(default=None, metadata={"help": "VETE: keep at most this many words."})
+    vocab_max_size: int | None = field(
+        default=None, metadata={"help": "Word vocabularies: keep at most this many words (SkipThought: 20000)."}
+    )
 
 
 @dataclass
@@ -73,6 +92,16 @@ class DataArguments:
     caption_policy: Literal["all", "one"] = field(
         default="all", metadata={"help": "'all' captions per image per epoch (Merkx & Frank) or a fixed 'one'."}
     )
+    books_dir: str | None = field(
+        default=None,
+        metadata={"help": "grounded_skipthought: folder of plain-text books, SkipThought's ordered corpus."},
+    )
+    visual_vectors: Literal["features", "random", "none"] = field(
+        default="features",
+        metadata={"help": "Each image's or video's visual vector: its --backbone features; random normal vectors "
+                          "(Bordes et al.'s control R); or none, for objectives that need only the groups (L_C)."},
+    )
+    random_visual_dim: int = field(default=2048, metadata={"help": "visual_vectors random: their width."})
     training_unit: Literal["sentence", "word"] = field(
         default="sentence",
         metadata={"help": "'word' trains each word of the training captions against the image as a one-word "
@@ -108,7 +137,9 @@ class DataArguments:
                           "$HF_HOME/hf_grounded, then /features. 'none' disables the cache."},
     )
     feature_batch_size: int = field(default=16, metadata={"help": "Backbone batch size during feature extraction."})
-    max_length: int = field(default=512, metadata={"help": "Characters kept per caption."})
+    max_length: int = field(
+        default=512, metadata={"help": "Tokens kept per sentence: characters for the char-GRU, words otherwise."}
+    )
 
 
 @dataclass
@@ -116,7 +147,15 @@ class TrainingArguments:
     output_dir: str = field(default="outputs/char-gru-synthetic", metadata={"help": "Where the model is saved."})
     num_train_epochs: int = field(default=8, metadata={"help": "Training epochs."})
     max_steps: int = field(default=-1, metadata={"help": "If positive, stop after this many optimiser steps."})
-    per_device_train_batch_size: int = field(default=32, metadata={"help": "Caption-image pairs per batch."})
+    per_device_train_batch_size: int = field(
+        default=32, metadata={"help": "Caption-image pairs per batch; images (or videos) for caption-group objectives."}
+    )
+    captions_per_group: int = field(
+        default=2, metadata={"help": "Caption-group objectives: captions of each image or video in a batch."}
+    )
+    per_device_text_batch_size: int | None = field(
+        default=None, metadata={"help": "grounded_skipthought: book triples per batch; default the caption batch."}
+    )
     per_device_eval_batch_size: int = field(default=128, metadata={"help": "Batch size when encoding."})
     learning_rate: float = field(default=1e-3, metadata={"help": "Peak learning rate of Adam."})
     lr_scheduler_type: str = field(

@@ -82,7 +82,8 @@ def word_level_split(
 
 
 class CaptionImagePairs(TorchDataset):
-    """Item k is caption k with its image's features; batched by `CaptionBatchSampler`."""
+    """Item k is caption k with its image's index and features; batched by `CaptionBatchSampler` (one caption
+    per image) or `GroupBatchSampler` (several captions of each image)."""
 
     def __init__(self, split: EncodedSplit):
         self.split = split
@@ -92,7 +93,35 @@ class CaptionImagePairs(TorchDataset):
 
     def __getitem__(self, index: int) -> dict:
         image = int(self.split.caption_to_image[index])
-        return {"input_ids": self.split.input_ids[index], "image_features": self.split.image_features[image]}
+        return {"input_ids": self.split.input_ids[index], "image_features": self.split.image_features[image],
+                "image_index": image}
+
+
+@dataclass
+class EncodedTriples:
+    """SkipThought's (previous, current, next) sentences, tokenised."""
+
+    previous: list[list[int]]
+    current: list[list[int]]
+    next: list[list[int]]
+
+    @classmethod
+    def from_dataset(cls, triples: Dataset, tokenizer: PreTrainedTokenizerBase, max_length: int) -> "EncodedTriples":
+        def encode(column: str) -> list[list[int]]:
+            return tokenizer(list(triples[column]), truncation=True, max_length=max_length)["input_ids"]
+
+        return cls(previous=encode("previous"), current=encode("current"), next=encode("next"))
+
+    def __len__(self) -> int:
+        return len(self.current)
+
+    def batch(self, indices: list[int], pad_token_id: int = 0) -> dict[str, torch.Tensor]:
+        """The model's inputs for the triples at `indices`: each sentence column padded on its own."""
+        batch = {}
+        for prefix, column in (("", self.current), ("previous_", self.previous), ("next_", self.next)):
+            padded = collate_captions([{"input_ids": column[index]} for index in indices], pad_token_id)
+            batch.update({prefix + name: tensor for name, tensor in padded.items()})
+        return batch
 
 
 class Captions(TorchDataset):
@@ -133,6 +162,7 @@ __all__ = [
     "CaptionImagePairs",
     "Captions",
     "EncodedSplit",
+    "EncodedTriples",
     "collate_captions",
     "length_sorted_batches",
     "word_level_split",

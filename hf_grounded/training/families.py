@@ -1,6 +1,7 @@
 """What differs between model families in training, one function per family: how a new model and its tokenizer
-are built from the arguments. The loop, checkpoints, snapshots, evaluation, cards and upload serve every family;
-the objective comes from `--objective` (`hf_grounded.objectives`), whatever the encoder."""
+are built from the arguments and the training text. The loop, checkpoints, snapshots, evaluation, cards and upload
+serve every family; the objectives come from `--objective` and the weights (`hf_grounded.training.losses`),
+whatever the encoder."""
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -8,14 +9,16 @@ from dataclasses import dataclass
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ..models.char_gru import CharGRUConfig, CharGRUEnsembleModel, CharGRUModel, CharTokenizer
+from ..models.grounded_skipthought import GroundedSkipThoughtConfig, GroundedSkipThoughtModel
 from ..models.vete import VETEConfig, VETEModel
 from ..word_tokenizer import train_word_tokenizer
 from .arguments import DataArguments, ModelArguments
+from .losses import trains_text_objective
 
 Built = tuple[PreTrainedModel, PreTrainedTokenizerBase]
 
 
-def build_char_gru(model_args: ModelArguments, data_args: DataArguments, train_captions: Sequence[str],
+def build_char_gru(model_args: ModelArguments, data_args: DataArguments, corpus: Sequence[str],
                    image_feature_dim: int) -> Built:
     """Merkx & Frank's char-GRU: a fixed printable-ASCII character vocabulary."""
     tokenizer = CharTokenizer(model_max_length=data_args.max_length)
@@ -34,10 +37,10 @@ def build_char_gru(model_args: ModelArguments, data_args: DataArguments, train_c
     return CharGRUModel(config), tokenizer
 
 
-def build_vete(model_args: ModelArguments, data_args: DataArguments, train_captions: Sequence[str],
+def build_vete(model_args: ModelArguments, data_args: DataArguments, corpus: Sequence[str],
                image_feature_dim: int) -> Built:
     """Kurach et al.'s VETE: a word vocabulary learnt from the training captions alone."""
-    tokenizer = train_word_tokenizer(train_captions, min_frequency=model_args.vocab_min_frequency,
+    tokenizer = train_word_tokenizer(corpus, min_frequency=model_args.vocab_min_frequency,
                                      max_size=model_args.vocab_max_size, model_max_length=data_args.max_length)
     config = VETEConfig(
         vocab_size=len(tokenizer),
@@ -55,6 +58,22 @@ def build_vete(model_args: ModelArguments, data_args: DataArguments, train_capti
     return VETEModel(config), tokenizer
 
 
+def build_grounded_skipthought(model_args: ModelArguments, data_args: DataArguments, corpus: Sequence[str],
+                               image_feature_dim: int) -> Built:
+    """Bordes et al.'s grounded SkipThought: a word vocabulary learnt from the training text (the books and the
+    training captions); decoders only when the text objective trains, an image map only for the baseline P."""
+    tokenizer = train_word_tokenizer(corpus, min_frequency=model_args.vocab_min_frequency,
+                                     max_size=model_args.vocab_max_size, model_max_length=data_args.max_length)
+    config = GroundedSkipThoughtConfig(
+        vocab_size=len(tokenizer),
+        word_embedding_size=model_args.word_embedding_size,
+        hidden_size=model_args.hidden_size,
+        decoders=trains_text_objective(model_args),
+        image_feature_dim=image_feature_dim if model_args.objective == "projection" else None,
+    )
+    return GroundedSkipThoughtModel(config), tokenizer
+
+
 @dataclass(frozen=True)
 class ModelFamily:
     build: Callable[[ModelArguments, DataArguments, Sequence[str], int], Built]
@@ -65,20 +84,22 @@ class ModelFamily:
 FAMILIES = {
     "char_gru": ModelFamily(build_char_gru, CharGRUEnsembleModel.from_members),
     "vete": ModelFamily(build_vete),
+    "grounded_skipthought": ModelFamily(build_grounded_skipthought),
 }
 
 
-def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, train_captions: Sequence[str],
+def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, corpus: Sequence[str],
                         image_feature_dim: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, ModelFamily]:
-    """A new model of `--model_type`, or the saved one `--model_name_or_path` names, with its tokenizer."""
+    """A new model of `--model_type` (its vocabulary, if it learns one, from `corpus`, the training text), or the
+    saved one `--model_name_or_path` names, with its tokenizer."""
     if model_args.model_name_or_path is None:
         family = FAMILIES[model_args.model_type]
-        return *family.build(model_args, data_args, train_captions, image_feature_dim), family
+        return *family.build(model_args, data_args, corpus, image_feature_dim), family
     model = AutoModel.from_pretrained(model_args.model_name_or_path)
     if model.config.model_type not in FAMILIES:
         raise ValueError(f"{model_args.model_name_or_path} is a {model.config.model_type!r} model; training "
                          f"continues {sorted(FAMILIES)} models")
-    if model.config.image_feature_dim != image_feature_dim:
+    if model.config.image_feature_dim not in (None, image_feature_dim):
         raise ValueError(
             f"{model_args.model_name_or_path} expects {model.config.image_feature_dim}-d image features but "
             f"backbone {data_args.backbone} gives {image_feature_dim}"
@@ -87,4 +108,5 @@ def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, tr
     return model, tokenizer, FAMILIES[model.config.model_type]
 
 
-__all__ = ["FAMILIES", "ModelFamily", "build_char_gru", "build_vete", "model_and_tokenizer"]
+__all__ = ["FAMILIES", "ModelFamily", "build_char_gru", "build_grounded_skipthought", "build_vete",
+           "model_and_tokenizer"]

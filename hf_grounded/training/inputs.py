@@ -1,10 +1,10 @@
-"""A run's inputs from its arguments: the dataset and its visual features (through the feature cache)."""
+"""A run's inputs from its arguments: the dataset, its visual vectors (through the feature cache), and the books."""
 
 import torch
 from accelerate import Accelerator
-from datasets import DatasetDict
+from datasets import Dataset, DatasetDict
 
-from ..data import load_captioned_images
+from ..data import SPLITS, load_books, load_captioned_images, sentence_triples
 from ..features import (
     BackboneSpec,
     FeatureSpec,
@@ -69,4 +69,25 @@ def image_features(
             for split, items in frames.items()}
 
 
-__all__ = ["feature_spec", "frame_features", "image_features", "load_dataset"]
+def visual_vectors(
+    dataset: DatasetDict, data_args: DataArguments, seed: int, num_workers: int, accelerator: Accelerator
+) -> dict[str, torch.Tensor]:
+    """Per split, one `(rows, dim)` tensor as `--visual_vectors` says: the backbone's features; Bordes et al.'s
+    control R, standard normal vectors drawn from `seed` (no image is read); or none, zero-width rows."""
+    if data_args.visual_vectors == "features":
+        return image_features(dataset, data_args, seed, num_workers, accelerator)
+    if data_args.visual_vectors == "none":
+        return {split: torch.zeros(len(dataset[split]), 0) for split in SPLITS}
+    generator = torch.Generator().manual_seed(seed)
+    return {split: torch.randn(len(dataset[split]), data_args.random_visual_dim, generator=generator)
+            for split in SPLITS}
+
+
+def load_book_triples(data_args: DataArguments) -> tuple[Dataset, list[str]]:
+    """SkipThought's (previous, current, next) triples of `--books_dir`, and all its sentences in order."""
+    sentences = load_books(data_args.books_dir)
+    return sentence_triples(sentences), list(sentences["text"])
+
+
+__all__ = ["feature_spec", "frame_features", "image_features", "load_book_triples", "load_dataset",
+           "visual_vectors"]

@@ -1,5 +1,5 @@
 """Snapshot ensembles (Huang et al., 2017; Merkx & Frank, 2019): a model saved at the end of every learning-rate
-cycle, and the best of them by validation retrieval summed into one model."""
+cycle, and the best of them by validation score summed into one model."""
 
 from collections.abc import Callable
 from pathlib import Path
@@ -16,16 +16,28 @@ def snapshot_path(cycle: int) -> str:
 
 
 def mean_recall_at_10(retrieval: dict) -> float:
-    """The selection score: R@10 averaged over caption-to-image and image-to-caption."""
+    """The selection score of models that embed images: R@10 averaged over caption-to-image and image-to-caption."""
     return (retrieval["c2i"]["R@10"] + retrieval["i2c"]["R@10"]) / 2
 
 
+def validation_summary(validation: dict) -> dict[str, float]:
+    """The selection score of a validation result, under its name: mean R@10 for models that embed images, else
+    the cluster separation 100 (C_intra − C_inter) of the validation captions (Bordes et al.'s measures)."""
+    if "retrieval" in validation:
+        return {"validation_mean_recall_at_10": mean_recall_at_10(validation["retrieval"])}
+    structure = validation["structure"]
+    return {"validation_cluster_separation": 100 * (structure["c_intra"] - structure["c_inter"])}
+
+
+def validation_score(validation: dict) -> float:
+    return next(iter(validation_summary(validation).values()))
+
+
 def best_snapshots(history: list[dict], k: int) -> list[dict]:
-    """The `k` history entries holding a snapshot with the highest validation mean R@10, best first; ties go to
-    the later snapshot, which saw more training."""
+    """The `k` history entries holding a snapshot with the best validation score, best first; ties go to the
+    later snapshot, which saw more training."""
     entries = [entry for entry in history if entry.get("snapshot")]
-    ranked = sorted(entries, key=lambda entry: (mean_recall_at_10(entry["validation"]["retrieval"]), entry["step"]),
-                    reverse=True)
+    ranked = sorted(entries, key=lambda entry: (validation_score(entry["validation"]), entry["step"]), reverse=True)
     return ranked[:k]
 
 
@@ -40,4 +52,5 @@ def load_snapshot_ensemble(
     return members, ensemble(members)
 
 
-__all__ = ["SNAPSHOT_DIR", "best_snapshots", "load_snapshot_ensemble", "mean_recall_at_10", "snapshot_path"]
+__all__ = ["SNAPSHOT_DIR", "best_snapshots", "load_snapshot_ensemble", "mean_recall_at_10", "snapshot_path",
+           "validation_score", "validation_summary"]

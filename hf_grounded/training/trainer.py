@@ -8,33 +8,40 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
-from accelerate import Accelerator
+from accelerate import Accelerator, DistributedDataParallelKwargs
 from accelerate.data_loader import prepare_data_loader
 from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from ..data import SPLITS, CaptionBatchSampler
-from ..evaluation import format_retrieval_comparison, format_retrieval_table, retrieval_metrics
+from ..data import SPLITS, CaptionBatchSampler, GroupBatchSampler, TripleBatchSampler
+from ..evaluation import format_retrieval_comparison, format_retrieval_table, mean_cosines, retrieval_metrics
 from ..hub import push_to_hub
 from ..model_card import write_model_card
-from ..objectives import create_objective
 from .arguments import DataArguments, ModelArguments, TrainingArguments
 from .batches import (
     CaptionImagePairs,
     Captions,
     EncodedSplit,
+    EncodedTriples,
     collate_captions,
     length_sorted_batches,
     word_level_split,
 )
 from .checkpoints import TrainingProgress, resolve_checkpoint, save_checkpoint
 from .families import model_and_tokenizer
-from .inputs import image_features, load_dataset
+from .inputs import load_book_triples, load_dataset, visual_vectors
+from .losses import (
+    CaptionGroupLoss,
+    ImageTextLoss,
+    create_training_losses,
+    needs_visual_vectors,
+    trains_text_objective,
+)
 from .plots import plot_training
 from .saving import save_model, save_model_folder
 from .schedules import create_scheduler
-from .snapshots import best_snapshots, load_snapshot_ensemble, mean_recall_at_10, snapshot_path
+from .snapshots import best_snapshots, load_snapshot_ensemble, snapshot_path, validation_score, validation_summary
 
 logger = logging.getLogger(__name__)
 
@@ -42,10 +49,15 @@ logger = logging.getLogger(__name__)
 def train(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
     """Train a model as the arguments say, save it to `output_dir`, and return the test results."""
     report_to = None if training_args.report_to == "none" else training_args.report_to
+    # Terms that leave part of the model out of their graph (SkipThought's decoders in a caption step, an image
+    # map under the caption-group objectives) need DistributedDataParallel to expect unused parameters.
+    whole_model_each_term = model_args.objective in ("hinge", "pearson", "covariance", "kendall", "rank") and not (
+        trains_text_objective(model_args))
     accelerator = Accelerator(
         mixed_precision=training_args.mixed_precision,
         log_with=report_to,
         project_dir=training_args.output_dir if report_to else None,
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=not whole_model_each_term)],
     )
     if accelerator.gradient_accumulation_steps > 1:
         raise ValueError(
@@ -56,10 +68,17 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     started = time.perf_counter()
 
     dataset = load_dataset(data_args, training_args.seed)
-    features = image_features(dataset, data_args, training_args.seed, training_args.dataloader_num_workers,
+    features = visual_vectors(dataset, data_args, training_args.seed, training_args.dataloader_num_workers,
                               accelerator)
-    train_captions = [caption for captions in dataset["train"]["captions"] for caption in captions]
-    model, tokenizer, family = model_and_tokenizer(model_args, data_args, train_captions,
+    corpus = [caption for captions in dataset["train"]["captions"] for caption in captions]
+    if trains_text_objective(model_args):
+        if data_args.books_dir is None:
+            raise ValueError("SkipThought's text objective (--text_weight > 0) reads the books of --books_dir")
+        book_triples, book_sentences = load_book_triples(data_args)
+        corpus = book_sentences + corpus
+    elif data_args.books_dir is not None:
+        raise ValueError("--books_dir is read by grounded_skipthought's text objective only (--text_weight > 0)")
+    model, tokenizer, family = model_and_tokenizer(model_args, data_args, corpus,
                                                    image_feature_dim=features["train"].size(1))
     splits = {
         split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, data_args.max_length)
@@ -70,21 +89,47 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         # Every word of the kept captions is seen once per epoch, so the sampler goes through all of them.
         splits["train"] = word_level_split(dataset["train"], features["train"], tokenizer, data_args.max_length,
                                            data_args.caption_policy, training_args.seed)
-    sampler = CaptionBatchSampler(
-        splits["train"].captions_per_image,
-        training_args.per_device_train_batch_size,
-        policy="all" if data_args.training_unit == "word" else data_args.caption_policy,
-        seed=training_args.seed,
-        num_replicas=accelerator.num_processes,
-        rank=accelerator.process_index,
-        lengths=[len(ids) for ids in splits["train"].input_ids] if training_args.group_by_length else None,
-    )
+    has_image_map = getattr(model.config, "image_feature_dim", None) is not None
+    if data_args.visual_vectors == "none" and needs_visual_vectors(model_args, has_image_map):
+        raise ValueError(f"--visual_vectors none leaves nothing for --objective {model_args.objective}"
+                         f"{' with --perceptual_weight > 0' if model_args.objective == 'grounding' else ''} "
+                         f"on a {model.config.model_type} model to read; use features or random")
+    losses = create_training_losses(model_args, training_args.seed, has_image_map)
+    streams = {}
+    caption_loss = next((loss for loss in losses if loss.stream == "captions"), None)
+    if isinstance(caption_loss, ImageTextLoss):
+        streams["captions"] = CaptionBatchSampler(
+            splits["train"].captions_per_image,
+            training_args.per_device_train_batch_size,
+            policy="all" if data_args.training_unit == "word" else data_args.caption_policy,
+            seed=training_args.seed,
+            num_replicas=accelerator.num_processes,
+            rank=accelerator.process_index,
+            lengths=[len(ids) for ids in splits["train"].input_ids] if training_args.group_by_length else None,
+        )
+    elif isinstance(caption_loss, CaptionGroupLoss):
+        streams["captions"] = GroupBatchSampler(
+            splits["train"].captions_per_image, training_args.per_device_train_batch_size,
+            training_args.captions_per_group, seed=training_args.seed, num_replicas=accelerator.num_processes,
+            rank=accelerator.process_index,
+        )
+    if trains_text_objective(model_args):
+        triples = EncodedTriples.from_dataset(book_triples, tokenizer, data_args.max_length)
+        streams["books"] = TripleBatchSampler(
+            len(triples), training_args.per_device_text_batch_size or training_args.per_device_train_batch_size,
+            seed=training_args.seed, num_replicas=accelerator.num_processes, rank=accelerator.process_index,
+        )
+    # Epochs follow the captions when there are any; the books then go round by step (`batch_at`) beside them.
+    primary = "captions" if "captions" in streams else "books"
+    sampler = streams[primary]
     train_loader = DataLoader(
-        CaptionImagePairs(splits["train"]),
+        CaptionImagePairs(splits["train"]) if primary == "captions" else range(len(triples)),
         batch_sampler=sampler,
-        collate_fn=collate_captions,
+        collate_fn=collate_captions if primary == "captions" else triples.batch,
         num_workers=training_args.dataloader_num_workers,
     )
+    logger.info("training %s on the %s stream%s", " + ".join(type(loss).__name__ for loss in losses), primary,
+                " with the books beside it" if primary == "captions" and "books" in streams else "")
     steps_per_epoch = len(sampler)
     if training_args.max_steps > 0:
         total_steps = training_args.max_steps
@@ -106,12 +151,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     # steps, so neither the loader nor the scheduler goes through Accelerate's wrappers.
     model, optimizer = accelerator.prepare(model, optimizer)
 
-    objective = create_objective(model_args.objective, margin=model_args.margin,
-                                 loss_reduction=model_args.loss_reduction,
-                                 hardest_negative=model_args.hardest_negative,
-                                 kendall_alpha=model_args.kendall_alpha, seed=training_args.seed)
     progress = TrainingProgress()
-    accelerator.register_for_checkpointing(scheduler, progress, objective)
+    accelerator.register_for_checkpointing(scheduler, progress, *losses)
     if training_args.resume_from_checkpoint:
         checkpoint = resolve_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
         accelerator.load_state(str(checkpoint))
@@ -135,19 +176,22 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         for batch in train_loader:
             if progress.step >= total_steps:
                 break
-            batch = {name: tensor.to(accelerator.device) for name, tensor in batch.items()}
-            outputs = model(**batch)
-            loss = objective(outputs.text_embeds, outputs.image_embeds)
-            loss_value = loss.item()
-            if not math.isfinite(loss_value):
-                raise FloatingPointError(
-                    f"the training loss is {loss_value} at step {progress.step + 1} (epoch {progress.epoch + 1}); "
-                    "stopping, the last checkpoint is the last good state. Lower the learning rate or enable "
-                    "--max_grad_norm."
-                )
-            # Every process holds the global loss but gradients only through its own rows; DDP averages the
-            # processes' gradients, so scaling by their number gives the gradient of the global batch.
-            accelerator.backward(loss * accelerator.num_processes)
+            loss_value = 0.0
+            for loss_term in losses:
+                term_batch = batch if loss_term.stream == primary else triples.batch(
+                    streams["books"].batch_at(progress.step))
+                loss = loss_term(model, {name: tensor.to(accelerator.device) for name, tensor in term_batch.items()})
+                if not math.isfinite(loss.item()):
+                    raise FloatingPointError(
+                        f"the training loss ({type(loss_term).__name__}) is {loss.item()} at step "
+                        f"{progress.step + 1} (epoch {progress.epoch + 1}); stopping, the last checkpoint is the "
+                        "last good state. Lower the learning rate or enable --max_grad_norm."
+                    )
+                # Every process holds the global loss but gradients only through its own rows; DDP averages the
+                # processes' gradients, so scaling by their number gives the gradient of the global batch. Each
+                # term goes back on its own, so its graph is freed before the next term's forward.
+                accelerator.backward(loss * accelerator.num_processes)
+                loss_value += loss.item()
             if training_args.max_grad_norm > 0:
                 accelerator.clip_grad_norm_(model.parameters(), training_args.max_grad_norm)
             optimizer.step()
@@ -163,11 +207,11 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
                 _log_interval(progress, scheduler.get_last_lr()[0], accelerator, bar)
             if training_args.save_steps and progress.step % training_args.save_steps == 0:
                 save_checkpoint(accelerator, training_args.output_dir, progress.step, training_args.save_total_limit)
-        validation = evaluate_retrieval(model, splits["validation"], accelerator, eval_batch_size)
+        validation = evaluate_split(model, splits["validation"], accelerator, eval_batch_size)
         progress.history.append({
             "epoch": progress.epoch + 1, "step": progress.step,
             "train_loss": progress.epoch_loss / max(progress.batch_in_epoch, 1),
-            "learning_rate": scheduler.get_last_lr()[0], "validation": {"retrieval": validation},
+            "learning_rate": scheduler.get_last_lr()[0], "validation": validation,
         })
         if takes_snapshots and (progress.epoch + 1) % training_args.cycle_epochs == 0:
             progress.history[-1]["snapshot"] = snapshot_path((progress.epoch + 1) // training_args.cycle_epochs)
@@ -175,10 +219,13 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
                 save_model_folder(accelerator.unwrap_model(model), tokenizer,
                                   Path(training_args.output_dir) / progress.history[-1]["snapshot"])
             accelerator.wait_for_everyone()
-        accelerator.log({f"validation/{direction}_{metric}": value for direction, metrics in validation.items()
-                         for metric, value in metrics.items()}, step=progress.step)
-        logger.info("epoch %d: loss %.4f, validation R@10 c2i %.1f i2c %.1f", progress.epoch + 1,
-                    progress.history[-1]["train_loss"], validation["c2i"]["R@10"], validation["i2c"]["R@10"])
+        accelerator.log({f"validation/{group}_{metric}": value for kind in validation.values()
+                         for group, metrics in kind.items() if isinstance(metrics, dict)
+                         for metric, value in metrics.items()}
+                        | {f"validation/{name}": value for kind in validation.values()
+                           for name, value in kind.items() if not isinstance(value, dict)}, step=progress.step)
+        logger.info("epoch %d: loss %.4f, %s", progress.epoch + 1, progress.history[-1]["train_loss"],
+                    ", ".join(f"{name} {value:.1f}" for name, value in validation_summary(validation).items()))
         progress.epoch, progress.batch_in_epoch, progress.epoch_loss = progress.epoch + 1, 0, 0.0
         save_checkpoint(accelerator, training_args.output_dir, progress.step, training_args.save_total_limit)
         if progress.step >= total_steps:
@@ -188,28 +235,27 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     bar.close()
 
     final_model = accelerator.unwrap_model(model)
-    results = {"final": {"test": {"retrieval": evaluate_retrieval(final_model, splits["test"], accelerator,
-                                                                   eval_batch_size)}}}
+    results = {"final": {"test": evaluate_split(final_model, splits["test"], accelerator, eval_batch_size),
+                         **validation_summary(progress.history[-1]["validation"])}}
     candidates = {"final": final_model}
-    validation_scores = {"final": mean_recall_at_10(progress.history[-1]["validation"]["retrieval"])}
-    results["final"]["validation_mean_recall_at_10"] = validation_scores["final"]
+    validation_scores = {"final": validation_score(progress.history[-1]["validation"])}
     chosen = best_snapshots(progress.history, training_args.snapshot_ensemble_size)
     if family.ensemble is not None and training_args.snapshot_ensemble_size >= 2 and len(chosen) >= 2:
         members, ensemble = load_snapshot_ensemble(training_args.output_dir, chosen, accelerator.device,
                                                    family.ensemble)
-        ensemble_validation = evaluate_retrieval(ensemble, splits["validation"], accelerator, eval_batch_size)
+        ensemble_validation = evaluate_split(ensemble, splits["validation"], accelerator, eval_batch_size)
         results["best_snapshot"] = {
             **_snapshot_summary(chosen[0]),
-            "test": {"retrieval": evaluate_retrieval(members[0], splits["test"], accelerator, eval_batch_size)},
+            "test": evaluate_split(members[0], splits["test"], accelerator, eval_batch_size),
         }
         results["ensemble"] = {
             "members": [_snapshot_summary(entry) for entry in chosen],
-            "validation_mean_recall_at_10": mean_recall_at_10(ensemble_validation),
-            "test": {"retrieval": evaluate_retrieval(ensemble, splits["test"], accelerator, eval_batch_size)},
+            **validation_summary(ensemble_validation),
+            "test": evaluate_split(ensemble, splits["test"], accelerator, eval_batch_size),
         }
         candidates.update(best_snapshot=members[0], ensemble=ensemble)
-        validation_scores.update(best_snapshot=results["best_snapshot"]["validation_mean_recall_at_10"],
-                                 ensemble=results["ensemble"]["validation_mean_recall_at_10"])
+        validation_scores.update(best_snapshot=validation_score(chosen[0]["validation"]),
+                                 ensemble=validation_score(ensemble_validation))
     results["model"] = _saved_model_name(training_args.saved_model, validation_scores)
     saved_model = candidates[results["model"]]
     results["test"] = results[results["model"]]["test"]
@@ -223,9 +269,13 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     }
     if accelerator.is_main_process:
         _write_outputs(saved_model, tokenizer, results, progress, (model_args, data_args, training_args))
-        print(format_retrieval_comparison({name: results[name]["test"]["retrieval"]
-                                           for name in ("final", "best_snapshot", "ensemble") if name in results}))
-        print(format_retrieval_table(results["test"]["retrieval"], title=f"test, saved {results['model']} model"))
+        if "retrieval" in results["test"]:
+            print(format_retrieval_comparison({name: results[name]["test"]["retrieval"]
+                                               for name in ("final", "best_snapshot", "ensemble") if name in results}))
+            print(format_retrieval_table(results["test"]["retrieval"], title=f"test, saved {results['model']} model"))
+        else:
+            print(f"test captions, saved {results['model']} model: " + ", ".join(
+                f"{name} {value:.3f}" for name, value in results["test"]["structure"].items()))
         if training_args.push_to_hub:
             url = push_to_hub(training_args.output_dir, training_args.hub_model_id, token=training_args.hub_token,
                               private=training_args.hub_private_repo)
@@ -260,8 +310,7 @@ def _log_interval(progress: TrainingProgress, learning_rate: float, accelerator:
 
 
 def _snapshot_summary(entry: dict) -> dict:
-    return {"snapshot": entry["snapshot"], "epoch": entry["epoch"],
-            "validation_mean_recall_at_10": mean_recall_at_10(entry["validation"]["retrieval"])}
+    return {"snapshot": entry["snapshot"], "epoch": entry["epoch"], **validation_summary(entry["validation"])}
 
 
 def _write_outputs(model, tokenizer, results: dict, progress: TrainingProgress, arguments) -> None:
@@ -281,12 +330,9 @@ def _write_outputs(model, tokenizer, results: dict, progress: TrainingProgress, 
 
 
 @torch.no_grad()
-def evaluate_retrieval(model, split: EncodedSplit, accelerator: Accelerator, batch_size: int) -> dict:
-    """Retrieval metrics on a split; captions are encoded on all processes and gathered by position.
-
-    Scattering the gathered embeddings back by caption position also absorbs the samples Accelerate repeats
-    to even out the last batches across processes.
-    """
+def encode_captions(model, split: EncodedSplit, accelerator: Accelerator, batch_size: int) -> torch.Tensor:
+    """The text embeddings of a split's captions, in caption order; encoded on all processes and gathered by
+    position, which also absorbs the samples Accelerate repeats to even out the last batches."""
     was_training = model.training
     model.eval()
     # accelerate's module-level function shards without registering the loader with the Accelerator, whose
@@ -307,9 +353,27 @@ def evaluate_retrieval(model, split: EncodedSplit, accelerator: Accelerator, bat
     for batch in loader:
         embeddings = unwrapped.get_text_features(batch["input_ids"], batch["attention_mask"])
         text_embeds[accelerator.gather(batch["index"])] = accelerator.gather(embeddings)
-    image_embeds = unwrapped.get_image_features(split.image_features.to(accelerator.device))
     model.train(was_training)
+    return text_embeds
+
+
+@torch.no_grad()
+def evaluate_retrieval(model, split: EncodedSplit, accelerator: Accelerator, batch_size: int) -> dict:
+    """Retrieval metrics on a split, between its captions and its images."""
+    text_embeds = encode_captions(model, split, accelerator, batch_size)
+    image_embeds = accelerator.unwrap_model(model).get_image_features(split.image_features.to(accelerator.device))
     return retrieval_metrics(text_embeds, image_embeds, split.caption_to_image.to(accelerator.device))
 
 
-__all__ = ["train", "evaluate_retrieval"]
+def evaluate_split(model, split: EncodedSplit, accelerator: Accelerator, batch_size: int) -> dict:
+    """`{"retrieval": ...}` for a model that maps images into its space; otherwise, for a sentence encoder that
+    never sees images, `{"structure": ...}`: Bordes et al.'s mean cosines within (C_intra) and across (C_inter)
+    the captions' images or videos."""
+    if getattr(accelerator.unwrap_model(model).config, "image_feature_dim", None) is not None:
+        return {"retrieval": evaluate_retrieval(model, split, accelerator, batch_size)}
+    text_embeds = encode_captions(model, split, accelerator, batch_size)
+    structure = mean_cosines(text_embeds.float().cpu().numpy(), split.caption_to_image.numpy())
+    return {"structure": structure}
+
+
+__all__ = ["train", "encode_captions", "evaluate_retrieval", "evaluate_split"]

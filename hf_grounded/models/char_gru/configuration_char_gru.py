@@ -133,6 +133,11 @@ class CharGRUEnsembleConfig(PreTrainedConfig):
         """Width of the joint embedding space, the members' own."""
         return self.member_config.embed_dim
 
+    @property
+    def image_feature_dim(self) -> int:
+        """Size of the image features the members map into the joint space."""
+        return self.member_config.image_feature_dim
+
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
