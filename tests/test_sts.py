@@ -90,3 +90,21 @@ def test_real_sts_benchmark_and_sick_load_with_the_published_counts():
     sick = load_sick(SHARED / "data" / "sick" / "SICK.txt")
     assert {split: len(pairs) for split, pairs in sick.items()} == {"train": 4439, "validation": 495, "test": 4906}
     assert all(1 <= score <= 5 for pairs in sick.values() for score in pairs.scores)
+
+
+def test_sts_groups_pool_subtasks_of_every_year_by_genre():
+    from hf_grounded.evaluation import sts_groups
+
+    results = {
+        "sts12": {"MSRvid": {"pearson": 80.0, "spearman": 70.0, "n": 100}, "MSRpar": {"pearson": 20.0,
+                                                                                     "spearman": 30.0, "n": 300}},
+        "sts14": {"images": {"pearson": 60.0, "spearman": 50.0, "n": 300}, "headlines": {"pearson": 40.0,
+                                                                                        "spearman": 40.0, "n": 100},
+                  "tweet-news": {"pearson": 99.0, "spearman": 99.0, "n": 100}},
+        "stsb": {"unsupervised": {"pearson": 1.0}},
+    }
+    groups = sts_groups(results)
+    assert set(groups) == {"captions", "news"}  # no forum subtask among the results; tweet-news is in no group
+    assert groups["captions"]["pearson_mean"] == pytest.approx(70.0)
+    assert groups["captions"]["pearson_wmean"] == pytest.approx((80 * 100 + 60 * 300) / 400)
+    assert groups["news"]["spearman_mean"] == pytest.approx(35.0) and groups["news"]["subtasks"] == 2

@@ -39,6 +39,7 @@ from .structure import (
     visual_correlation,
 )
 from .sts import (
+    STS_GROUPS,
     STS_SUBTASKS,
     SentencePairs,
     cosine_scores,
@@ -46,10 +47,12 @@ from .sts import (
     load_sts_year,
     load_stsb,
     senteval_style,
+    sts_groups,
     unsupervised_sts,
 )
 
 __all__ = [
+    "STS_GROUPS",
     "STS_SUBTASKS",
     "BinaryRelatednessEvaluator",
     "Evaluator",
@@ -84,6 +87,7 @@ __all__ = [
     "retrieval_metrics",
     "retrieval_ranks",
     "senteval_style",
+    "sts_groups",
     "sentence_encoder_function",
     "soft_targets",
     "spearman",

@@ -20,6 +20,12 @@ STS_SUBTASKS = {
     "sts16": ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
 }
 SICK_SPLITS = {"train": "TRAIN", "validation": "TRIAL", "test": "TEST"}
+# Bordes et al.'s (2019) groups of STS12-16 subtasks by genre: image and video captions, news, forums.
+STS_GROUPS = {
+    "captions": ("MSRvid", "images"),
+    "news": ("headlines", "MSRpar", "surprise.SMTnews", "deft-news"),
+    "forum": ("deft-forum", "answers-forums"),
+}
 
 
 @dataclass
@@ -163,6 +169,19 @@ def unsupervised_sts(
     return results
 
 
+def sts_groups(results: dict[str, dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Bordes et al.'s genre groups over the STS12-16 years in `results` (`{"sts14": {subtask: metrics}}`): per
+    group, the mean and size-weighted mean Pearson and Spearman of its subtasks in every year, and how many there
+    were. Groups with no subtask among the results are left out."""
+    groups = {}
+    for group, names in STS_GROUPS.items():
+        members = [metrics for year in STS_SUBTASKS if year in results
+                   for subtask, metrics in results[year].items() if subtask in names]
+        if members:
+            groups[group] = {**_aggregate(members), "subtasks": len(members)}
+    return groups
+
+
 def _aggregate(per_subtask: Sequence[dict]) -> dict[str, float]:
     counts = np.array([entry["n"] for entry in per_subtask], dtype=np.float64)
     aggregate = {}
@@ -176,6 +195,7 @@ def _aggregate(per_subtask: Sequence[dict]) -> dict[str, float]:
 
 __all__ = [
     "SICK_SPLITS",
+    "STS_GROUPS",
     "STS_SUBTASKS",
     "SentencePairs",
     "cosine_scores",
@@ -183,5 +203,6 @@ __all__ = [
     "load_sts_year",
     "load_stsb",
     "senteval_style",
+    "sts_groups",
     "unsupervised_sts",
 ]

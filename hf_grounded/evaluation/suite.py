@@ -32,7 +32,7 @@ from .evaluators import (
 )
 from .human import JUDGEMENT_FILES, load_flickr8k_judgements
 from .probe import ProbeConfig
-from .sts import STS_SUBTASKS, load_sick, load_sts_year, load_stsb, senteval_style
+from .sts import STS_SUBTASKS, load_sick, load_sts_year, load_stsb, senteval_style, sts_groups
 
 logger = logging.getLogger(__name__)
 
@@ -215,6 +215,9 @@ def evaluate_model(args: EvaluationArguments, data_args: DataArguments) -> dict:
     output.parent.mkdir(parents=True, exist_ok=True)
     evaluators = build_evaluators(tasks, args, data_args)
     results = run_evaluators(load_model(args), evaluators)
+    groups = sts_groups(results)
+    if groups:
+        results["sts_groups"] = groups
     output.write_text(json.dumps(results, indent=2))
     if args.update_model_card:
         recorded = {"model": args.model, "random_init": args.random_init, "senteval_style": args.senteval_style,
