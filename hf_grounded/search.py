@@ -8,7 +8,7 @@ from pathlib import Path
 import optuna
 from transformers import AutoModel
 
-from .evaluation import BinaryRelatednessEvaluator, STSEvaluator, load_sts_year
+from .evaluation import BinaryRelatednessEvaluator, STSEvaluator, load_sick, load_sts_year
 from .training import parse_arguments, train
 from .training.inputs import load_dataset
 
@@ -31,12 +31,29 @@ def _char_gru_space(trial: optuna.Trial) -> dict:
     }
 
 
-SEARCH_SPACES: dict[str, Callable[[optuna.Trial], dict]] = {"vete": _vete_space, "char_gru": _char_gru_space}
+def _grounded_skipthought_space(trial: optuna.Trial) -> dict:
+    return {
+        "learning_rate": trial.suggest_float("learning_rate", 1e-4, 3e-3, log=True),
+        "cluster_weight": trial.suggest_float("cluster_weight", 0.1, 10.0, log=True),
+        "perceptual_weight": trial.suggest_float("perceptual_weight", 0.01, 10.0, log=True),
+    }
 
 
-def validation_score(model, argv: list[str], validation_sts_dir: str | None, seed: int) -> tuple[str, float]:
-    """STS16 `all` Pearson (SentEval's mean over subtasks) when `validation_sts_dir` holds STS16, as VETE selects;
+SEARCH_SPACES: dict[str, Callable[[optuna.Trial], dict]] = {
+    "vete": _vete_space,
+    "char_gru": _char_gru_space,
+    "grounded_skipthought": _grounded_skipthought_space,
+}
+
+
+def validation_score(model, argv: list[str], validation_sts_dir: str | None, seed: int,
+                     validation_sick_path: str | None = None) -> tuple[str, float]:
+    """The SICK trial split's cosine Pearson when `validation_sick_path` names SICK.txt, as Bordes et al. select;
+    STS16 `all` Pearson (SentEval's mean over subtasks) when `validation_sts_dir` holds STS16, as VETE selects;
     otherwise COCO-Test-style relatedness of the dataset's validation captions."""
+    if validation_sick_path:
+        trial = {"trial": load_sick(validation_sick_path)["validation"]}
+        return "sick_trial_pearson", STSEvaluator(trial, "sick")(model)["trial"]["pearson"]
     if validation_sts_dir:
         scores = STSEvaluator(load_sts_year(validation_sts_dir, "sts16"), "sts16")(model)
         return "sts16_all_pearson", scores["all"]["pearson_mean"]
@@ -47,7 +64,7 @@ def validation_score(model, argv: list[str], validation_sts_dir: str | None, see
 
 
 def run_search(argv: list[str], trials: int, output_dir: str | Path, validation_sts_dir: str | None = None,
-               seed: int = 0) -> optuna.Study:
+               seed: int = 0, validation_sick_path: str | None = None) -> optuna.Study:
     """Train `trials` sampled configurations on top of the training arguments `argv` (a config and flags), each
     into `output_dir/trial-N`, and write `trials.md`, `trials.json` and the best configuration, `best.json`."""
     model_type = parse_arguments(argv)[0].model_type
@@ -61,7 +78,7 @@ def run_search(argv: list[str], trials: int, output_dir: str | Path, validation_
                       f"--output_dir={output_dir / f'trial-{trial.number}'}"]
         results = train(*parse_arguments(trial_argv))
         model = AutoModel.from_pretrained(output_dir / f"trial-{trial.number}")
-        metric, score = validation_score(model, trial_argv, validation_sts_dir, seed)
+        metric, score = validation_score(model, trial_argv, validation_sts_dir, seed, validation_sick_path)
         trial.set_user_attr("metric", metric)
         trial.set_user_attr("wall_time_s", results["run"]["wall_time_s"])
         return score

@@ -23,11 +23,13 @@ def main() -> None:
     parser.add_argument("--validation_sts_dir", default=None,
                         help="Folder with STS16-en-test/: select on STS16 (VETE's avg2016); else validation "
                              "COCO-Test-style relatedness.")
+    parser.add_argument("--validation_sick_path", default=None,
+                        help="SICK.txt: select on its trial split (Bordes et al.'s choice); before STS16.")
     parser.add_argument("--seed", type=int, default=0, help="Seed of the sampler and of sampled pairs.")
     args, training_flags = parser.parse_known_args()
     training_flags = [flag for flag in training_flags if flag != "--"]
     study = run_search(["--config", args.config, *training_flags], args.trials, args.search_dir,
-                       args.validation_sts_dir, args.seed)
+                       args.validation_sts_dir, args.seed, args.validation_sick_path)
     print(open(f"{args.search_dir}/trials.md").read())
     print(f"best: trial {study.best_trial.number}, {study.best_params}")
 
