@@ -120,3 +120,16 @@ def test_config_embed_dim():
     assert CharGRUConfig().embed_dim == 2048
     assert CharGRUConfig(hidden_size=8, attention_heads=3).embed_dim == 48
     assert CharGRUConfig(hidden_size=8, attention_heads=3, pooling="max").embed_dim == 16
+
+
+def test_every_family_encodes_with_the_same_copied_code():
+    """Each model file carries its own `encode` so that a saved folder runs with remote code alone; the copies
+    must not drift apart (transformers checks its "Copied from" blocks the same way)."""
+    import inspect
+
+    from hf_grounded import GroundedSkipThoughtModel, VETEModel
+    from hf_grounded.models.char_gru.modeling_char_gru import CharSentenceEncoderMixin
+
+    original = inspect.getsource(CharSentenceEncoderMixin.encode)
+    for model_class in (VETEModel, GroundedSkipThoughtModel):
+        assert inspect.getsource(model_class.encode) == original, model_class.__name__

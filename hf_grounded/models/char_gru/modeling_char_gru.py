@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from tqdm.auto import tqdm
-from transformers import PreTrainedModel
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers import initialization as init
 from transformers.utils import ModelOutput
 
@@ -188,7 +188,7 @@ class CharSentenceEncoderMixin:
     def encode(
         self,
         sentences: str | list[str],
-        tokenizer: CharTokenizer | None = None,
+        tokenizer: PreTrainedTokenizerBase | None = None,
         batch_size: int = 64,
         device: str | torch.device | None = None,
         convert_to_numpy: bool = True,
@@ -196,8 +196,8 @@ class CharSentenceEncoderMixin:
     ) -> np.ndarray | torch.Tensor:
         """Embed sentences, returned in input order as an `(n, embed_dim)` array (1-D for a single string).
 
-        Sentences are sorted by length so batches carry little padding; packing and masking make every
-        embedding independent of its batch. Without `tokenizer`, the one saved beside the model is used.
+        Sentences are sorted by length so batches carry little padding, which never reaches an embedding: each is
+        independent of its batch. Without `tokenizer`, the one saved beside the model is used.
         """
         single = isinstance(sentences, str)
         sentences = [sentences] if single else list(sentences)
@@ -210,9 +210,8 @@ class CharSentenceEncoderMixin:
         was_training = self.training
         self.eval()
         order = np.argsort([-len(sentence) for sentence in sentences], kind="stable")
-        batches = range(0, len(sentences), batch_size)
         chunks = []
-        for start in tqdm(batches, desc="Encoding", disable=not show_progress_bar):
+        for start in tqdm(range(0, len(sentences), batch_size), desc="Encoding", disable=not show_progress_bar):
             batch = [sentences[index] for index in order[start : start + batch_size]]
             inputs = tokenizer(batch, padding=True, truncation=True, return_tensors="pt").to(self.device)
             chunks.append(self.get_text_features(inputs["input_ids"], inputs["attention_mask"]))

@@ -222,8 +222,8 @@ class VETEModel(VETEPreTrainedModel):
     ) -> np.ndarray | torch.Tensor:
         """Embed sentences, returned in input order as an `(n, embed_dim)` array (1-D for a single string).
 
-        Sentences are sorted by length so batches carry little padding; masking makes every embedding independent
-        of its batch. Without `tokenizer`, the one saved beside the model is used.
+        Sentences are sorted by length so batches carry little padding, which never reaches an embedding: each is
+        independent of its batch. Without `tokenizer`, the one saved beside the model is used.
         """
         single = isinstance(sentences, str)
         sentences = [sentences] if single else list(sentences)
