@@ -113,3 +113,66 @@ def test_inconsistent_streams_are_refused_naming_the_argument(tmp_path, books_di
         small_run(tmp_path / "c", books_dir, objective="grounding", visual_vectors="none")
     with pytest.raises(ValueError, match="leaves nothing to train"):
         small_run(tmp_path / "d", objective="none", text_weight=0.0)
+
+
+@pytest.fixture(scope="module")
+def msvd_with_videos(tmp_path_factory):
+    """An MSVD-layout folder of rendered clips of 0.4 to 1.4 s (so 2 to 5 frames at 3 fps), 3 captions each."""
+    from .test_features import write_video
+
+    root = tmp_path_factory.mktemp("msvd")
+    clips = {"train": [f"tr{i}_0_{i + 1}" for i in range(6)], "val": ["va0_0_1", "va1_0_2"],
+             "test": ["te0_0_1", "te1_0_2"]}
+    for split, names in clips.items():
+        lines = [", ".join(f"{article} clip {index} moves" for article in ("a", "one", "the")) + ", \t" + name
+                 for index, name in enumerate(names)]
+        (root / f"MSVD_{split}.tsv").write_text("\n".join(lines) + "\n")
+        for index, name in enumerate(names):
+            write_video(root / "YouTubeClips" / f"{name}.avi", seconds=0.4 + 0.2 * index, fps=10, size=32)
+    return str(root)
+
+
+def video_run(output_dir, msvd_dir, **options):
+    return small_run(output_dir, objective="grounding", text_weight=0.0, num_train_epochs=2,
+                     per_device_train_batch_size=2, dataset="msvd", data_dir=msvd_dir, **options)
+
+
+def test_video_representations_f_a_and_t_train_and_t_keeps_its_word_vectors_fixed(tmp_path, books_dir,
+                                                                                   msvd_with_videos):
+    small_run(tmp_path / "text", books_dir, objective="none", max_steps=4)
+    text_only = load_file(tmp_path / "text" / "model.safetensors")
+    trained = {}
+    for pooling in ("first", "mean", "attention"):
+        video_run(tmp_path / pooling, msvd_with_videos, frame_pooling=pooling,
+                  model_name_or_path=str(tmp_path / "text"))
+        trained[pooling] = load_file(tmp_path / pooling / "model.safetensors")
+    # The first frame (black in every clip) and the mean of the frames are different visual vectors.
+    assert not trained["first"]["embeddings.weight"].equal(trained["mean"]["embeddings.weight"])
+    attention = trained["attention"]
+    assert attention["frame_attention.word_vectors"].equal(text_only["embeddings.weight"])
+    assert not attention["embeddings.weight"].equal(text_only["embeddings.weight"])
+    model = AutoModel.from_pretrained(tmp_path / "attention")
+    assert model.config.frame_feature_dim == attention["frame_attention.frame_projection.weight"].shape[1]
+
+
+def test_attention_over_frames_learns_its_projection_through_the_perceptual_loss():
+    import torch
+
+    from hf_grounded import GroundedSkipThoughtConfig, GroundedSkipThoughtModel
+    from hf_grounded.training.losses import CaptionGroupLoss
+
+    torch.manual_seed(0)
+    model = GroundedSkipThoughtModel(GroundedSkipThoughtConfig(vocab_size=20, hidden_size=8, word_embedding_size=4,
+                                                               decoders=False))
+    model.add_frame_attention(6)
+    batch = {"input_ids": torch.randint(4, 20, (6, 5)), "attention_mask": torch.ones(6, 5, dtype=torch.long),
+             "image_index": torch.tensor([0, 0, 1, 1, 2, 2]), "image_features": torch.randn(6, 6),
+             "frame_features": torch.randn(6, 3, 6), "frame_mask": torch.tensor([[1, 1, 1], [1, 1, 0]] * 3)}
+    CaptionGroupLoss(cluster_weight=0.0, perceptual_weight=1.0, passes_image_features=False)(model, batch).backward()
+    assert model.frame_attention.frame_projection.weight.grad.abs().sum() > 0
+    assert not model.frame_attention.word_vectors.requires_grad
+
+
+def test_attention_over_frames_needs_a_text_only_checkpoint(tmp_path, msvd_with_videos):
+    with pytest.raises(ValueError, match="text-only checkpoint"):
+        video_run(tmp_path / "t", msvd_with_videos, frame_pooling="attention")

@@ -123,8 +123,10 @@ class DataArguments:
     image_preprocessing: Literal["center", "ten_crop"] = field(
         default="center", metadata={"help": "'center' crop at the backbone's size, or 'ten_crop' averaged."}
     )
-    frame_pooling: Literal["first", "mean"] = field(
-        default="mean", metadata={"help": "Videos: the first frame's features (F) or the mean over frames (A)."}
+    frame_pooling: Literal["first", "mean", "attention"] = field(
+        default="mean",
+        metadata={"help": "Videos: the first frame's features (F), the mean over frames (A), or (grounded_skipthought "
+                          "from a text-only checkpoint) frames attended by each caption's words (T)."},
     )
     image_features_file: str | None = field(
         default=None,

@@ -19,6 +19,8 @@ class EncodedSplit:
     caption_to_image: torch.Tensor
     image_features: torch.Tensor
     captions_per_image: list[int]
+    # Each image's or video's `(frames, dim)` features, where the model attends over frames (T).
+    frames: list[torch.Tensor] | None = None
 
     @classmethod
     def from_dataset(
@@ -93,8 +95,11 @@ class CaptionImagePairs(TorchDataset):
 
     def __getitem__(self, index: int) -> dict:
         image = int(self.split.caption_to_image[index])
-        return {"input_ids": self.split.input_ids[index], "image_features": self.split.image_features[image],
+        item = {"input_ids": self.split.input_ids[index], "image_features": self.split.image_features[image],
                 "image_index": image}
+        if self.split.frames is not None:
+            item["frame_features"] = self.split.frames[image]
+        return item
 
 
 @dataclass
@@ -144,7 +149,8 @@ def length_sorted_batches(input_ids: list[list[int]], batch_size: int) -> list[l
 
 
 def collate_captions(items: list[dict], pad_token_id: int = 0) -> dict[str, torch.Tensor]:
-    """Right-pad `input_ids`, build `attention_mask`, and stack every other field."""
+    """Right-pad `input_ids`, build `attention_mask`, stack every other field; `frame_features` of videos with
+    different numbers of frames are zero-padded, with a `frame_mask`."""
     longest = max(len(item["input_ids"]) for item in items)
     input_ids = torch.full((len(items), longest), pad_token_id, dtype=torch.long)
     attention_mask = torch.zeros((len(items), longest), dtype=torch.long)
@@ -153,9 +159,20 @@ def collate_captions(items: list[dict], pad_token_id: int = 0) -> dict[str, torc
         attention_mask[row, : len(item["input_ids"])] = 1
     batch = {"input_ids": input_ids, "attention_mask": attention_mask}
     for key in items[0]:
-        if key != "input_ids":
+        if key == "frame_features":
+            batch["frame_features"], batch["frame_mask"] = _pad_frames([item[key] for item in items])
+        elif key != "input_ids":
             batch[key] = torch.stack([torch.as_tensor(item[key]) for item in items])
     return batch
+
+
+def _pad_frames(frames: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    most = max(len(clip) for clip in frames)
+    padded = frames[0].new_zeros((len(frames), most, frames[0].size(1)))
+    mask = torch.zeros((len(frames), most), dtype=torch.long)
+    for row, clip in enumerate(frames):
+        padded[row, : len(clip)], mask[row, : len(clip)] = clip, 1
+    return padded, mask
 
 
 __all__ = [

@@ -37,11 +37,16 @@ def build_char_gru(model_args: ModelArguments, data_args: DataArguments, corpus:
     return CharGRUModel(config), tokenizer
 
 
+def _word_tokenizer(model_args: ModelArguments, data_args: DataArguments,
+                    corpus: Sequence[str]) -> PreTrainedTokenizerBase:
+    return train_word_tokenizer(corpus, min_frequency=model_args.vocab_min_frequency,
+                                max_size=model_args.vocab_max_size, model_max_length=data_args.max_length)
+
+
 def build_vete(model_args: ModelArguments, data_args: DataArguments, corpus: Sequence[str],
                image_feature_dim: int) -> Built:
     """Kurach et al.'s VETE: a word vocabulary learnt from the training captions alone."""
-    tokenizer = train_word_tokenizer(corpus, min_frequency=model_args.vocab_min_frequency,
-                                     max_size=model_args.vocab_max_size, model_max_length=data_args.max_length)
+    tokenizer = _word_tokenizer(model_args, data_args, corpus)
     config = VETEConfig(
         vocab_size=len(tokenizer),
         text_encoder=model_args.text_encoder,
@@ -62,8 +67,7 @@ def build_grounded_skipthought(model_args: ModelArguments, data_args: DataArgume
                                image_feature_dim: int) -> Built:
     """Bordes et al.'s grounded SkipThought: a word vocabulary learnt from the training text (the books and the
     training captions); decoders only when the text objective trains, an image map only for the baseline P."""
-    tokenizer = train_word_tokenizer(corpus, min_frequency=model_args.vocab_min_frequency,
-                                     max_size=model_args.vocab_max_size, model_max_length=data_args.max_length)
+    tokenizer = _word_tokenizer(model_args, data_args, corpus)
     config = GroundedSkipThoughtConfig(
         vocab_size=len(tokenizer),
         word_embedding_size=model_args.word_embedding_size,

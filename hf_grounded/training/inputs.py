@@ -63,24 +63,33 @@ def frame_features(
 def image_features(
     dataset: DatasetDict, data_args: DataArguments, seed: int, num_workers: int, accelerator: Accelerator
 ) -> dict[str, torch.Tensor]:
-    """Per split, one `(rows, dim)` tensor: each row's frames pooled as `--frame_pooling` says."""
-    frames = frame_features(dataset, data_args, seed, num_workers, accelerator)
-    return {split: torch.stack([pool_frames(item, data_args.frame_pooling) for item in items])
-            for split, items in frames.items()}
+    """Per split, one `(rows, dim)` tensor: each row's frames pooled as `--frame_pooling` says (their mean where
+    the model attends over them, T)."""
+    return pooled_features(frame_features(dataset, data_args, seed, num_workers, accelerator), data_args)
+
+
+def pooled_features(frames: dict[str, list[torch.Tensor]], data_args: DataArguments) -> dict[str, torch.Tensor]:
+    pooling = "mean" if data_args.frame_pooling == "attention" else data_args.frame_pooling
+    return {split: torch.stack([pool_frames(item, pooling) for item in items]) for split, items in frames.items()}
 
 
 def visual_vectors(
     dataset: DatasetDict, data_args: DataArguments, seed: int, num_workers: int, accelerator: Accelerator
-) -> dict[str, torch.Tensor]:
+) -> tuple[dict[str, torch.Tensor], dict[str, list[torch.Tensor]] | None]:
     """Per split, one `(rows, dim)` tensor as `--visual_vectors` says: the backbone's features; Bordes et al.'s
-    control R, standard normal vectors drawn from `seed` (no image is read); or none, zero-width rows."""
+    control R, standard normal vectors drawn from `seed` (no image is read); or none, zero-width rows. Second,
+    with `--frame_pooling attention`, each row's `(frames, dim)` features for the model to attend over."""
     if data_args.visual_vectors == "features":
-        return image_features(dataset, data_args, seed, num_workers, accelerator)
+        frames = frame_features(dataset, data_args, seed, num_workers, accelerator)
+        return pooled_features(frames, data_args), frames if data_args.frame_pooling == "attention" else None
+    if data_args.frame_pooling == "attention":
+        raise ValueError(f"--frame_pooling attention attends over the frames' features, which --visual_vectors "
+                         f"{data_args.visual_vectors} does not read; use --visual_vectors features")
     if data_args.visual_vectors == "none":
-        return {split: torch.zeros(len(dataset[split]), 0) for split in SPLITS}
+        return {split: torch.zeros(len(dataset[split]), 0) for split in SPLITS}, None
     generator = torch.Generator().manual_seed(seed)
     return {split: torch.randn(len(dataset[split]), data_args.random_visual_dim, generator=generator)
-            for split in SPLITS}
+            for split in SPLITS}, None
 
 
 def load_book_triples(data_args: DataArguments) -> tuple[Dataset, list[str]]:

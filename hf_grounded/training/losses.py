@@ -75,12 +75,16 @@ class CaptionGroupLoss(StreamLoss):
         inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
         if self.passes_image_features:
             inputs["image_features"] = batch["image_features"]
+        if "frame_features" in batch:
+            inputs.update(frame_features=batch["frame_features"], frame_mask=batch["frame_mask"])
         outputs = model(**inputs)
+        # T: each caption's own view of its video, attended by its words; otherwise the video's one vector.
+        visual = outputs.visual_vectors if "frame_features" in batch else batch["image_features"]
         loss = outputs.text_embeds.new_zeros(())
         if self.cluster_weight:
             loss = loss + self.cluster_weight * self.cluster(outputs.text_embeds, batch["image_index"])
         if self.perceptual_weight:
-            loss = loss + self.perceptual_weight * self.perceptual(outputs.text_embeds, batch["image_features"])
+            loss = loss + self.perceptual_weight * self.perceptual(outputs.text_embeds, visual)
         if self.projection_weight:
             loss = loss + self.projection_weight * self.projection(outputs.text_embeds, outputs.image_embeds,
                                                                    batch["image_index"])

@@ -4,7 +4,7 @@ import json
 import logging
 import math
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -14,34 +14,22 @@ from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from ..data import SPLITS, CaptionBatchSampler, GroupBatchSampler, TripleBatchSampler
+from ..data import SPLITS
 from ..evaluation import format_retrieval_comparison, format_retrieval_table, mean_cosines, retrieval_metrics
 from ..hub import push_to_hub
 from ..model_card import write_model_card
+from ..objectives import OBJECTIVES
 from .arguments import DataArguments, ModelArguments, TrainingArguments
-from .batches import (
-    CaptionImagePairs,
-    Captions,
-    EncodedSplit,
-    EncodedTriples,
-    collate_captions,
-    length_sorted_batches,
-    word_level_split,
-)
+from .batches import Captions, EncodedSplit, EncodedTriples, collate_captions, length_sorted_batches, word_level_split
 from .checkpoints import TrainingProgress, resolve_checkpoint, save_checkpoint
 from .families import model_and_tokenizer
 from .inputs import load_book_triples, load_dataset, visual_vectors
-from .losses import (
-    CaptionGroupLoss,
-    ImageTextLoss,
-    create_training_losses,
-    needs_visual_vectors,
-    trains_text_objective,
-)
+from .losses import create_training_losses, needs_visual_vectors, trains_text_objective
 from .plots import plot_training
 from .saving import save_model, save_model_folder
 from .schedules import create_scheduler
 from .snapshots import best_snapshots, load_snapshot_ensemble, snapshot_path, validation_score, validation_summary
+from .streams import training_streams
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +39,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     report_to = None if training_args.report_to == "none" else training_args.report_to
     # Terms that leave part of the model out of their graph (SkipThought's decoders in a caption step, an image
     # map under the caption-group objectives) need DistributedDataParallel to expect unused parameters.
-    whole_model_each_term = model_args.objective in ("hinge", "pearson", "covariance", "kendall", "rank") and not (
-        trains_text_objective(model_args))
+    whole_model_each_term = model_args.objective in OBJECTIVES and not trains_text_objective(model_args)
     accelerator = Accelerator(
         mixed_precision=training_args.mixed_precision,
         log_with=report_to,
@@ -68,8 +55,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     started = time.perf_counter()
 
     dataset = load_dataset(data_args, training_args.seed)
-    features = visual_vectors(dataset, data_args, training_args.seed, training_args.dataloader_num_workers,
-                              accelerator)
+    features, frames = visual_vectors(dataset, data_args, training_args.seed, training_args.dataloader_num_workers,
+                                      accelerator)
     corpus = [caption for captions in dataset["train"]["captions"] for caption in captions]
     if trains_text_objective(model_args):
         if data_args.books_dir is None:
@@ -80,6 +67,11 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         raise ValueError("--books_dir is read by grounded_skipthought's text objective only (--text_weight > 0)")
     model, tokenizer, family = model_and_tokenizer(model_args, data_args, corpus,
                                                    image_feature_dim=features["train"].size(1))
+    if frames is not None and getattr(model.config, "frame_feature_dim", None) is None:
+        if model_args.model_type != "grounded_skipthought" or model_args.model_name_or_path is None:
+            raise ValueError("--frame_pooling attention (T) weighs frames by fixed word vectors: start a "
+                             "grounded_skipthought model from a text-only checkpoint (--model_name_or_path)")
+        model.add_frame_attention(features["train"].size(1))
     splits = {
         split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, data_args.max_length)
         for split in SPLITS
@@ -89,47 +81,22 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         # Every word of the kept captions is seen once per epoch, so the sampler goes through all of them.
         splits["train"] = word_level_split(dataset["train"], features["train"], tokenizer, data_args.max_length,
                                            data_args.caption_policy, training_args.seed)
+    if frames is not None:
+        splits = {split: replace(encoded, frames=frames[split]) for split, encoded in splits.items()}
     has_image_map = getattr(model.config, "image_feature_dim", None) is not None
     if data_args.visual_vectors == "none" and needs_visual_vectors(model_args, has_image_map):
         raise ValueError(f"--visual_vectors none leaves nothing for --objective {model_args.objective}"
                          f"{' with --perceptual_weight > 0' if model_args.objective == 'grounding' else ''} "
                          f"on a {model.config.model_type} model to read; use features or random")
     losses = create_training_losses(model_args, training_args.seed, has_image_map)
-    streams = {}
-    caption_loss = next((loss for loss in losses if loss.stream == "captions"), None)
-    if isinstance(caption_loss, ImageTextLoss):
-        streams["captions"] = CaptionBatchSampler(
-            splits["train"].captions_per_image,
-            training_args.per_device_train_batch_size,
-            policy="all" if data_args.training_unit == "word" else data_args.caption_policy,
-            seed=training_args.seed,
-            num_replicas=accelerator.num_processes,
-            rank=accelerator.process_index,
-            lengths=[len(ids) for ids in splits["train"].input_ids] if training_args.group_by_length else None,
-        )
-    elif isinstance(caption_loss, CaptionGroupLoss):
-        streams["captions"] = GroupBatchSampler(
-            splits["train"].captions_per_image, training_args.per_device_train_batch_size,
-            training_args.captions_per_group, seed=training_args.seed, num_replicas=accelerator.num_processes,
-            rank=accelerator.process_index,
-        )
+    triples = None
     if trains_text_objective(model_args):
         triples = EncodedTriples.from_dataset(book_triples, tokenizer, data_args.max_length)
-        streams["books"] = TripleBatchSampler(
-            len(triples), training_args.per_device_text_batch_size or training_args.per_device_train_batch_size,
-            seed=training_args.seed, num_replicas=accelerator.num_processes, rank=accelerator.process_index,
-        )
-    # Epochs follow the captions when there are any; the books then go round by step (`batch_at`) beside them.
-    primary = "captions" if "captions" in streams else "books"
-    sampler = streams[primary]
-    train_loader = DataLoader(
-        CaptionImagePairs(splits["train"]) if primary == "captions" else range(len(triples)),
-        batch_sampler=sampler,
-        collate_fn=collate_captions if primary == "captions" else triples.batch,
-        num_workers=training_args.dataloader_num_workers,
-    )
-    logger.info("training %s on the %s stream%s", " + ".join(type(loss).__name__ for loss in losses), primary,
-                " with the books beside it" if primary == "captions" and "books" in streams else "")
+    streams = training_streams(losses, splits["train"], triples, data_args, training_args, accelerator)
+    sampler, train_loader = streams.sampler, streams.loader
+    beside = " with the books beside it" if streams.primary == "captions" and streams.book_sampler else ""
+    logger.info("training %s on the %s stream%s", " + ".join(type(loss).__name__ for loss in losses),
+                streams.primary, beside)
     steps_per_epoch = len(sampler)
     if training_args.max_steps > 0:
         total_steps = training_args.max_steps
@@ -178,8 +145,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
                 break
             loss_value = 0.0
             for loss_term in losses:
-                term_batch = batch if loss_term.stream == primary else triples.batch(
-                    streams["books"].batch_at(progress.step))
+                term_batch = streams.batch(loss_term, batch, progress.step)
                 loss = loss_term(model, {name: tensor.to(accelerator.device) for name, tensor in term_batch.items()})
                 if not math.isfinite(loss.item()):
                     raise FloatingPointError(

@@ -25,6 +25,11 @@ class GroundedSkipThoughtConfig(PreTrainedConfig):
             Size of the precomputed visual vectors, for the cross-modal projection baseline **P** (an affine map
             W of visual vectors into the sentence space) and `get_image_features`; `None` for the grounded models,
             which never map one modality into the other.
+        frame_feature_dim (`int`, *optional*):
+            Size of video frames' features, for Bordes et al.'s attention visual representation **T**: a video's
+            vector for a caption is its frames' features weighted by softmax_k(⟨Σ_w u_w, N·i_k⟩), with u_w fixed
+            word vectors (a frozen copy of the word embeddings this model started from) and N learned. `None`
+            when the model does not attend over frames.
         initializer_range (`float`, *optional*, defaults to 0.1):
             Weights start uniform in [-initializer_range, initializer_range] (Kiros et al.'s 0.1), recurrent
             matrices orthogonal.
@@ -54,6 +59,7 @@ class GroundedSkipThoughtConfig(PreTrainedConfig):
     hidden_size: int = 2400
     decoders: bool = True
     image_feature_dim: int | None = None
+    frame_feature_dim: int | None = None
     initializer_range: float = 0.1
     pad_token_id: int = 0
     bos_token_id: int = 2
@@ -63,9 +69,10 @@ class GroundedSkipThoughtConfig(PreTrainedConfig):
         for name in ("vocab_size", "word_embedding_size", "hidden_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"GroundedSkipThoughtConfig.{name} must be at least 1, got {getattr(self, name)}")
-        if self.image_feature_dim is not None and self.image_feature_dim < 1:
-            raise ValueError(f"GroundedSkipThoughtConfig.image_feature_dim must be at least 1 or None, got "
-                             f"{self.image_feature_dim}")
+        for name in ("image_feature_dim", "frame_feature_dim"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"GroundedSkipThoughtConfig.{name} must be at least 1 or None, got "
+                                 f"{getattr(self, name)}")
         super().__post_init__(**kwargs)
 
     @property

@@ -38,6 +38,8 @@ class GroundedSkipThoughtOutput(ModelOutput):
             Each previous sentence's summed token negative log-likelihood.
         next_nll (`torch.FloatTensor` of shape `(batch_size,)`, *optional*):
             Each next sentence's summed token negative log-likelihood.
+        visual_vectors (`torch.FloatTensor` of shape `(batch_size, frame_feature_dim)`, *optional*):
+            Each sentence's video as the frames attended by its words (**T**), when `frame_features` is given.
     """
 
     loss: torch.FloatTensor | None = None
@@ -45,6 +47,24 @@ class GroundedSkipThoughtOutput(ModelOutput):
     image_embeds: torch.FloatTensor | None = None
     previous_nll: torch.FloatTensor | None = None
     next_nll: torch.FloatTensor | None = None
+    visual_vectors: torch.FloatTensor | None = None
+
+
+class GroundedSkipThoughtFrameAttention(nn.Module):
+    """Bordes et al.'s visual representation T: a caption's video is Σ_k β_k i_k over its frames' features i_k,
+    β = softmax_k(⟨Σ_w u_w, N·i_k⟩), with u_w fixed word vectors (a buffer, never trained) and N learned."""
+
+    def __init__(self, config: GroundedSkipThoughtConfig):
+        super().__init__()
+        self.frame_projection = nn.Linear(config.frame_feature_dim, config.word_embedding_size, bias=False)
+        self.register_buffer("word_vectors", torch.zeros(config.vocab_size, config.word_embedding_size))
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, frame_features: torch.Tensor,
+                frame_mask: torch.Tensor) -> torch.Tensor:
+        words = (self.word_vectors[input_ids] * attention_mask.unsqueeze(-1)).sum(dim=1)
+        scores = torch.einsum("bd,bkd->bk", words, self.frame_projection(frame_features))
+        weights = scores.masked_fill(~frame_mask.bool(), float("-inf")).softmax(dim=1)
+        return torch.einsum("bk,bkf->bf", weights, frame_features)
 
 
 class GroundedSkipThoughtPreTrainedModel(PreTrainedModel):
@@ -66,7 +86,8 @@ class GroundedSkipThoughtPreTrainedModel(PreTrainedModel):
                     init.zeros_(weight)
         elif isinstance(module, nn.Linear):
             init.uniform_(module.weight, -bound, bound)
-            init.zeros_(module.bias)
+            if module.bias is not None:
+                init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
             init.uniform_(module.weight, -bound, bound)
             if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
@@ -116,6 +137,8 @@ class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
             self.output_projection = nn.Linear(config.hidden_size, config.vocab_size)
         if config.image_feature_dim is not None:
             self.image_projection = nn.Linear(config.image_feature_dim, config.hidden_size)
+        if config.frame_feature_dim is not None:
+            self.frame_attention = GroundedSkipThoughtFrameAttention(config)
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Embedding:
@@ -167,6 +190,8 @@ class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
         next_input_ids: torch.Tensor | None = None,
         next_attention_mask: torch.Tensor | None = None,
         image_features: torch.Tensor | None = None,
+        frame_features: torch.Tensor | None = None,
+        frame_mask: torch.Tensor | None = None,
         return_loss: bool = False,
     ) -> GroundedSkipThoughtOutput:
         r"""
@@ -180,11 +205,24 @@ class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
             Its mask.
         image_features (`torch.FloatTensor` of shape `(batch_size, image_feature_dim)`, *optional*):
             Visual vectors to project into the sentence space (the **P** baseline).
+        frame_features (`torch.FloatTensor` of shape `(batch_size, frames, frame_feature_dim)`, *optional*):
+            The frames of each sentence's video, for the attention visual representation **T**.
+        frame_mask (`torch.LongTensor` of shape `(batch_size, frames)`, *optional*):
+            1 for frames, 0 for padding.
         return_loss (`bool`, *optional*, defaults to `False`):
             Whether to return SkipThought's text loss L_T; needs both neighbouring sentences and the decoders.
         """
         states = self.sentence_states(input_ids, attention_mask)
         image_embeds = self.get_image_features(image_features) if image_features is not None else None
+        visual_vectors = None
+        if frame_features is not None:
+            if self.config.frame_feature_dim is None:
+                raise ValueError("this model has no frame attention: add it with add_frame_attention()")
+            if attention_mask is None:
+                attention_mask = (input_ids != self.config.pad_token_id).long()
+            if frame_mask is None:
+                frame_mask = torch.ones(frame_features.shape[:2], dtype=torch.long, device=frame_features.device)
+            visual_vectors = self.frame_attention(input_ids, attention_mask, frame_features, frame_mask)
         previous_nll = next_nll = loss = None
         if previous_input_ids is not None and next_input_ids is not None:
             if not self.config.decoders:
@@ -200,7 +238,16 @@ class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
         elif return_loss:
             raise ValueError("return_loss needs previous_input_ids and next_input_ids (the neighbouring sentences)")
         return GroundedSkipThoughtOutput(loss=loss, text_embeds=F.normalize(states, dim=-1),
-                                         image_embeds=image_embeds, previous_nll=previous_nll, next_nll=next_nll)
+                                         image_embeds=image_embeds, previous_nll=previous_nll, next_nll=next_nll,
+                                         visual_vectors=visual_vectors)
+
+    def add_frame_attention(self, frame_feature_dim: int) -> None:
+        """Give the model Bordes et al.'s attention over video frames (T), its word vectors u_w frozen at the
+        current word embeddings: start from a text-only checkpoint, as the paper does, for meaningful ones."""
+        self.config.frame_feature_dim = frame_feature_dim
+        self.frame_attention = GroundedSkipThoughtFrameAttention(self.config).to(self.device)
+        self._init_weights(self.frame_attention.frame_projection)
+        self.frame_attention.word_vectors.copy_(self.embeddings.weight.detach())
 
     def encoder_only(self) -> "GroundedSkipThoughtModel":
         """A copy without the decoders and their output projection: what a user needs to encode sentences."""
@@ -223,8 +270,8 @@ class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
     ) -> np.ndarray | torch.Tensor:
         """Embed sentences, returned in input order as an `(n, embed_dim)` array (1-D for a single string).
 
-        Sentences are sorted by length so batches carry little padding; masking makes every embedding independent
-        of its batch. Without `tokenizer`, the one saved beside the model is used.
+        Sentences are sorted by length so batches carry little padding, which never reaches an embedding: each is
+        independent of its batch. Without `tokenizer`, the one saved beside the model is used.
         """
         single = isinstance(sentences, str)
         sentences = [sentences] if single else list(sentences)

@@ -1,0 +1,67 @@
+"""The data streams a run trains on, drawn as its losses need: captions (one per image for the image-text
+objectives, whole groups for the caption-group ones) and SkipThought's book triples."""
+
+from dataclasses import dataclass
+
+import torch
+from accelerate import Accelerator
+from torch.utils.data import DataLoader, Sampler
+
+from ..data import CaptionBatchSampler, GroupBatchSampler, TripleBatchSampler
+from .arguments import DataArguments, TrainingArguments
+from .batches import CaptionImagePairs, EncodedSplit, EncodedTriples, collate_captions
+from .losses import CaptionGroupLoss, ImageTextLoss, StreamLoss
+
+
+@dataclass
+class TrainingStreams:
+    """`loader` iterates the primary stream, whose sampler (`sampler`) makes the epochs: the captions when any
+    loss reads them, else the books. The books beside the captions go round by step (`batch_at`), so a resumed
+    run continues them exactly."""
+
+    primary: str
+    sampler: Sampler
+    loader: DataLoader
+    triples: EncodedTriples | None = None
+    book_sampler: TripleBatchSampler | None = None
+
+    def batch(self, loss: StreamLoss, primary_batch: dict[str, torch.Tensor], step: int) -> dict[str, torch.Tensor]:
+        """What `loss` reads at global step `step`."""
+        if loss.stream == self.primary:
+            return primary_batch
+        return self.triples.batch(self.book_sampler.batch_at(step))
+
+
+def training_streams(losses: list[StreamLoss], train_split: EncodedSplit, triples: EncodedTriples | None,
+                     data_args: DataArguments, training_args: TrainingArguments,
+                     accelerator: Accelerator) -> TrainingStreams:
+    distributed = {"seed": training_args.seed, "num_replicas": accelerator.num_processes,
+                   "rank": accelerator.process_index}
+    caption_loss = next((loss for loss in losses if loss.stream == "captions"), None)
+    book_sampler = None
+    if triples is not None:
+        book_sampler = TripleBatchSampler(
+            len(triples), training_args.per_device_text_batch_size or training_args.per_device_train_batch_size,
+            **distributed,
+        )
+    if caption_loss is None:
+        loader = DataLoader(range(len(triples)), batch_sampler=book_sampler, collate_fn=triples.batch,
+                            num_workers=training_args.dataloader_num_workers)
+        return TrainingStreams("books", book_sampler, loader)
+    if isinstance(caption_loss, ImageTextLoss):
+        sampler = CaptionBatchSampler(
+            train_split.captions_per_image,
+            training_args.per_device_train_batch_size,
+            policy="all" if data_args.training_unit == "word" else data_args.caption_policy,
+            lengths=[len(ids) for ids in train_split.input_ids] if training_args.group_by_length else None,
+            **distributed,
+        )
+    elif isinstance(caption_loss, CaptionGroupLoss):
+        sampler = GroupBatchSampler(train_split.captions_per_image, training_args.per_device_train_batch_size,
+                                    training_args.captions_per_group, **distributed)
+    loader = DataLoader(CaptionImagePairs(train_split), batch_sampler=sampler, collate_fn=collate_captions,
+                        num_workers=training_args.dataloader_num_workers)
+    return TrainingStreams("captions", sampler, loader, triples, book_sampler)
+
+
+__all__ = ["TrainingStreams", "training_streams"]
