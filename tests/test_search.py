@@ -31,7 +31,8 @@ def test_grounded_skipthought_searches_its_weights_and_selects_on_the_sick_trial
              ("a green circle", "an emerald circle", 4.5), ("a small cross", "a large wedge", 1.2),
              ("a blue circle", "a navy circle", 4.2)]
     for split in ("TRAIN", "TRIAL", "TEST"):
-        rows += [f"{number}\t{first}\t{second}\t{score}\t{split}" for number, (first, second, score) in enumerate(pairs)]
+        rows += [f"{number}\t{first}\t{second}\t{score}\t{split}"
+                 for number, (first, second, score) in enumerate(pairs)]
     (tmp_path / "SICK.txt").write_text("\n".join(rows) + "\n")
     argv = ["--model_type", "grounded_skipthought", "--objective", "grounding", "--text_weight", "0",
             "--hidden_size", "16", "--word_embedding_size", "8", "--backbone", "test_efficientnet",

@@ -77,7 +77,8 @@ class ModelArguments:
         default=1, metadata={"help": "Word vocabularies: keep training words seen at least this often."}
     )
     vocab_max_size: int | None = field(
-        default=None, metadata={"help": "Word vocabularies: keep at most this many words (SkipThought: 20000)."}
+        default=None,
+        metadata={"help": "Word vocabularies: keep at most this many words (grounded_skipthought: 20000 if unset)."},
     )
 
 

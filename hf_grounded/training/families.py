@@ -16,6 +16,7 @@ from .arguments import DataArguments, ModelArguments
 from .losses import trains_text_objective
 
 Built = tuple[PreTrainedModel, PreTrainedTokenizerBase]
+SKIPTHOUGHT_VOCABULARY = 20000  # Kiros et al.'s and Bordes et al.'s vocabulary size
 
 
 def build_char_gru(model_args: ModelArguments, data_args: DataArguments, corpus: Sequence[str],
@@ -37,10 +38,10 @@ def build_char_gru(model_args: ModelArguments, data_args: DataArguments, corpus:
     return CharGRUModel(config), tokenizer
 
 
-def _word_tokenizer(model_args: ModelArguments, data_args: DataArguments,
-                    corpus: Sequence[str]) -> PreTrainedTokenizerBase:
+def _word_tokenizer(model_args: ModelArguments, data_args: DataArguments, corpus: Sequence[str],
+                    max_size: int | None = None) -> PreTrainedTokenizerBase:
     return train_word_tokenizer(corpus, min_frequency=model_args.vocab_min_frequency,
-                                max_size=model_args.vocab_max_size, model_max_length=data_args.max_length)
+                                max_size=model_args.vocab_max_size or max_size, model_max_length=data_args.max_length)
 
 
 def build_vete(model_args: ModelArguments, data_args: DataArguments, corpus: Sequence[str],
@@ -66,8 +67,9 @@ def build_vete(model_args: ModelArguments, data_args: DataArguments, corpus: Seq
 def build_grounded_skipthought(model_args: ModelArguments, data_args: DataArguments, corpus: Sequence[str],
                                image_feature_dim: int) -> Built:
     """Bordes et al.'s grounded SkipThought: a word vocabulary learnt from the training text (the books and the
-    training captions); decoders only when the text objective trains, an image map only for the baseline P."""
-    tokenizer = _word_tokenizer(model_args, data_args, corpus)
+    training captions), 20,000 words unless `--vocab_max_size` says otherwise; decoders only when the text objective
+    trains, an image map only for the baseline P."""
+    tokenizer = _word_tokenizer(model_args, data_args, corpus, max_size=SKIPTHOUGHT_VOCABULARY)
     config = GroundedSkipThoughtConfig(
         vocab_size=len(tokenizer),
         word_embedding_size=model_args.word_embedding_size,

@@ -112,7 +112,7 @@ class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
     >>> model = GroundedSkipThoughtModel(GroundedSkipThoughtConfig(vocab_size=len(tokenizer), hidden_size=32,
     ...                                                            word_embedding_size=16))
     >>> batch = lambda texts: tokenizer(texts, padding=True, return_tensors="pt")
-    >>> current, previous, following = batch(["The dog barked."]), batch(["It was dark."]), batch(["Then it was quiet."])
+    >>> current, previous, following = batch(["The dog barked."]), batch(["It was dark."]), batch(["Then quiet."])
     >>> outputs = model(**current, previous_input_ids=previous["input_ids"],
     ...                 previous_attention_mask=previous["attention_mask"], next_input_ids=following["input_ids"],
     ...                 next_attention_mask=following["attention_mask"], return_loss=True)
