@@ -22,14 +22,15 @@ CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "grounded
 SMALL = ["--vocab_max_size", "10000", "--per_device_text_batch_size", "32", "--max_steps", "600"]
 
 
-def variants(shared: Path) -> dict[str, list[str]]:
+def variants(shared: Path) -> dict[str, tuple[str, list[str]]]:
+    """Each row's output folder and training flags."""
     return {
-        "ST (text only)": ["--objective", "none"],
-        "ST + L_C (MSVD captions)": ["--dataset", "msvd", "--data_dir", str(shared / "data" / "msvd"),
-                                     "--visual_vectors", "none", "--perceptual_weight", "0"],
-        "M_b = ST + L_C + L_P (Flickr8k)": [],
-        "P: ST + projection (Flickr8k)": ["--objective", "projection"],
-        "M_R: ST + L_C + L_P, random vectors (Flickr8k)": ["--visual_vectors", "random"],
+        "ST (text only)": ("text_only", ["--objective", "none"]),
+        "ST + L_C (MSVD captions)": ("cluster_msvd", ["--dataset", "msvd", "--data_dir", str(shared / "data" / "msvd"),
+                                                      "--visual_vectors", "none", "--perceptual_weight", "0"]),
+        "M_b = ST + L_C + L_P (Flickr8k)": ("grounded", []),
+        "P: ST + projection (Flickr8k)": ("projection", ["--objective", "projection"]),
+        "M_R: ST + L_C + L_P, random vectors (Flickr8k)": ("random_vectors", ["--visual_vectors", "random"]),
     }
 
 
@@ -56,8 +57,8 @@ def main() -> None:
                 else ["--backbone", "efficientnet_lite0", "--pretrained_file",
                       str(shared / "models" / "efficientnet_lite0.safetensors")])
     rows = {}
-    for name, flags in variants(shared).items():
-        output_dir = Path(args.output_dir) / "".join(c for c in name.split(":")[0].split("(")[0] if c.isalnum())
+    for name, (folder, flags) in variants(shared).items():
+        output_dir = Path(args.output_dir) / folder
         results = train(*parse_arguments(["--config", str(CONFIG), *flickr8k, *features, "--books_dir",
                                           str(shared / "data" / "books"), "--seed", str(args.seed), "--output_dir",
                                           str(output_dir), *SMALL, *trainer_flags, *flags]))
