@@ -117,3 +117,21 @@ def test_evaluate_metric_modules_agree_with_scipy_and_the_library():
     assert recall == pytest.approx(summarize_ranks(c2i, confidence_intervals=True))
     with pytest.raises(ValueError, match="unknown metric"):
         metric_path("bleu")
+
+
+def test_the_cosine_scores_alone_skip_the_supervised_probe(tmp_path):
+    from hf_grounded.evaluation.suite import evaluate_model, parse_evaluation_arguments
+
+    model_dir = tmp_path / "model"
+    train(ModelArguments(hidden_size=8),
+          DataArguments(backbone="test_efficientnet", synthetic_train_images=20, synthetic_eval_images=10),
+          TrainingArguments(output_dir=str(model_dir), max_steps=2, per_device_train_batch_size=8))
+    _write_relatedness_data(tmp_path)
+    common = ["--model", str(model_dir), "--stsb_dir", str(tmp_path / "stsb"), "--sick_path",
+              str(tmp_path / "SICK.txt")]
+    both = evaluate_model(*parse_evaluation_arguments([*common, "--output", str(tmp_path / "both.json")]))
+    cosine = evaluate_model(*parse_evaluation_arguments([*common, "--no_supervised_probe", "--output",
+                                                         str(tmp_path / "cosine.json")]))
+    for task in ("stsb", "sick"):
+        assert set(cosine[task]) == {"unsupervised"}
+        assert cosine[task]["unsupervised"] == both[task]["unsupervised"]

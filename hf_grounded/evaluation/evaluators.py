@@ -81,17 +81,20 @@ class STSEvaluator(Evaluator):
 
 
 class RelatednessEvaluator(Evaluator):
-    """STS Benchmark or SICK-R: the cosine on test (`unsupervised`) and SentEval's probe (`supervised`)."""
+    """STS Benchmark or SICK-R: the cosine on test (`unsupervised`) and SentEval's probe (`supervised`), which
+    `supervised=False` leaves out."""
 
     def __init__(self, splits: dict[str, SentencePairs], name: str, probe_config: ProbeConfig | None = None,
-                 **options):
+                 supervised: bool = True, **options):
         super().__init__(name, **options)
-        self.splits, self.probe_config = splits, probe_config
+        self.splits, self.probe_config, self.supervised = splits, probe_config, supervised
 
     def __call__(self, model: SentenceEncoder) -> dict[str, dict[str, float]]:
         encode = self.encoder(model)
-        return {"unsupervised": unsupervised_sts(encode, {"test": self.splits["test"]})["test"],
-                "supervised": supervised_relatedness(encode, self.splits, self.probe_config)}
+        results = {"unsupervised": unsupervised_sts(encode, {"test": self.splits["test"]})["test"]}
+        if self.supervised:
+            results["supervised"] = supervised_relatedness(encode, self.splits, self.probe_config)
+        return results
 
 
 class RetrievalEvaluator(Evaluator):

@@ -77,6 +77,11 @@ class EvaluationArguments:
                                         "images; default 1000 for COCO (the 1k protocol)."}
     )
     seed: int = field(default=0, metadata={"help": "Seed of sampled pairs, t-SNE, the probe and random weights."})
+    supervised_probe: bool = field(
+        default=True,
+        metadata={"help": "STS-B and SICK: also train SentEval's supervised probe; --no_supervised_probe reports the "
+                          "cosine (unsupervised) scores alone, in a fraction of the time."},
+    )
     data_seed: int = field(
         default=42, metadata={"help": "Seed of the synthetic set and of a randomly initialised backbone: by default "
                                       "the model's training seed from training_args.json, else train.py's 42."}
@@ -184,9 +189,11 @@ def build_evaluators(tasks: list[str], args: EvaluationArguments, data_args: Dat
     evaluators = [STSEvaluator(load_sts_year(args.sts_dir, year), year, **text_options)
                   for year in STS_YEARS if year in tasks]
     if "stsb" in tasks:
-        evaluators.append(RelatednessEvaluator(load_stsb(args.stsb_dir), "stsb", probe, **text_options))
+        evaluators.append(RelatednessEvaluator(load_stsb(args.stsb_dir), "stsb", probe, args.supervised_probe,
+                                               **text_options))
     if "sick" in tasks:
-        evaluators.append(RelatednessEvaluator(load_sick(args.sick_path), "sick", probe, **text_options))
+        evaluators.append(RelatednessEvaluator(load_sick(args.sick_path), "sick", probe, args.supervised_probe,
+                                               **text_options))
     if any(task in tasks for task in CAPTION_TASKS):
         evaluators.extend(_caption_evaluators(tasks, args, data_args))
     return evaluators
