@@ -14,6 +14,13 @@ def caption_pairs(captions_per_image: Sequence[int]) -> list[tuple[int, int]]:
     return [(image, caption) for image, count in enumerate(captions_per_image) for caption in range(count)]
 
 
+def _process_share(global_batch: list[int], num_replicas: int, rank: int) -> list[int]:
+    """Process `rank`'s contiguous share of a global batch; shares differ in size by at most one."""
+    share, extra = divmod(len(global_batch), num_replicas)
+    start = rank * share + min(rank, extra)
+    return global_batch[start : start + share + int(rank < extra)]
+
+
 def fixed_captions(captions_per_image: Sequence[int], seed: int) -> list[int]:
     """The caption each image keeps for a whole run under `policy="one"`, drawn from `seed` alone."""
     generator = torch.Generator().manual_seed(seed)
@@ -112,12 +119,8 @@ class CaptionBatchSampler(Sampler[list[int]]):
         return batches
 
     def _pass_batches(self, pass_indices: list[int], generator: torch.Generator) -> list[list[int]]:
-        batches = []
-        for global_batch in self._global_batches(pass_indices, generator):
-            share, extra = divmod(len(global_batch), self.num_replicas)
-            start = self.rank * share + min(self.rank, extra)
-            batches.append(global_batch[start : start + share + int(self.rank < extra)])
-        return batches
+        return [_process_share(global_batch, self.num_replicas, self.rank)
+                for global_batch in self._global_batches(pass_indices, generator)]
 
     def __iter__(self) -> Iterator[list[int]]:
         start, self.start_batch = self.start_batch, 0
@@ -195,9 +198,7 @@ class GroupBatchSampler(Sampler[list[int]]):
         global_size = self.groups_per_batch * self.num_replicas
         for number in range(start, len(self)):
             groups = order[number * global_size : (number + 1) * global_size]
-            share, extra = divmod(len(groups), self.num_replicas)
-            first = self.rank * share + min(self.rank, extra)
-            mine = groups[first : first + share + int(self.rank < extra)]
+            mine = _process_share(groups, self.num_replicas, self.rank)
             yield [self.offsets[group] + caption for group in mine for caption in chosen[group]]
 
 
@@ -215,6 +216,8 @@ class TripleBatchSampler(Sampler[list[int]]):
         self.num_triples, self.batch_size = num_triples, batch_size
         self.seed, self.num_replicas, self.rank = seed, num_replicas, rank
         self.epoch = self.start_batch = 0
+        # The last epoch's shuffled order: `batch_at` is called every step, a permutation is drawn once per epoch.
+        self._order_epoch, self._order = None, []
 
     def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
         self.epoch, self.start_batch = epoch, start_batch
@@ -222,21 +225,17 @@ class TripleBatchSampler(Sampler[list[int]]):
     def __len__(self) -> int:
         return self.num_triples // (self.batch_size * self.num_replicas)
 
-    def _batch(self, epoch: int, number: int, order: list[int] | None = None) -> list[int]:
-        if order is None:
-            order = self._order(epoch)
+    def _batch(self, epoch: int, number: int) -> list[int]:
+        if self._order_epoch != epoch:
+            generator = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
+            self._order_epoch, self._order = epoch, torch.randperm(self.num_triples, generator=generator).tolist()
         start = (number * self.num_replicas + self.rank) * self.batch_size
-        return order[start : start + self.batch_size]
-
-    def _order(self, epoch: int) -> list[int]:
-        generator = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
-        return torch.randperm(self.num_triples, generator=generator).tolist()
+        return self._order[start : start + self.batch_size]
 
     def __iter__(self) -> Iterator[list[int]]:
         start, self.start_batch = self.start_batch, 0
-        order = self._order(self.epoch)
         for number in range(start, len(self)):
-            yield self._batch(self.epoch, number, order)
+            yield self._batch(self.epoch, number)
 
     def batch_at(self, step: int) -> list[int]:
         epoch, number = divmod(step, len(self))

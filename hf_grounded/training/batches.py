@@ -112,10 +112,11 @@ class EncodedTriples:
 
     @classmethod
     def from_dataset(cls, triples: Dataset, tokenizer: PreTrainedTokenizerBase, max_length: int) -> "EncodedTriples":
-        def encode(column: str) -> list[list[int]]:
-            return tokenizer(list(triples[column]), truncation=True, max_length=max_length)["input_ids"]
-
-        return cls(previous=encode("previous"), current=encode("current"), next=encode("next"))
+        columns = {name: list(triples[name]) for name in ("previous", "current", "next")}
+        # Each sentence is the previous, current and next one of three triples: tokenise it once.
+        sentences = list(dict.fromkeys(sentence for column in columns.values() for sentence in column))
+        ids = dict(zip(sentences, tokenizer(sentences, truncation=True, max_length=max_length)["input_ids"]))
+        return cls(**{name: [ids[sentence] for sentence in column] for name, column in columns.items()})
 
     def __len__(self) -> int:
         return len(self.current)

@@ -27,13 +27,9 @@ GROUP_OBJECTIVES = ("grounding", "projection")
 
 
 class StreamLoss(nn.Module, ABC):
-    """An objective over one stream's batch, times its weight."""
+    """Weighted objectives over one stream's batch."""
 
     stream: str
-
-    def __init__(self, weight: float = 1.0):
-        super().__init__()
-        self.weight = weight
 
     @abstractmethod
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -45,14 +41,14 @@ class ImageTextLoss(StreamLoss):
 
     stream = "captions"
 
-    def __init__(self, objective: ImageTextObjective, weight: float = 1.0):
-        super().__init__(weight)
+    def __init__(self, objective: ImageTextObjective):
+        super().__init__()
         self.objective = objective
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         outputs = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                         image_features=batch["image_features"])
-        return self.weight * self.objective(outputs.text_embeds, outputs.image_embeds)
+        return self.objective(outputs.text_embeds, outputs.image_embeds)
 
 
 class CaptionGroupLoss(StreamLoss):
@@ -97,7 +93,8 @@ class SkipThoughtLoss(StreamLoss):
     stream = "books"
 
     def __init__(self, weight: float = 1.0):
-        super().__init__(weight)
+        super().__init__()
+        self.weight = weight
         self.objective = SkipThoughtObjective()
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:

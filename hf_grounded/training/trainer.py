@@ -147,9 +147,10 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
             for loss_term in losses:
                 term_batch = streams.batch(loss_term, batch, progress.step)
                 loss = loss_term(model, {name: tensor.to(accelerator.device) for name, tensor in term_batch.items()})
-                if not math.isfinite(loss.item()):
+                term_value = loss.item()
+                if not math.isfinite(term_value):
                     raise FloatingPointError(
-                        f"the training loss ({type(loss_term).__name__}) is {loss.item()} at step "
+                        f"the training loss ({type(loss_term).__name__}) is {term_value} at step "
                         f"{progress.step + 1} (epoch {progress.epoch + 1}); stopping, the last checkpoint is the "
                         "last good state. Lower the learning rate or enable --max_grad_norm."
                     )
@@ -157,7 +158,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
                 # processes' gradients, so scaling by their number gives the gradient of the global batch. Each
                 # term goes back on its own, so its graph is freed before the next term's forward.
                 accelerator.backward(loss * accelerator.num_processes)
-                loss_value += loss.item()
+                loss_value += term_value
             if training_args.max_grad_norm > 0:
                 accelerator.clip_grad_norm_(model.parameters(), training_args.max_grad_norm)
             optimizer.step()
@@ -185,11 +186,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
                 save_model_folder(accelerator.unwrap_model(model), tokenizer,
                                   Path(training_args.output_dir) / progress.history[-1]["snapshot"])
             accelerator.wait_for_everyone()
-        accelerator.log({f"validation/{group}_{metric}": value for kind in validation.values()
-                         for group, metrics in kind.items() if isinstance(metrics, dict)
-                         for metric, value in metrics.items()}
-                        | {f"validation/{name}": value for kind in validation.values()
-                           for name, value in kind.items() if not isinstance(value, dict)}, step=progress.step)
+        accelerator.log(_flat_metrics(validation, "validation"), step=progress.step)
         logger.info("epoch %d: loss %.4f, %s", progress.epoch + 1, progress.history[-1]["train_loss"],
                     ", ".join(f"{name} {value:.1f}" for name, value in validation_summary(validation).items()))
         progress.epoch, progress.batch_in_epoch, progress.epoch_loss = progress.epoch + 1, 0, 0.0
@@ -265,6 +262,19 @@ def _saved_model_name(strategy: str, validation_scores: dict[str, float]) -> str
     # Ties go to the final model, then the ensemble: both saw the most training.
     preference = {"final": 2, "ensemble": 1, "best_snapshot": 0}
     return max(validation_scores, key=lambda name: (validation_scores[name], preference[name]))
+
+
+def _flat_metrics(metrics: dict, prefix: str) -> dict[str, float]:
+    """Nested metrics as tracker scalars: `{"retrieval": {"c2i": {"R@1": x}}}` → `{"validation/c2i_R@1": x}`,
+    `{"structure": {"c_intra": x}}` → `{"validation/c_intra": x}` (the kind of validation is left out)."""
+    flat = {}
+    for values in metrics.values():
+        for name, value in values.items():
+            if isinstance(value, dict):
+                flat.update({f"{prefix}/{name}_{metric}": number for metric, number in value.items()})
+            else:
+                flat[f"{prefix}/{name}"] = value
+    return flat
 
 
 def _log_interval(progress: TrainingProgress, learning_rate: float, accelerator: Accelerator, bar: tqdm) -> None:
