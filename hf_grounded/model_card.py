@@ -152,8 +152,7 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
 def _results_table(test: dict) -> str:
     if "retrieval" in test:
         return format_retrieval_table(test["retrieval"], title="direction")
-    structure = test["structure"]
-    return f"| C_intra | C_inter |\n|---|---|\n| {structure['c_intra']:.3f} | {structure['c_inter']:.3f} |"
+    return format_results_tables({"structure": {"test captions": test["structure"]}})
 
 
 def _architecture(config: dict) -> dict:
