@@ -1,3 +1,4 @@
+import pytest
 from transformers import AutoTokenizer
 
 import hf_grounded  # noqa: F401  (registers the Auto classes)
@@ -61,3 +62,34 @@ def test_save_and_load_round_trip(tmp_path):
         assert loaded.get_vocab() == tokenizer.get_vocab()
         assert loaded.normalization == "NFKC" and loaded.model_max_length == 64
         assert loaded("é zq")["input_ids"] == tokenizer("é zq")["input_ids"]
+
+
+HOSTILE_TEXTS = ["<pad> x <unk>", "café ☕ 日本語", "a\nb\tc  d", " lead", "x" * 600, "\x00\u0301e", "😀" * 3,
+                 "\ud800a", "", "A dog runs."]
+
+
+@pytest.mark.parametrize("normalization", [None, "NFKC"])
+def test_vectorised_batches_give_the_ids_of_the_general_path(monkeypatch, normalization):
+    tokenizer = CharTokenizer.from_corpus(["A dog runs. café ﬁ"], normalization=normalization)
+    vectorised_calls = []
+    original = tokenizer._encode_batch_vectorised
+    monkeypatch.setattr(tokenizer, "_encode_batch_vectorised",
+                        lambda *args, **kwargs: vectorised_calls.append(1) or original(*args, **kwargs))
+    for return_tensors in ("pt", "np"):
+        batch = tokenizer(HOSTILE_TEXTS, padding=True, truncation=True, return_tensors=return_tensors)
+        for row, text in enumerate(HOSTILE_TEXTS):
+            general = tokenizer(text, truncation=True)["input_ids"]  # one string, lists: the general path
+            assert list(batch["input_ids"][row][: len(general)]) == general
+            assert int(batch["attention_mask"][row].sum()) == len(general)
+            assert not batch["input_ids"][row][len(general):].any()
+    fixed = tokenizer(HOSTILE_TEXTS, padding="max_length", truncation=True, max_length=8, return_tensors="pt")
+    assert fixed["input_ids"].shape == (len(HOSTILE_TEXTS), 8)
+    assert fixed["input_ids"][4].tolist() == tokenizer("x" * 8)["input_ids"]
+    assert len(vectorised_calls) == 3
+
+
+def test_calls_the_vectorised_path_cannot_serve_take_the_general_one(tokenizer):
+    left = tokenizer(["ab", "abc"], padding=True, padding_side="left", return_tensors="pt")
+    assert left["input_ids"][0, 0] == 0 and left["attention_mask"][0].tolist() == [0, 1, 1]
+    lengths = tokenizer(["ab", "abc"], padding=True, return_length=True, return_tensors="pt")
+    assert lengths["length"].tolist() == [2, 3]

@@ -6,7 +6,10 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 
-from transformers import PreTrainedTokenizer
+import numpy as np
+import torch
+from transformers import BatchEncoding, PreTrainedTokenizer
+from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 
 VOCAB_FILES_NAMES = {"vocab_file": "vocab.json"}
 
@@ -23,6 +26,11 @@ class CharTokenizer(PreTrainedTokenizer):
     Ids: `<pad>` = 0, `<unk>` = 1, then the characters of the vocabulary. Any character outside the vocabulary
     becomes `<unk>`, and no character ever maps to the padding id. Literal strings such as `"<pad>"` inside a
     sentence are read as characters, never as special tokens.
+
+    A batch of strings asked for as right-padded `"pt"` or `"np"` tensors (what `encode()` and training ask for) is
+    converted in one vectorised step: the code points of the whole batch index a lookup table, tens of millions of
+    characters a second where the per-character Python path manages about one million. Every other call takes
+    the general path of [`PreTrainedTokenizer`]; both give the same ids.
 
     Args:
         vocab_file (`str`, *optional*):
@@ -71,6 +79,7 @@ class CharTokenizer(PreTrainedTokenizer):
         self.normalization = normalization
         self.characters = list(characters)
         self.char_to_id = {char: index + 2 for index, char in enumerate(self.characters)}
+        self._code_point_ids: np.ndarray | None = None
         kwargs.setdefault("split_special_tokens", True)
         super().__init__(
             pad_token=pad_token,
@@ -98,6 +107,7 @@ class CharTokenizer(PreTrainedTokenizer):
         _check_characters(characters, source="corpus")
         self.characters = list(characters)
         self.char_to_id = {char: index + 2 for index, char in enumerate(self.characters)}
+        self._code_point_ids = None
         self._update_total_vocab_size()
 
     @property
@@ -128,6 +138,50 @@ class CharTokenizer(PreTrainedTokenizer):
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
         return "".join(tokens)
 
+    def _encode_plus(self, text, text_pair=None, **kwargs) -> BatchEncoding:
+        if text_pair is None and _vectorisable(text, kwargs, self.padding_side, self.truncation_side):
+            return self._encode_batch_vectorised(text, **kwargs)
+        return super()._encode_plus(text, text_pair, **kwargs)
+
+    def _encode_batch_vectorised(
+        self,
+        text: str | list[str],
+        padding_strategy: PaddingStrategy,
+        truncation_strategy: TruncationStrategy,
+        max_length: int | None,
+        return_tensors: str,
+        return_attention_mask: bool | None,
+        **_: object,
+    ) -> BatchEncoding:
+        texts = [text] if isinstance(text, str) else list(text)
+        if self.normalization:
+            texts = [_normalize(sentence, self.normalization) for sentence in texts]
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        limit = max_length if max_length is not None else self.model_max_length
+        if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE:
+            lengths = np.minimum(lengths, limit)
+            texts = [sentence[:limit] for sentence in texts] if (lengths == limit).any() else texts
+        width = limit if padding_strategy == PaddingStrategy.MAX_LENGTH else int(lengths.max(initial=0))
+        # "surrogatepass" lets a lone surrogate through as its own code point, which then reads as <unk>.
+        code_points = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        mask = np.arange(width) < lengths[:, None]
+        input_ids = np.zeros((len(texts), width), dtype=np.int64)
+        input_ids[mask] = self._code_point_table()[code_points]
+        outputs = {"input_ids": input_ids}
+        if return_attention_mask is not False:
+            outputs["attention_mask"] = mask.astype(np.int64)
+        if return_tensors == "pt":
+            outputs = {name: torch.from_numpy(values) for name, values in outputs.items()}
+        return BatchEncoding(outputs)
+
+    def _code_point_table(self) -> np.ndarray:
+        """The id of every Unicode code point, <unk> for those outside the vocabulary."""
+        if self._code_point_ids is None:
+            table = np.ones(0x110000, dtype=np.int64)
+            table[[ord(char) for char in self.characters]] = np.arange(2, len(self.characters) + 2)
+            self._code_point_ids = table
+        return self._code_point_ids
+
     def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str]:
         name = (filename_prefix + "-" if filename_prefix else "") + VOCAB_FILES_NAMES["vocab_file"]
         path = os.path.join(save_directory, name)
@@ -138,6 +192,37 @@ class CharTokenizer(PreTrainedTokenizer):
 
 def _normalize(text: str, normalization: str | None) -> str:
     return unicodedata.normalize(normalization, text) if normalization else text
+
+
+_VECTORISED_ARGUMENTS = {"add_special_tokens", "padding_strategy", "truncation_strategy", "max_length",
+                         "return_tensors", "return_attention_mask", "stride", "is_split_into_words",
+                         "pad_to_multiple_of", "padding_side", "return_token_type_ids", "return_overflowing_tokens",
+                         "return_special_tokens_mask", "return_length", "return_offsets_mapping", "verbose",
+                         "split_special_tokens"}
+
+
+def _vectorisable(text: object, kwargs: dict, padding_side: str, truncation_side: str) -> bool:
+    """Whether a call asks for nothing but right-padded, right-truncated id and mask tensors of plain strings."""
+    batch = [text] if isinstance(text, str) else text
+    if not isinstance(batch, (list, tuple)) or not batch or not all(isinstance(item, str) for item in batch):
+        return False
+    padding = kwargs.get("padding_strategy", PaddingStrategy.DO_NOT_PAD)
+    max_length = kwargs.get("max_length")
+    return (
+        set(kwargs) <= _VECTORISED_ARGUMENTS
+        and kwargs.get("return_tensors") in ("pt", "np")
+        and (padding == PaddingStrategy.LONGEST or isinstance(text, str)
+             or (padding == PaddingStrategy.MAX_LENGTH and max_length is not None
+                 and kwargs.get("truncation_strategy") != TruncationStrategy.DO_NOT_TRUNCATE))
+        and (kwargs.get("padding_side") or padding_side) == "right"
+        and truncation_side == "right"
+        and not kwargs.get("stride")
+        and not kwargs.get("is_split_into_words")
+        and kwargs.get("pad_to_multiple_of") is None
+        and not any(kwargs.get(flag) for flag in ("return_token_type_ids", "return_overflowing_tokens",
+                                                   "return_special_tokens_mask", "return_length",
+                                                   "return_offsets_mapping"))
+    )
 
 
 def _check_characters(characters: list[str], source: str) -> None:
