@@ -130,6 +130,7 @@ def test_every_family_encodes_with_the_same_copied_code():
     from hf_grounded import GroundedSkipThoughtModel, VETEModel
     from hf_grounded.models.char_gru.modeling_char_gru import CharSentenceEncoderMixin
 
-    original = inspect.getsource(CharSentenceEncoderMixin.encode)
-    for model_class in (VETEModel, GroundedSkipThoughtModel):
-        assert inspect.getsource(model_class.encode) == original, model_class.__name__
+    for method in ("encode", "_int8_copy"):
+        original = inspect.getsource(getattr(CharSentenceEncoderMixin, method))
+        for model_class in (VETEModel, GroundedSkipThoughtModel):
+            assert inspect.getsource(getattr(model_class, method)) == original, (model_class.__name__, method)

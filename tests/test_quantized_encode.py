@@ -1,0 +1,57 @@
+"""`encode(quantize=True)`: an int8 copy of every family that stays close to the float model and follows it."""
+
+import numpy as np
+import pytest
+import torch
+
+from hf_grounded import (
+    CharGRUConfig,
+    CharGRUModel,
+    CharTokenizer,
+    GroundedSkipThoughtConfig,
+    GroundedSkipThoughtModel,
+    VETEConfig,
+    VETEModel,
+)
+from hf_grounded.word_tokenizer import train_word_tokenizer
+
+CAPTIONS = ["A dog runs on the grass.", "Two dogs run.", "A cat sleeps on a red sofa .", "The grass is green."]
+SENTENCES = ["a dog runs", "two cats sleep on the green grass today", "run", "A red sofa."]
+
+
+def family(name: str):
+    torch.manual_seed(0)
+    if name == "char_gru":
+        return CharGRUModel(CharGRUConfig(hidden_size=48, image_feature_dim=6)), CharTokenizer()
+    tokenizer = train_word_tokenizer(CAPTIONS)
+    if name == "vete_rnn":
+        config = VETEConfig(vocab_size=len(tokenizer), image_feature_dim=6, embed_dim=32, word_embedding_size=16,
+                            text_encoder="rnn", rnn_hidden_size=48)
+        return VETEModel(config), tokenizer
+    config = GroundedSkipThoughtConfig(vocab_size=len(tokenizer), word_embedding_size=16, hidden_size=48)
+    return GroundedSkipThoughtModel(config), tokenizer
+
+
+@pytest.mark.parametrize("name", ["char_gru", "vete_rnn", "grounded_skipthought"])
+def test_int8_embeddings_stay_close_to_float_ones_alone_and_in_a_batch(name):
+    model, tokenizer = family(name)
+    exact = model.encode(SENTENCES, tokenizer=tokenizer)
+    quantized = model.encode(SENTENCES, tokenizer=tokenizer, quantize=True)
+    alone = np.stack([model.encode(sentence, tokenizer=tokenizer, quantize=True) for sentence in SENTENCES])
+    np.testing.assert_allclose(np.linalg.norm(quantized, axis=1), 1, atol=1e-5)
+    cosines = (exact * quantized).sum(axis=1)
+    assert cosines.min() > 0.98 and not np.array_equal(exact, quantized), cosines
+    # Dynamic quantisation takes one activation range per batch, so a batch moves an embedding, if only a little.
+    assert (alone * quantized).sum(axis=1).min() > 0.99
+    assert not any("int8" in key or "_packed_params" in key for key in model.state_dict())
+
+
+def test_the_int8_copy_follows_the_weights_it_was_made_from():
+    model, tokenizer = family("char_gru")
+    before = model.encode(SENTENCES, tokenizer=tokenizer, quantize=True)
+    assert model._int8_copy() is model._int8_copy()
+    with torch.no_grad():
+        model.text_encoder.rnn.weight_hh_l0.mul_(-1)
+    after = model.encode(SENTENCES, tokenizer=tokenizer, quantize=True)
+    assert np.abs(after - before).max() > 1e-2
+    np.testing.assert_allclose((after * model.encode(SENTENCES, tokenizer=tokenizer)).sum(axis=1), 1, atol=0.02)
