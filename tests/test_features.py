@@ -169,3 +169,17 @@ def test_real_pretrained_efficientnet_lite0(images):
     assert not torch.equal(pretrained.conv_stem.weight, random.conv_stem.weight)
     features = extract_features(images[:2], pretrained, show_progress_bar=False)
     assert features[0].shape == (1, 1280) and torch.isfinite(features[0]).all()
+
+
+@pytest.mark.skipif(not (SHARED / "models" / "efficientnet_lite0.safetensors").is_file(), reason="needs ../shared")
+def test_traced_inference_backbone_gives_the_eager_features_for_any_chunk_size(images):
+    pretrained = create_backbone(
+        BackboneSpec("efficientnet_lite0", pretrained_file=str(SHARED / "models" / "efficientnet_lite0.safetensors")))
+    preprocess = make_preprocessing(pretrained, "ten_crop")
+    with torch.no_grad():
+        expected = [pretrained(preprocess(image.convert("RGB"))).mean(dim=0) for image in images[:3]]
+    # 30 views in chunks of 4: the trace sees 4 views and must serve the final chunk of 2 as well.
+    features = extract_features(images[:3], pretrained, preprocessing="ten_crop", batch_size=4,
+                                show_progress_bar=False)
+    for extracted, eager in zip(features, expected):
+        assert torch.allclose(extracted[0], eager, atol=1e-4)
