@@ -1,10 +1,12 @@
 """Batched, cached, multi-process feature extraction for images and videos."""
 
+import copy
 import hashlib
 import io
 import json
 import logging
 import warnings
+import weakref
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -89,23 +91,32 @@ def _collate(items: list[torch.Tensor]) -> tuple[torch.Tensor, list[int], int]:
     return torch.cat([item.flatten(0, 1) for item in items]), [item.size(0) for item in items], views
 
 
+_INFERENCE_BACKBONES: "weakref.WeakKeyDictionary[nn.Module, tuple]" = weakref.WeakKeyDictionary()
+
+
 def _inference_backbone(backbone: nn.Module, example: torch.Tensor) -> nn.Module:
-    """The backbone in channels-last layout and, on the CPU, traced and frozen for inference.
+    """A channels-last copy of the backbone, on the CPU also traced and frozen for inference; the caller's module is
+    left as it is.
 
     Freezing folds batch norms into the convolutions and hands them to oneDNN: about 3x the eager throughput of
     efficientnet_lite0 on two CPU cores, with features equal to 1e-5. Both keep float32, so features do not depend
-    on the device beyond rounding. A backbone that cannot be traced runs eagerly.
+    on the device beyond rounding. The copy is kept for later calls until a weight of the backbone changes. A
+    backbone that cannot be traced runs eagerly.
     """
-    backbone = backbone.to(memory_format=torch.channels_last)
-    if example.device.type != "cpu":
-        return backbone
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # torch.jit's notices that it is in maintenance mode
-            return torch.jit.optimize_for_inference(torch.jit.trace(backbone, example))
-    except Exception as error:  # any tracing failure leaves the eager model, which is always correct
-        logger.warning("backbone could not be traced for inference (%s); running it eagerly", error)
-        return backbone
+    key = (tuple(parameter._version for parameter in backbone.parameters()), example.device, example.dtype)
+    cached = _INFERENCE_BACKBONES.get(backbone)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    prepared = copy.deepcopy(backbone).to(memory_format=torch.channels_last)
+    if example.device.type == "cpu":
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch.jit's notices that it is in maintenance mode
+                prepared = torch.jit.optimize_for_inference(torch.jit.trace(prepared, example))
+        except Exception as error:  # any tracing failure leaves the eager copy, which is always correct
+            logger.warning("backbone could not be traced for inference (%s); running it eagerly", error)
+    _INFERENCE_BACKBONES[backbone] = (key, prepared)
+    return prepared
 
 
 @torch.inference_mode()

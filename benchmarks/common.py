@@ -1,0 +1,114 @@
+"""What every benchmark shares: the machine's description, alternating timed arms, peak memory, output."""
+
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+FLICKR8K = SHARED / "data" / "flickr8k_sample"
+STSB = SHARED / "data" / "stsbenchmark"
+EFFICIENTNET = SHARED / "models" / "efficientnet_lite0.safetensors"
+
+
+def hardware() -> dict:
+    """CPU model, threads torch uses, and the GPU if there is one."""
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"cpu": cpu, "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(), "gpu": gpu,
+            "torch": torch.__version__}
+
+
+def alternate(arms: dict[str, Callable[[], float]], repeats: int, warmup: bool = True) -> dict[str, dict]:
+    """Run every arm `repeats` times in turn (A B A B …) so drift in machine speed hits all alike.
+
+    Each arm returns the units it processed (captions, sentences, characters, images; 1 for a fixed job); the
+    result is units per second, min / median / max over the repeats, and the seconds of each repeat.
+    """
+    if warmup:
+        for arm in arms.values():
+            arm()
+    seconds = {name: [] for name in arms}
+    units = {}
+    for _ in range(repeats):
+        for name, arm in arms.items():
+            started = time.perf_counter()
+            units[name] = arm()
+            seconds[name].append(time.perf_counter() - started)
+    results = {}
+    for name, times in seconds.items():
+        rates = [units[name] / value for value in times]
+        results[name] = {"min": min(rates), "median": statistics.median(rates), "max": max(rates),
+                         "seconds": times, "units": units[name]}
+    return results
+
+
+def reset_peak_memory() -> int:
+    """Reset this process's peak resident memory (Linux) and return the current resident memory in bytes."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+    return _status_bytes("VmRSS")
+
+
+def peak_memory() -> int:
+    """Peak resident memory of this process since the last `reset_peak_memory`, in bytes (0 if unknown)."""
+    return _status_bytes("VmHWM")
+
+
+def _status_bytes(field: str) -> int:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def rate_cell(result: dict, digits: int = 0) -> str:
+    """`median (min–max)` of a rate."""
+    return f"{result['median']:,.{digits}f} ({result['min']:,.{digits}f}–{result['max']:,.{digits}f})"
+
+
+def write_results(path: str | None, name: str, rows: list[dict], notes: dict | None = None) -> None:
+    """Print nothing; write `{"benchmark", "hardware", "rows", "notes"}` as JSON when `path` is given."""
+    if path:
+        Path(path).write_text(json.dumps({"benchmark": name, "hardware": hardware(), "rows": rows,
+                                          "notes": notes or {}}, indent=2))
+
+
+def flickr8k_captions(limit: int | None = None) -> tuple[str, list[str]]:
+    """Training captions of ../shared's Flickr8k sample, or of the embedded synthetic set when it is absent."""
+    from hf_grounded.data import load_captioned_images
+
+    if FLICKR8K.is_dir():
+        name, dataset = "flickr8k sample", load_captioned_images("flickr8k", data_dir=str(FLICKR8K))
+    else:
+        name, dataset = "synthetic", load_captioned_images("synthetic")
+    captions = [caption for captions in dataset["train"]["captions"] for caption in captions]
+    return name, captions[:limit] if limit else captions
+
+
+def stsb_sentences(limit: int | None = None) -> list[str] | None:
+    """STS-B train sentences of ../shared, or None when it is absent."""
+    if not STSB.is_dir():
+        return None
+    from hf_grounded.evaluation.sts import load_stsb
+
+    train = load_stsb(STSB)["train"]
+    sentences = list(dict.fromkeys(train.sentences1 + train.sentences2))
+    return sentences[:limit] if limit else sentences

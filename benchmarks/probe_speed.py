@@ -1,0 +1,115 @@
+"""The supervised STS-B probe: the library's full-batch probe against SentEval's mini-batch one (batch 64, Adam
+1e-3, up to 1,000 epochs, dev Pearson checked every 50), on the same sentence features, side by side: seconds and
+test Pearson of each.
+
+    python benchmarks/probe_speed.py [--quick] [--model PATH_OR_HUB_ID] [--output probe.json]
+
+Without `--model`, the encoder is a randomly initialised VETE bag of words (300-d) over STS-B's training words:
+its features are not good, but both probes fit the same ones. Needs ../shared's STS Benchmark.
+"""
+
+import argparse
+import copy
+import math
+import sys
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+from common import STSB, write_results
+from hf_grounded import VETEConfig, VETEModel
+from hf_grounded.evaluation.correlation import pearson
+from hf_grounded.evaluation.probe import RelatednessProbe, pair_features, score_classes, soft_targets
+from hf_grounded.evaluation.sts import load_stsb
+from hf_grounded.word_tokenizer import train_word_tokenizer
+
+
+def senteval_probe(train, train_scores, dev, dev_scores, test, classes, seed=1111) -> tuple[float, float]:
+    """SentEval's RelatednessPytorch as the library ran it before: returns (test predictions' Pearson, epochs)."""
+    torch.manual_seed(seed)
+    layer = nn.Linear(train.shape[1], len(classes))
+    classes_t = torch.as_tensor(classes, dtype=torch.float32)
+    features, targets = torch.as_tensor(train), torch.as_tensor(soft_targets(train_scores, classes))
+    optimizer = torch.optim.Adam(layer.parameters(), lr=1e-3)
+    generator = torch.Generator().manual_seed(seed)
+    best, best_state, misses, best_epoch = -math.inf, copy.deepcopy(layer.state_dict()), 0, 0
+    predict = lambda x: (layer(torch.as_tensor(x)).softmax(-1) @ classes_t).double().numpy()  # noqa: E731
+    for epoch in range(1, 1001):
+        for batch in torch.randperm(len(features), generator=generator).split(64):
+            loss = ((layer(features[batch]).softmax(dim=-1) - targets[batch]) ** 2).sum(dim=1).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        if epoch % 50 and epoch < 1000:
+            continue
+        with torch.no_grad():
+            dev_pearson = pearson(predict(dev), dev_scores)
+        if dev_pearson > best:
+            best, best_epoch, best_state, misses = dev_pearson, epoch, copy.deepcopy(layer.state_dict()), 0
+        else:
+            misses += 1
+            if misses >= 4:
+                break
+    layer.load_state_dict(best_state)
+    with torch.no_grad():
+        return predict(test), best_epoch
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="One repeat of the mini-batch probe.")
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--output", default=None)
+    args = parser.parse_args(argv)
+    if not STSB.is_dir():
+        print("STS Benchmark not found in ../shared: skipped")
+        return
+    splits = load_stsb(STSB)
+    if args.model:
+        import hf_grounded  # noqa: F401  (registers the Auto classes)
+        from transformers import AutoModel
+
+        model, name = AutoModel.from_pretrained(args.model), args.model
+        encode = lambda sentences: model.encode(sentences, batch_size=128)  # noqa: E731
+    else:
+        tokenizer = train_word_tokenizer(splits["train"].sentences1 + splits["train"].sentences2)
+        torch.manual_seed(0)
+        model = VETEModel(VETEConfig(vocab_size=len(tokenizer), image_feature_dim=8, word_embedding_size=300))
+        name = "random VETE BOW (300-d)"
+        encode = lambda sentences: model.encode(sentences, tokenizer=tokenizer, batch_size=128)  # noqa: E731
+    features = {split: pair_features(encode(pairs.sentences1), encode(pairs.sentences2))
+                for split, pairs in splits.items()}
+    scores = {split: pairs.scores for split, pairs in splits.items()}
+    classes = score_classes(scores["train"])
+    repeats = 1 if args.quick else 3
+    rows = {"SentEval mini-batch probe": [], "library full-batch probe": []}
+    for _ in range(repeats):
+        started = time.perf_counter()
+        predicted, epochs = senteval_probe(features["train"], scores["train"], features["validation"],
+                                           scores["validation"], features["test"], classes)
+        rows["SentEval mini-batch probe"].append((time.perf_counter() - started, 100 * pearson(predicted,
+                                                                                                scores["test"])))
+        started = time.perf_counter()
+        probe = RelatednessProbe(features["train"].shape[1], classes).fit(
+            features["train"], scores["train"], features["validation"], scores["validation"])
+        rows["library full-batch probe"].append((time.perf_counter() - started,
+                                                 100 * pearson(probe.predict(features["test"]), scores["test"])))
+    print(f"STS-B probe on {name} features ({features['train'].shape[1]}-d), {repeats} repeat(s)")
+    print("| probe | seconds, median (min–max) | test Pearson |")
+    print("|---|---|---|")
+    results = []
+    for probe_name, runs in rows.items():
+        seconds = sorted(run[0] for run in runs)
+        results.append({"probe": probe_name, "seconds": {"min": seconds[0], "median": seconds[len(seconds) // 2],
+                                                         "max": seconds[-1]}, "test_pearson": runs[0][1]})
+        print(f"| {probe_name} | {seconds[len(seconds) // 2]:.1f} ({seconds[0]:.1f}–{seconds[-1]:.1f}) | "
+              f"{runs[0][1]:.2f} |")
+    speedup = results[0]["seconds"]["median"] / results[1]["seconds"]["median"]
+    print(f"speed-up {speedup:.1f}x; test Pearson difference {results[1]['test_pearson'] - results[0]['test_pearson']:+.2f}")
+    write_results(args.output, "probe_speed", results, {"encoder": name, "speedup": speedup, "epochs": epochs})
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
