@@ -134,3 +134,23 @@ def test_every_family_encodes_with_the_same_copied_code():
         original = inspect.getsource(getattr(CharSentenceEncoderMixin, method))
         for model_class in (VETEModel, GroundedSkipThoughtModel):
             assert inspect.getsource(getattr(model_class, method)) == original, (model_class.__name__, method)
+
+
+@pytest.mark.parametrize("rnn_type", ["gru", "lstm"])
+def test_padded_one_direction_runs_match_the_packed_bidirectional_rnn(rnn_type):
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    torch.manual_seed(0)
+    encoder = CharGRUModel(CharGRUConfig(hidden_size=12, rnn_type=rnn_type, image_feature_dim=4)).text_encoder
+    lengths = torch.tensor([7, 3, 1, 7, 5])
+    embedded = torch.randn(5, 7, encoder.rnn.input_size, requires_grad=True)
+    unpadded = torch.arange(7)[None, :] < lengths[:, None]
+    packed = pack_padded_sequence(embedded, lengths, batch_first=True, enforce_sorted=False)
+    expected = pad_packed_sequence(encoder.rnn(packed)[0], batch_first=True, total_length=7)[0]
+    states = encoder._bidirectional_states_padded(embedded, lengths, torch.arange(7))
+    torch.testing.assert_close(states[unpadded], expected[unpadded], atol=1e-6, rtol=1e-5)
+    weights = torch.randn_like(expected) * unpadded[..., None]
+    expected_grads = torch.autograd.grad((expected * weights).sum(), [embedded, *encoder.rnn.parameters()])
+    grads = torch.autograd.grad((states * weights).sum(), [embedded, *encoder.rnn.parameters()])
+    for got, want in zip(grads, expected_grads):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
