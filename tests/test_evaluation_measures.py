@@ -54,7 +54,7 @@ def test_supervised_probe_recovers_a_planted_linear_signal_and_not_noise():
     weights = rng.normal(size=32)
     splits = {split: _planted_relatedness(rng, vectors, weights, count)
               for split, count in (("train", 1500), ("validation", 300), ("test", 400))}
-    config = ProbeConfig()
+    config = ProbeConfig(learning_rate=1e-2, max_epochs=200)
     planted = supervised_relatedness(_lookup_encoder(vectors), splits, config)
     assert planted["pearson"] > 90 and planted["spearman"] > 90, planted
     assert planted["mse"] < 0.2 and planted["n"] == 400

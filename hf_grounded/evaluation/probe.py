@@ -4,16 +4,16 @@ A pair (u, v) becomes the features [u*v, |u-v|]. A softmax classifier over the i
 on the train split towards soft targets that split each gold score between its two nearest classes (3.4 → 0.6 on
 class 3 and 0.4 on class 4). Its prediction is the expected score under the class probabilities. As in
 SentEval's `RelatednessPytorch`, the loss is the squared error between probabilities and targets, the optimiser
-Adam, and training stops when the Pearson correlation on the dev (or trial) split has stopped improving; the best
-dev state is the one reported on test.
+Adam, and training stops when the Pearson correlation on the dev (or trial) split has not improved for
+`patience` checks; the best dev epoch is the one reported on test.
 
-Unlike SentEval, each Adam step sees the whole train split rather than a batch of 64. SentEval's 90 small steps
-an epoch cost a few hundred Python-level operations each for a few kFLOP of work; one full-batch step does the
-same arithmetic in two matrix products. Because a full-batch step needs a larger learning rate than 1e-3, a few
-rates are trained side by side, as one wider linear layer over the same features (no extra pass over them), and
-the one with the best dev Pearson is kept: the selection uses dev only, as SentEval's own early stopping does.
+SentEval takes batches of 64 at a learning rate of 1e-3 and checks dev every 50 epochs: up to 90,000 steps of a
+few kFLOP each, so nearly all of its time is Python overhead per step. Batches of 512 at 1e-2, checked every 5
+epochs, fit the same classifier in a twentieth of the time; on the same char-GRU features its test Pearson moved
+from 66.17 to 65.98 (STS-B) and from 75.73 to 75.38 (SICK) (`benchmarks/probe_speed.py` measures it).
 """
 
+import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,20 +45,13 @@ def soft_targets(scores: np.ndarray, classes: np.ndarray) -> np.ndarray:
 
 @dataclass
 class ProbeConfig:
-    """Training settings of the probe.
+    """Training settings of the probe; SentEval's are batch 64, learning rate 1e-3 and a check every 50 epochs."""
 
-    Args:
-        learning_rates: Adam learning rates trained side by side; the one with the best dev Pearson is kept.
-        max_steps: full-batch steps at most.
-        steps_per_check: steps between two dev evaluations.
-        patience: dev evaluations without improvement after which a learning rate stops.
-        seed: seed of the initial weights (shared by every learning rate).
-    """
-
-    learning_rates: tuple[float, ...] = (0.05, 0.1)
-    max_steps: int = 3000
-    steps_per_check: int = 10
-    patience: int = 5
+    batch_size: int = 512
+    learning_rate: float = 1e-2
+    max_epochs: int = 1000
+    epochs_per_check: int = 5
+    patience: int = 4
     seed: int = 1111
 
 
@@ -67,16 +60,12 @@ class RelatednessProbe:
 
     def __init__(self, num_features: int, classes: np.ndarray, config: ProbeConfig | None = None):
         self.config = config or ProbeConfig()
-        if not self.config.learning_rates:
-            raise ValueError("ProbeConfig.learning_rates needs at least one learning rate")
         self.classes = torch.as_tensor(classes, dtype=torch.float32)
-        self.num_features = num_features
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.config.seed)
             self.layer = nn.Linear(num_features, len(classes))
         self.best_dev_pearson = -math.inf
-        self.steps_trained = 0
-        self.learning_rate = self.config.learning_rates[0]
+        self.epochs_trained = 0
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         with torch.no_grad():
@@ -85,56 +74,31 @@ class RelatednessProbe:
 
     def fit(self, train_features: np.ndarray, train_scores: np.ndarray, dev_features: np.ndarray,
             dev_scores: np.ndarray) -> "RelatednessProbe":
-        config, classes = self.config, len(self.classes)
-        rates = len(config.learning_rates)
-        features, dev_features = torch.as_tensor(train_features), torch.as_tensor(dev_features)
-        targets = torch.as_tensor(soft_targets(train_scores, self.classes.numpy())).unsqueeze(1)
-        # One (weight, bias) per learning rate, all from the same initial values, scored by one matrix product.
-        weights = [nn.Parameter(self.layer.weight.detach().clone()) for _ in range(rates)]
-        biases = [nn.Parameter(self.layer.bias.detach().clone()) for _ in range(rates)]
-        optimizer = torch.optim.Adam([{"params": [weight, bias], "lr": rate}
-                                      for weight, bias, rate in zip(weights, biases, config.learning_rates)])
-        best = np.full(rates, -math.inf)
-        best_states = [(weight.detach().clone(), bias.detach().clone()) for weight, bias in zip(weights, biases)]
-        best_steps, misses = [0] * rates, [0] * rates
-        for step in range(1, config.max_steps + 1):
-            stacked = nn.functional.linear(features, torch.cat(weights), torch.cat(biases))
-            probabilities = stacked.view(len(features), rates, classes).softmax(dim=-1)
-            # Summed over learning rates, each one's gradient is that of its own mean loss.
-            loss = ((probabilities - targets) ** 2).sum(dim=-1).mean(dim=0).sum()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            if step % config.steps_per_check and step < config.max_steps:
+        config = self.config
+        features = torch.as_tensor(train_features)
+        targets = torch.as_tensor(soft_targets(train_scores, self.classes.numpy()))
+        optimizer = torch.optim.Adam(self.layer.parameters(), lr=config.learning_rate)
+        generator = torch.Generator().manual_seed(config.seed)
+        best_state, misses = copy.deepcopy(self.layer.state_dict()), 0
+        for epoch in range(1, config.max_epochs + 1):
+            for batch in torch.randperm(len(features), generator=generator).split(config.batch_size):
+                probabilities = self.layer(features[batch]).softmax(dim=-1)
+                loss = ((probabilities - targets[batch]) ** 2).sum(dim=1).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            if epoch % config.epochs_per_check and epoch < config.max_epochs:
                 continue
-            with torch.no_grad():
-                dev_logits = nn.functional.linear(dev_features, torch.cat(weights), torch.cat(biases))
-                predicted = (dev_logits.view(len(dev_features), rates, classes).softmax(dim=-1) @ self.classes)
-            for rate in range(rates):
-                if misses[rate] >= config.patience:
-                    continue
-                dev_pearson = _pearson_or_minus_infinity(predicted[:, rate].double().numpy(), dev_scores)
-                if dev_pearson > best[rate]:
-                    best[rate], best_steps[rate], misses[rate] = dev_pearson, step, 0
-                    best_states[rate] = (weights[rate].detach().clone(), biases[rate].detach().clone())
-                else:
-                    misses[rate] += 1
-            if min(misses) >= config.patience:
-                break
-        chosen = int(best.argmax())
-        with torch.no_grad():
-            self.layer.weight.copy_(best_states[chosen][0])
-            self.layer.bias.copy_(best_states[chosen][1])
-        self.best_dev_pearson, self.steps_trained = float(best[chosen]), best_steps[chosen]
-        self.learning_rate = config.learning_rates[chosen]
+            dev_pearson = pearson(self.predict(dev_features), dev_scores)
+            if dev_pearson > self.best_dev_pearson:
+                self.best_dev_pearson, self.epochs_trained = dev_pearson, epoch
+                best_state = copy.deepcopy(self.layer.state_dict())
+            else:
+                misses += 1
+                if misses >= config.patience:
+                    break
+        self.layer.load_state_dict(best_state)
         return self
-
-
-def _pearson_or_minus_infinity(predicted: np.ndarray, gold: np.ndarray) -> float:
-    """A diverged learning rate predicts one constant score; it must lose the selection, not stop the probe."""
-    if not np.isfinite(predicted).all() or predicted.std() == 0:
-        return -math.inf
-    return pearson(predicted, gold)
 
 
 def score_classes(scores: np.ndarray) -> np.ndarray:
@@ -161,8 +125,7 @@ def supervised_relatedness(
         "spearman": 100 * spearman(predicted, gold),
         "mse": float(np.mean((predicted - gold) ** 2)),
         "dev_pearson": 100 * probe.best_dev_pearson,
-        "steps": probe.steps_trained,
-        "learning_rate": probe.learning_rate,
+        "epochs": probe.epochs_trained,
         "n": len(gold),
     }
 
