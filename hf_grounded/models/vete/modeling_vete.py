@@ -6,6 +6,7 @@ for `trust_remote_code`.
 """
 
 import copy
+import logging
 import warnings
 from dataclasses import dataclass
 
@@ -20,6 +21,8 @@ from transformers import initialization as init
 from transformers.utils import ModelOutput
 
 from .configuration_vete import VETEConfig
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -216,27 +219,45 @@ class VETEModel(VETEPreTrainedModel):
     def encode(
         self,
         sentences: str | list[str],
+        *,
         tokenizer: PreTrainedTokenizerBase | None = None,
         batch_size: int = 64,
         device: str | torch.device | None = None,
         convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        normalize_embeddings: bool = True,
+        precision: str = "float32",
         show_progress_bar: bool = False,
         quantize: bool = False,
     ) -> np.ndarray | torch.Tensor:
         """Embed sentences, returned in input order as an `(n, embed_dim)` array (1-D for a single string).
 
         Sentences are sorted by length so batches carry little padding, which never reaches an embedding: each is
-        independent of its batch. Without `tokenizer`, the one saved beside the model is used. `quantize=True`
-        (CPU only) runs an int8 copy of the model whose recurrent and linear layers are dynamically quantised
-        (`torch.ao.quantization.quantize_dynamic`): several times faster for wide recurrent encoders, at the cost
-        of small changes in the embeddings (see the README's Performance section for what it keeps); as activations
-        are quantised with one range per batch, an int8 embedding also moves a little with its batch.
+        independent of its batch. Without `tokenizer`, the one saved beside the model is used. Everything after
+        `sentences` is keyword-only; `convert_to_tensor`, `normalize_embeddings` (embeddings are unit length
+        already, so it changes nothing) and `precision="float32"` (the only one) are accepted as in
+        sentence-transformers.
+
+        A sentence longer than the tokenizer's `model_max_length` is truncated to it, with one warning per call
+        that truncates. The empty string, which has no token, is embedded as if it were one unknown token: a
+        fixed, finite, unit-length vector, the same alone and in any batch.
+
+        `quantize=True` (CPU only) runs an int8 copy of the model whose recurrent and linear layers are dynamically
+        quantised (`torch.ao.quantization.quantize_dynamic`): several times faster for wide recurrent encoders, at
+        the cost of small changes in the embeddings (see the README's Performance section for what it keeps); as
+        activations are quantised with one range per batch, an int8 embedding also moves a little with its batch.
         """
         single = isinstance(sentences, str)
+        if not single and not isinstance(sentences, (list, tuple)):
+            raise TypeError(f"sentences must be a string or a list of strings, got {type(sentences).__name__}")
         sentences = [sentences] if single else list(sentences)
-        empty = [index for index, sentence in enumerate(sentences) if not sentence]
-        if empty:
-            raise ValueError(f"cannot encode empty sentences (input positions {empty[:10]})")
+        for index, sentence in enumerate(sentences):
+            if not isinstance(sentence, str):
+                raise TypeError(f"sentences[{index}] is {type(sentence).__name__}, not str")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if precision != "float32":
+            raise ValueError(f"precision must be 'float32' (int8 is `quantize=True`), got {precision!r}")
         tokenizer = tokenizer or self.default_tokenizer()
         if device is not None:
             self.to(device)
@@ -246,17 +267,30 @@ class VETEModel(VETEPreTrainedModel):
         self.eval()
         model = self._int8_copy() if quantize else self
         order = np.argsort([-len(sentence) for sentence in sentences], kind="stable")
-        chunks = []
+        chunks, truncated = [], 0
         for start in tqdm(range(0, len(sentences), batch_size), desc="Encoding", disable=not show_progress_bar):
             batch = [sentences[index] for index in order[start : start + batch_size]]
-            inputs = tokenizer(batch, padding=True, truncation=True, return_tensors="pt").to(self.device)
-            chunks.append(model.get_text_features(inputs["input_ids"], inputs["attention_mask"]))
+            inputs = tokenizer(batch, padding=True, truncation=False, verbose=False, return_tensors="pt")
+            lengths = inputs["attention_mask"].sum(dim=1)
+            if inputs["input_ids"].size(1) > tokenizer.model_max_length:
+                truncated += int((lengths > tokenizer.model_max_length).sum())
+                inputs = tokenizer(batch, padding=True, truncation=True, return_tensors="pt")
+                lengths = inputs["attention_mask"].sum(dim=1)
+            input_ids, attention_mask = inputs["input_ids"], inputs["attention_mask"]
+            if bool((lengths == 0).any()):
+                input_ids, attention_mask = _one_unknown_token_for_empty_rows(input_ids, attention_mask, tokenizer)
+            chunks.append(model.get_text_features(input_ids.to(self.device), attention_mask.to(self.device)))
         self.train(was_training)
+        if truncated:
+            logger.warning("%d of %d sentences were longer than %d tokens and were truncated", truncated,
+                           len(sentences), tokenizer.model_max_length)
         embeddings = torch.cat(chunks) if chunks else torch.empty(0, self.config.embed_dim, device=self.device)
         embeddings = embeddings[torch.as_tensor(np.argsort(order), device=embeddings.device)]
         if single:
             embeddings = embeddings[0]
-        return embeddings.float().cpu().numpy() if convert_to_numpy else embeddings
+        if convert_to_tensor or not convert_to_numpy:
+            return embeddings
+        return embeddings.float().cpu().numpy()
 
     def _int8_copy(self) -> nn.Module:
         """An int8 copy of this model for `encode(quantize=True)`, rebuilt whenever a weight has changed since."""
@@ -282,6 +316,20 @@ class VETEModel(VETEPreTrainedModel):
             # transformers' own class: no remote code, and no config lookup that would ask for it.
             self._tokenizer = PreTrainedTokenizerFast.from_pretrained(self.config.name_or_path)
         return self._tokenizer
+
+
+def _one_unknown_token_for_empty_rows(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, tokenizer: PreTrainedTokenizerBase
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows without a token (empty sentences) read one unknown token instead, so that they have an embedding."""
+    if input_ids.size(1) == 0:
+        input_ids = input_ids.new_full((input_ids.size(0), 1), tokenizer.pad_token_id)
+        attention_mask = attention_mask.new_zeros((attention_mask.size(0), 1))
+    empty = attention_mask.sum(dim=1) == 0
+    input_ids, attention_mask = input_ids.clone(), attention_mask.clone()
+    input_ids[empty, 0] = tokenizer.unk_token_id
+    attention_mask[empty, 0] = 1
+    return input_ids, attention_mask
 
 
 __all__ = ["VETEModel", "VETEOutput", "VETEPreTrainedModel", "pearson_loss"]
