@@ -132,6 +132,10 @@ def test_every_family_encodes_with_the_same_copied_code():
         original = inspect.getsource(getattr(CharSentenceEncoderMixin, method))
         for model_class in (VETEModel, GroundedSkipThoughtModel):
             assert inspect.getsource(getattr(model_class, method)) == original, (model_class.__name__, method)
+    for helper in ("_one_unknown_token_for_empty_rows", "_valid_text"):
+        original = inspect.getsource(getattr(inspect.getmodule(CharSentenceEncoderMixin), helper))
+        for model_class in (VETEModel, GroundedSkipThoughtModel):
+            assert inspect.getsource(getattr(inspect.getmodule(model_class), helper)) == original, helper
 
 
 @pytest.mark.parametrize("rnn_type", ["gru", "lstm"])

@@ -6,6 +6,7 @@ carries it for `trust_remote_code`.
 
 import copy
 import logging
+import re
 import warnings
 from dataclasses import dataclass
 
@@ -241,7 +242,7 @@ class CharSentenceEncoderMixin:
         already, so it changes nothing) and `precision="float32"` (the only one) are accepted as in
         sentence-transformers.
 
-        A sentence longer than the tokenizer's `model_max_length` is truncated to it, with one warning per call
+        Lone surrogates, which are not text, are read as U+FFFD. A sentence longer than the tokenizer's `model_max_length` is truncated to it, with one warning per call
         that truncates. The empty string, which has no token, is embedded as if it were one unknown token: a
         fixed, finite, unit-length vector, the same alone and in any batch.
 
@@ -257,6 +258,7 @@ class CharSentenceEncoderMixin:
         for index, sentence in enumerate(sentences):
             if not isinstance(sentence, str):
                 raise TypeError(f"sentences[{index}] is {type(sentence).__name__}, not str")
+        sentences = [_valid_text(sentence) for sentence in sentences]
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if precision != "float32":
@@ -493,6 +495,15 @@ def _one_unknown_token_for_empty_rows(
     input_ids[empty, 0] = tokenizer.unk_token_id
     attention_mask[empty, 0] = 1
     return input_ids, attention_mask
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid_text(sentence: str) -> str:
+    """Lone surrogates (a Python string may hold them, UTF-8 text may not, and the `tokenizers` library refuses
+    them) become U+FFFD, the replacement character a UTF-8 decoder would give."""
+    return sentence if sentence.isascii() else _LONE_SURROGATE.sub("\ufffd", sentence)
 
 
 __all__ = [
