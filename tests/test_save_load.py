@@ -1,6 +1,7 @@
 import json
 
 import numpy as np
+import pytest
 import torch
 from safetensors.torch import load_file
 from torch import nn
@@ -99,3 +100,22 @@ def test_loads_with_trust_remote_code_in_a_process_without_hf_grounded(tmp_path,
     expected = model.encode(SENTENCES, tokenizer=tokenizer)
     np.testing.assert_allclose(np.array(embeddings["with"]), expected, atol=1e-6)
     np.testing.assert_allclose(np.array(embeddings["without"]), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["char_gru", "vete_rnn", "grounded_skipthought"])
+def test_non_finite_weights_are_refused_at_load_naming_the_tensor(tmp_path, name):
+    from safetensors.torch import save_file
+
+    from .test_quantized_encode import family
+
+    model, _ = family(name)
+    model.save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    target = sorted(key for key, value in weights.items() if value.is_floating_point())[-1]
+    weights[target] = weights[target].clone()
+    weights[target].view(-1)[3] = float("nan")
+    save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=f"{target}: the saved weights hold NaN"):
+        type(model).from_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        AutoModel.from_pretrained(tmp_path)

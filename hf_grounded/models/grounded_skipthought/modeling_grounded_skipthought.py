@@ -77,6 +77,17 @@ class GroundedSkipThoughtPreTrainedModel(PreTrainedModel):
     base_model_prefix = "grounded_skipthought"
     main_input_name = "input_ids"
 
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        """`PreTrainedModel.from_pretrained`, then every weight checked finite: a corrupted file that still parses
+        (flipped bytes inside a tensor) is refused with the tensor's name instead of giving NaN embeddings."""
+        loaded = super().from_pretrained(*args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded
+        for name, tensor in model.state_dict().items():
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                raise ValueError(f"{name}: the saved weights hold NaN or infinite values; the file is corrupted")
+        return loaded
+
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         bound = self.config.initializer_range
