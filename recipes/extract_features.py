@@ -25,7 +25,8 @@ class ExtractionArguments:
 
 def main() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    data_args, extraction_args = HfArgumentParser((DataArguments, ExtractionArguments)).parse_args_into_dataclasses()
+    parser = HfArgumentParser((DataArguments, ExtractionArguments), allow_abbrev=False)
+    data_args, extraction_args = parser.parse_args_into_dataclasses()
     accelerator = Accelerator()
     dataset = load_dataset(data_args, extraction_args.seed)
     started = time.perf_counter()

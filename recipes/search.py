@@ -16,7 +16,8 @@ from hf_grounded.search import run_search
 
 def main() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.WARNING)
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
     parser.add_argument("--config", required=True, help="The training config every trial starts from.")
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--search_dir", default="outputs/search")

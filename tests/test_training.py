@@ -65,6 +65,19 @@ def test_config_file_with_unknown_key_is_refused(tmp_path):
         parse_arguments(["--config", str(config)])
 
 
+def test_abbreviated_flags_are_refused():
+    with pytest.raises(ValueError, match="not used by the HfArgumentParser: \\['--num_train_epoch', '3'\\]"):
+        parse_arguments(["--num_train_epoch", "3"])
+
+
+@pytest.mark.parametrize("text", ["hidden_size: [32\n", "hidden_size: 32\n\tbad: tab\n"])
+def test_malformed_config_errors_name_the_file(tmp_path, text):
+    config = tmp_path / "broken.yaml"
+    config.write_text(text)
+    with pytest.raises(ValueError, match="broken.yaml: not a readable YAML file"):
+        parse_arguments(["--config", str(config)])
+
+
 def test_shipped_configs_parse():
     for config in (REPO_ROOT / "recipes" / "configs").glob("*.yaml"):
         parse_arguments(["--config", str(config)])

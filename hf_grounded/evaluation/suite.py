@@ -92,7 +92,7 @@ def parse_evaluation_arguments(argv: list[str] | None = None) -> tuple[Evaluatio
     """Parse the command line. Data and feature settings (and `--data_seed`) default to those in a local model
     folder's training_args.json, so captions and images are prepared as the model saw them in training (for a Hub
     id, give them as flags); `--dataset` has no default."""
-    parser = HfArgumentParser((EvaluationArguments, DataArguments))
+    parser = HfArgumentParser((EvaluationArguments, DataArguments), allow_abbrev=False)
     parser.set_defaults(dataset=None)
     known, _ = parser.parse_known_args(argv)
     recorded = Path(known.model) / "training_args.json"

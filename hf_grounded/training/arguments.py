@@ -220,7 +220,8 @@ ARGUMENT_CLASSES = (ModelArguments, DataArguments, TrainingArguments)
 
 def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, DataArguments, TrainingArguments]:
     """Parse `--config FILE.yaml` first, use its values as defaults, then apply the other command-line flags."""
-    parser = HfArgumentParser(ARGUMENT_CLASSES)
+    # No abbreviations: `--num_train_epoch` must be an error, not silently `--num_train_epochs`.
+    parser = HfArgumentParser(ARGUMENT_CLASSES, allow_abbrev=False)
     parser.add_argument("--config", type=str, default=None, help="YAML file of argument values.")
     known, _ = parser.parse_known_args(argv)
     if known.config is not None:
@@ -235,7 +236,10 @@ def read_config(path: str) -> dict:
     config_path = Path(path)
     if not config_path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
-    values = yaml.safe_load(config_path.read_text()) or {}
+    try:
+        values = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: not a readable YAML file ({error})") from error
     if not isinstance(values, dict):
         raise ValueError(f"{path}: expected a mapping of argument names to values")
     known = {f.name for cls in ARGUMENT_CLASSES for f in fields(cls)}
