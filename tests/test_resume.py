@@ -54,3 +54,49 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
     assert resolve_checkpoint(interrupted, "latest") == list_checkpoints(interrupted)[-1]
     assert list_checkpoints(interrupted)[-1].name == "step-150"
     assert not list((interrupted / "checkpoints").glob(".saving-*"))
+
+
+class _WritesAMarker:
+    """Unpickling this runs `Path.touch` on the marker: what a crafted checkpoint would do with real code."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        from pathlib import Path
+
+        return Path.touch, (Path(self.marker),)
+
+
+def test_resume_never_unpickles_what_a_checkpoint_folder_holds(tmp_path):
+    import pickle
+
+    import torch
+
+    output = tmp_path / "run"
+    script = [sys.executable, str(REPO_ROOT / "recipes" / "train.py"),
+              *[arg if arg != "150" else "20" for arg in ARGS]]  # 20 steps, a checkpoint every 10
+    first = subprocess.run([*script, "--output_dir", str(output)], capture_output=True, text=True, timeout=600,
+                           env=ENV)
+    assert first.returncode == 0, first.stderr[-3000:]
+    checkpoint = output / "checkpoints" / "step-10"
+    assert not list(checkpoint.glob("*.pkl")) and not list(checkpoint.glob("*.bin"))
+    marker = tmp_path / "code-ran"
+    for name in ("optimizer.bin", "random_states_0.pkl", "custom_checkpoint_0.pkl", "scheduler.bin"):
+        (checkpoint / name).write_bytes(pickle.dumps(_WritesAMarker(marker)))
+    torch.save({"payload": _WritesAMarker(marker)}, checkpoint / "pytorch_model.bin")
+    resumed = subprocess.run([*script, "--output_dir", str(output), "--resume_from_checkpoint", str(checkpoint)],
+                             capture_output=True, text=True, timeout=600, env=ENV)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "at step 10 (epoch 1, batch 10)" in resumed.stderr
+    assert not marker.exists()
+
+    # A folder with pickles only (Accelerate's format, or a crafted one) is refused by name, and runs nothing.
+    old = tmp_path / "old-format"
+    old.mkdir()
+    (old / "model.safetensors").write_bytes((checkpoint / "model.safetensors").read_bytes())
+    (old / "optimizer.bin").write_bytes(pickle.dumps(_WritesAMarker(marker)))
+    refused = subprocess.run([*script, "--output_dir", str(tmp_path / "other"), "--resume_from_checkpoint", str(old)],
+                             capture_output=True, text=True, timeout=600, env=ENV)
+    assert refused.returncode != 0 and "optimizer.json: missing from the checkpoint" in refused.stderr
+    assert not marker.exists()

@@ -1,12 +1,20 @@
-"""Checkpoints that survive a crash: Accelerate's full training state, written atomically, found again on resume."""
+"""Checkpoints that survive a crash: the full training state, written atomically as JSON and safetensors (no
+pickle, see `state_files`), found again on resume."""
 
 import logging
+import random
 import re
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+import torch
 from accelerate import Accelerator
+from safetensors.torch import load_model, save_model
+from torch import nn
+
+from .state_files import load_state, save_state
 
 logger = logging.getLogger(__name__)
 
@@ -15,8 +23,8 @@ CHECKPOINT_PATTERN = re.compile(r"^step-(\d+)$")
 
 @dataclass
 class TrainingProgress:
-    """Where the loop is: saved with every checkpoint (Accelerate calls `state_dict`) so a resume continues
-    at the same batch of the same epoch, with the same running losses and logs.
+    """Where the loop is: saved with every checkpoint so a resume continues at the same batch of the same epoch,
+    with the same running losses and logs.
 
     `history` has one entry per epoch; `step_log` one per logging interval (mean loss, learning rate).
     """
@@ -42,15 +50,37 @@ def checkpoint_dir(output_dir: str | Path) -> Path:
     return Path(output_dir) / "checkpoints"
 
 
-def save_checkpoint(accelerator: Accelerator, output_dir: str | Path, step: int, total_limit: int | None) -> Path:
+def save_checkpoint(
+    accelerator: Accelerator,
+    output_dir: str | Path,
+    step: int,
+    total_limit: int | None,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    stateful: list,
+) -> Path:
     """Save the full training state as `checkpoints/step-N`: written to a temporary folder, then renamed, so a
-    crash mid-save never leaves a half checkpoint. Keeps the newest `total_limit` checkpoints."""
+    crash mid-save never leaves a half checkpoint. Keeps the newest `total_limit` checkpoints.
+
+    The folder holds the model (`model.safetensors`), the optimizer, each object of `stateful` (anything with
+    `state_dict`/`load_state_dict`: scheduler, progress, losses) in order, the mixed-precision scaler, and every
+    process's random generators (Python, numpy, torch, CUDA), each as a JSON tree and its tensors.
+    """
     folder = checkpoint_dir(output_dir)
     final, staging = folder / f"step-{step}", folder / f".saving-step-{step}"
-    if accelerator.is_main_process and staging.exists():
-        shutil.rmtree(staging)
+    if accelerator.is_main_process:
+        if staging.exists():
+            shutil.rmtree(staging)
+        staging.mkdir(parents=True)
     accelerator.wait_for_everyone()
-    accelerator.save_state(str(staging))
+    if accelerator.is_main_process:
+        save_model(accelerator.unwrap_model(model), str(staging / "model.safetensors"))
+        save_state(optimizer.state_dict(), staging, "optimizer")
+        for index, item in enumerate(stateful):
+            save_state(item.state_dict(), staging, f"state-{index}")
+        if accelerator.scaler is not None:
+            save_state(accelerator.scaler.state_dict(), staging, "scaler")
+    save_state(_random_states(), staging, f"random-{accelerator.process_index}")
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         if final.exists():
@@ -62,6 +92,37 @@ def save_checkpoint(accelerator: Accelerator, output_dir: str | Path, step: int,
         logger.info("saved checkpoint %s", final)
     accelerator.wait_for_everyone()
     return final
+
+
+def load_checkpoint(
+    accelerator: Accelerator, folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer, stateful: list
+) -> None:
+    """Restore what `save_checkpoint` wrote; nothing in the folder is unpickled, whatever else it holds."""
+    weights = folder / "model.safetensors"
+    if not weights.is_file():
+        raise FileNotFoundError(f"{weights}: missing from the checkpoint")
+    load_model(accelerator.unwrap_model(model), str(weights), device=str(accelerator.device))
+    optimizer.load_state_dict(load_state(folder, "optimizer"))
+    for index, item in enumerate(stateful):
+        item.load_state_dict(load_state(folder, f"state-{index}"))
+    if accelerator.scaler is not None:
+        accelerator.scaler.load_state_dict(load_state(folder, "scaler"))
+    _set_random_states(load_state(folder, f"random-{accelerator.process_index}"))
+
+
+def _random_states() -> dict:
+    states = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _set_random_states(states: dict) -> None:
+    random.setstate(states["python"])
+    np.random.set_state(states["numpy"])
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
 
 
 def list_checkpoints(output_dir: str | Path) -> list[Path]:
@@ -87,4 +148,4 @@ def resolve_checkpoint(output_dir: str | Path, which: str) -> Path:
     return path
 
 
-__all__ = ["TrainingProgress", "list_checkpoints", "resolve_checkpoint", "save_checkpoint"]
+__all__ = ["TrainingProgress", "list_checkpoints", "load_checkpoint", "resolve_checkpoint", "save_checkpoint"]

@@ -21,7 +21,7 @@ from ..model_card import write_model_card
 from ..objectives import OBJECTIVES
 from .arguments import DataArguments, ModelArguments, TrainingArguments
 from .batches import Captions, EncodedSplit, EncodedTriples, collate_captions, length_sorted_batches, word_level_split
-from .checkpoints import TrainingProgress, resolve_checkpoint, save_checkpoint
+from .checkpoints import TrainingProgress, load_checkpoint, resolve_checkpoint, save_checkpoint
 from .families import model_and_tokenizer
 from .inputs import load_book_triples, load_dataset, visual_vectors
 from .losses import create_training_losses, needs_visual_vectors, trains_text_objective
@@ -119,10 +119,10 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     model, optimizer = accelerator.prepare(model, optimizer)
 
     progress = TrainingProgress()
-    accelerator.register_for_checkpointing(scheduler, progress, *losses)
+    stateful = [scheduler, progress, *losses]
     if training_args.resume_from_checkpoint:
         checkpoint = resolve_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
-        accelerator.load_state(str(checkpoint))
+        load_checkpoint(accelerator, checkpoint, model, optimizer, stateful)
         logger.info("resumed from %s at step %d (epoch %d, batch %d)", checkpoint, progress.step,
                     progress.epoch + 1, progress.batch_in_epoch)
 
@@ -173,7 +173,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
             if progress.step % training_args.logging_steps == 0:
                 _log_interval(progress, scheduler.get_last_lr()[0], accelerator, bar)
             if training_args.save_steps and progress.step % training_args.save_steps == 0:
-                save_checkpoint(accelerator, training_args.output_dir, progress.step, training_args.save_total_limit)
+                save_checkpoint(accelerator, training_args.output_dir, progress.step, training_args.save_total_limit,
+                                model, optimizer, stateful)
         validation = evaluate_split(model, splits["validation"], accelerator, eval_batch_size)
         progress.history.append({
             "epoch": progress.epoch + 1, "step": progress.step,
@@ -190,7 +191,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         logger.info("epoch %d: loss %.4f, %s", progress.epoch + 1, progress.history[-1]["train_loss"],
                     ", ".join(f"{name} {value:.1f}" for name, value in validation_summary(validation).items()))
         progress.epoch, progress.batch_in_epoch, progress.epoch_loss = progress.epoch + 1, 0, 0.0
-        save_checkpoint(accelerator, training_args.output_dir, progress.step, training_args.save_total_limit)
+        save_checkpoint(accelerator, training_args.output_dir, progress.step, training_args.save_total_limit,
+                        model, optimizer, stateful)
         if progress.step >= total_steps:
             break
     if progress.interval_steps:
