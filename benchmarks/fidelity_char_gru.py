@@ -87,7 +87,7 @@ def run_seed(args, seed: int, features_file: Path, trainer_flags: list[str]) -> 
     arguments = parse_arguments([
         "--config", str(CONFIG), "--data_dir", args.data_dir, "--image_features_file", str(features_file),
         "--hidden_size", str(args.hidden_size), "--num_train_epochs", str(args.num_train_epochs),
-        "--seed", str(seed), "--output_dir", str(output_dir), *trainer_flags,
+        "--seed", str(seed), "--output_dir", str(output_dir), "--overwrite_output_dir", *trainer_flags,
     ])
     results = train(*arguments)
     history = json.loads((output_dir / "training_history.json").read_text())["epochs"]

@@ -61,7 +61,8 @@ def main() -> None:
         output_dir = Path(args.output_dir) / folder
         results = train(*parse_arguments(["--config", str(CONFIG), *flickr8k, *features, "--books_dir",
                                           str(shared / "data" / "books"), "--seed", str(args.seed), "--output_dir",
-                                          str(output_dir), *SMALL, *trainer_flags, *flags]))
+                                          str(output_dir), "--overwrite_output_dir", *SMALL, *trainer_flags,
+                                          *flags]))
         evaluation = evaluate_model(*parse_evaluation_arguments([
             "--model", str(output_dir), "--tasks", "structure,stsb,sick,sts16", *flickr8k, *features,
             "--sts_dir", str(shared / "data" / "sts16"), "--stsb_dir", str(shared / "data" / "stsbenchmark"),

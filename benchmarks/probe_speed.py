@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {probe_name} | {seconds[len(seconds) // 2]:.1f} ({seconds[0]:.1f}–{seconds[-1]:.1f}) | "
               f"{runs[0][1]:.2f} |")
     speedup = results[0]["seconds"]["median"] / results[1]["seconds"]["median"]
-    print(f"speed-up {speedup:.1f}x; test Pearson difference {results[1]['test_pearson'] - results[0]['test_pearson']:+.2f}")
+    difference = results[1]["test_pearson"] - results[0]["test_pearson"]
+    print(f"speed-up {speedup:.1f}x; test Pearson difference {difference:+.2f}")
     write_results(args.output, "probe_speed", results, {"encoder": name, "speedup": speedup, "epochs": epochs})
 
 

@@ -23,7 +23,8 @@ BENCHMARKS = ["training_throughput", "encoding_throughput", "tokenizer_throughpu
 
 
 def run(name: str, quick: bool, output_dir: Path) -> dict:
-    command = [sys.executable, str(Path(__file__).with_name(f"{name}.py")), "--output", str(output_dir / f"{name}.json")]
+    script = Path(__file__).with_name(f"{name}.py")
+    command = [sys.executable, str(script), "--output", str(output_dir / f"{name}.json")]
     if quick:
         command.append("--quick")
     print(f"\n## {name}\n", flush=True)

@@ -69,6 +69,7 @@ def main() -> None:
         output_dir = Path(args.output_dir) / name.replace(" ", "").replace(",", "-").replace("(", "").replace(")", "")
         results = train(*parse_arguments(["--config", str(CONFIG), "--data_dir", args.data_dir, *features,
                                            "--seed", str(args.seed), "--output_dir", str(output_dir),
+                                           "--overwrite_output_dir",
                                            *trainer_flags, *flags]))
         rows[name] = {**evaluate(args, output_dir), "training_s": results["run"]["wall_time_s"]}
         if name == "BOW (mean), Pearson":

@@ -75,7 +75,7 @@ def run_search(argv: list[str], trials: int, output_dir: str | Path, validation_
     def objective(trial: optuna.Trial) -> float:
         values = space(trial)
         trial_argv = [*argv, *(f"--{name}={value}" for name, value in values.items()),
-                      f"--output_dir={output_dir / f'trial-{trial.number}'}"]
+                      f"--output_dir={output_dir / f'trial-{trial.number}'}", "--overwrite_output_dir"]
         results = train(*parse_arguments(trial_argv))
         model = AutoModel.from_pretrained(output_dir / f"trial-{trial.number}")
         metric, score = validation_score(model, trial_argv, validation_sts_dir, seed, validation_sick_path)

@@ -192,6 +192,10 @@ class TrainingArguments:
     resume_from_checkpoint: str | None = field(
         default=None, metadata={"help": "'latest' (in output_dir/checkpoints) or a checkpoint folder."}
     )
+    overwrite_output_dir: bool = field(
+        default=False, metadata={"help": "Empty a non-empty output_dir first (otherwise such a folder is refused "
+                                         "unless the run resumes from a checkpoint)."}
+    )
     report_to: str = field(
         default="none", metadata={"help": "Accelerate trackers: tensorboard, wandb, trackio, all or none."}
     )

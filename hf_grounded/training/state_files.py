@@ -74,7 +74,8 @@ def _from_tree(tree: Any, tensors: dict[str, torch.Tensor], source: Path) -> Any
         if "__dict__" in tree:
             return {key: _from_tree(item, tensors, source) for key, item in tree["__dict__"].items()}
         if "__items__" in tree:
-            return {_from_tree(key, tensors, source): _from_tree(item, tensors, source) for key, item in tree["__items__"]}
+            return {_from_tree(key, tensors, source): _from_tree(item, tensors, source)
+                    for key, item in tree["__items__"]}
         if "__tuple__" in tree:
             return tuple(_from_tree(item, tensors, source) for item in tree["__tuple__"])
     except (KeyError, TypeError, ValueError) as error:

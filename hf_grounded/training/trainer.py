@@ -25,6 +25,7 @@ from .checkpoints import TrainingProgress, load_checkpoint, resolve_checkpoint, 
 from .families import model_and_tokenizer
 from .inputs import load_book_triples, load_dataset, visual_vectors
 from .losses import create_training_losses, needs_visual_vectors, trains_text_objective
+from .output_folder import claim_output_folder
 from .plots import plot_training
 from .saving import save_model, save_model_folder
 from .schedules import create_scheduler
@@ -51,6 +52,15 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
             "gradient accumulation would split the in-batch negatives of the contrastive loss into smaller "
             "batches; use more processes or a larger per_device_train_batch_size instead"
         )
+    claim = claim_output_folder(training_args.output_dir, training_args.overwrite_output_dir,
+                                bool(training_args.resume_from_checkpoint), accelerator.is_main_process,
+                                accelerator.wait_for_everyone)
+    with claim:
+        return _train(accelerator, report_to, model_args, data_args, training_args)
+
+
+def _train(accelerator: Accelerator, report_to: str | None, model_args: ModelArguments, data_args: DataArguments,
+           training_args: TrainingArguments) -> dict:
     set_seed(training_args.seed)
     started = time.perf_counter()
 
