@@ -344,6 +344,45 @@ def test_a_features_file_missing_an_image_is_refused_naming_it(tmp_path):
               arguments[1])
 
 
+@pytest.mark.parametrize("broken, message", [
+    (lambda tensor: tensor.index_fill(1, torch.tensor([3]), float("nan")), "hold NaN or infinite values"),
+    (lambda tensor: tensor.index_fill(1, torch.tensor([0]), float("inf")), "hold NaN or infinite values"),
+])
+def test_broken_features_are_refused_before_training_naming_the_image(tmp_path, broken, message):
+    from hf_grounded.data import make_synthetic_dataset
+    from hf_grounded.features import FeatureCache
+
+    dataset = make_synthetic_dataset(num_train=4, num_validation=2, num_test=2, seed=0)
+    ids = [image_id for split in dataset.values() for image_id in split["image_id"]]
+    features_file = tmp_path / "features.safetensors"
+    cache = FeatureCache(features_file)
+    cache.update({image_id: torch.randn(1, 8) for image_id in ids})
+    cache.update({ids[5]: broken(torch.randn(1, 8))})
+    cache.save({})
+    data = DataArguments(synthetic_train_images=4, synthetic_eval_images=2, image_features_file=str(features_file))
+    with pytest.raises(ValueError, match=f"features.safetensors: the features of validation image_id '{ids[5]}' "
+                                         f"{message}"):
+        train(ModelArguments(hidden_size=8), data,
+              TrainingArguments(output_dir=str(tmp_path / "run"), max_steps=1, seed=0))
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_features_of_the_wrong_width_or_dtype_are_refused_naming_the_image():
+    from hf_grounded.data import make_synthetic_dataset
+    from hf_grounded.features import check_features
+
+    dataset = make_synthetic_dataset(num_train=3, num_validation=1, num_test=1, seed=0)
+    good = {split: [torch.randn(1, 8) for _ in range(len(dataset[split]))] for split in dataset}
+    check_features(dataset, good, "features.safetensors")
+    test_id = dataset["test"]["image_id"][0]
+    for broken, message in ((torch.randn(1, 5), "are 5-d where the others are 8-d"),
+                            (torch.ones(1, 8, dtype=torch.int64), "got \\(1, 8\\) of torch.int64"),
+                            (torch.randn(8), "got \\(8,\\) of torch.float32")):
+        with pytest.raises(ValueError, match=f"features.safetensors: the features of test image_id '{test_id}' "
+                                             f".*{message}"):
+            check_features(dataset, {**good, "test": [broken]}, "features.safetensors")
+
+
 def test_the_char_gru_trains_with_vete_pearson_objective(tmp_path):
     results = train(
         ModelArguments(hidden_size=8, objective="pearson"),

@@ -4,7 +4,14 @@ from .backbone import BackboneSpec, create_backbone
 from .cache import FeatureCache
 from .extraction import FeatureSpec, cached_features, extract_features
 from .preprocessing import PRESETS, make_preprocessing
-from .splits import dataset_features, default_cache_dir, feature_cache_file, source_name, stored_features
+from .splits import (
+    check_features,
+    dataset_features,
+    default_cache_dir,
+    feature_cache_file,
+    source_name,
+    stored_features,
+)
 from .video import FRAME_POOLINGS, pool_frames, sample_frames
 
 __all__ = [
@@ -12,6 +19,7 @@ __all__ = [
     "FRAME_POOLINGS",
     "FeatureCache",
     "FeatureSpec",
+    "check_features",
     "PRESETS",
     "cached_features",
     "create_backbone",

@@ -97,4 +97,25 @@ def stored_features(dataset: DatasetDict, features_file: str | Path) -> dict[str
     return {split: features[start:end] for split, (start, end) in bounds.items()}
 
 
-__all__ = ["dataset_features", "default_cache_dir", "feature_cache_file", "source_name", "stored_features"]
+def check_features(dataset: DatasetDict, features: dict[str, list[torch.Tensor]], source: str) -> None:
+    """Refuse, before any training, features that would poison it: each row's must be a float `(frames, dim)`
+    tensor, every row of the same `dim`, and finite. The error names the split, the row's id and `source`."""
+    _, id_column = _item_column(dataset)
+    width = None
+    for split, items in features.items():
+        ids = dataset[split][id_column] if id_column in dataset[split].column_names else range(len(items))
+        for item_id, item in zip(ids, items):
+            where = f"{source}: the features of {split} {id_column} {item_id!r}"
+            if not isinstance(item, torch.Tensor) or item.dim() != 2 or not item.is_floating_point():
+                shape = tuple(item.shape) if isinstance(item, torch.Tensor) else type(item).__name__
+                dtype = getattr(item, "dtype", None)
+                raise ValueError(f"{where} must be a float (frames, dim) tensor, got {shape} of {dtype}")
+            width = item.size(1) if width is None else width
+            if item.size(1) != width:
+                raise ValueError(f"{where} are {item.size(1)}-d where the others are {width}-d")
+            if not bool(torch.isfinite(item).all()):
+                raise ValueError(f"{where} hold NaN or infinite values")
+
+
+__all__ = ["check_features", "dataset_features", "default_cache_dir", "feature_cache_file", "source_name",
+           "stored_features"]

@@ -8,6 +8,7 @@ from ..data import SPLITS, load_books, load_captioned_images, sentence_triples
 from ..features import (
     BackboneSpec,
     FeatureSpec,
+    check_features,
     dataset_features,
     feature_cache_file,
     pool_frames,
@@ -44,7 +45,9 @@ def frame_features(
     """Per split and row, the `(frames, dim)` features (one frame per image): read from `--image_features_file`
     when given, else extracted once, then cached."""
     if data_args.image_features_file is not None:
-        return stored_features(dataset, data_args.image_features_file)
+        features = stored_features(dataset, data_args.image_features_file)
+        check_features(dataset, features, data_args.image_features_file)
+        return features
     spec = feature_spec(data_args, seed)
     cache_file = None
     if data_args.feature_cache_dir != "none":
@@ -54,10 +57,12 @@ def frame_features(
         options.pop("char_gru_preprocessing", None)
         source = source_name(data_args.dataset, data_args.data_dir, **options)
         cache_file = feature_cache_file(source, spec, data_args.feature_cache_dir)
-    return dataset_features(
+    features = dataset_features(
         dataset, spec, cache_file, batch_size=data_args.feature_batch_size, num_workers=num_workers,
         accelerator=accelerator,
     )
+    check_features(dataset, features, str(cache_file) if cache_file is not None else spec.backbone.name)
+    return features
 
 
 def image_features(
