@@ -35,7 +35,7 @@ setup(
         "scikit-learn>=1.3",
     ],
     extras_require={
-        "test": ["pytest>=8", "scipy", "tensorboard", "optuna>=4", "hypothesis>=6"],
+        "test": ["pytest>=8", "scipy", "tensorboard", "optuna>=4", "hypothesis>=6", "sentence-transformers>=6"],
         "tensorboard": ["tensorboard"],
         # recipes/search.py: Kurach et al.'s random search, with Optuna's sampler.
         "search": ["optuna>=4"],

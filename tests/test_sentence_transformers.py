@@ -1,0 +1,19 @@
+"""sentence-transformers loads every family's saved folder and embeds exactly as `encode()` does (a test extra)."""
+
+import numpy as np
+import pytest
+
+from hf_grounded.training import save_model
+
+from .test_quantized_encode import family
+
+sentence_transformers = pytest.importorskip("sentence_transformers")
+
+
+@pytest.mark.parametrize("name", ["char_gru", "vete_rnn", "grounded_skipthought"])
+def test_sentence_transformer_gives_the_embeddings_of_encode(tmp_path, name):
+    model, tokenizer = family(name)
+    save_model(model, tokenizer, tmp_path)
+    loaded = sentence_transformers.SentenceTransformer(str(tmp_path), trust_remote_code=True, device="cpu")
+    sentences = ["a dog runs on the grass", "two cats", "A red sofa."]
+    np.testing.assert_allclose(loaded.encode(sentences), model.encode(sentences, tokenizer=tokenizer), atol=1e-6)
