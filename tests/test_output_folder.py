@@ -49,3 +49,11 @@ def test_a_second_training_run_into_the_same_folder_is_refused(tmp_path):
         train(*parse_arguments(flags))
     results = train(*parse_arguments([*flags, "--overwrite_output_dir"]))
     assert results["run"]["steps"] == 2 and not (tmp_path / "run" / LOCK_NAME).exists()
+
+
+def test_resuming_without_a_complete_checkpoint_says_how_to_start_over(tmp_path):
+    from hf_grounded.training.checkpoints import resolve_checkpoint
+
+    (tmp_path / "checkpoints" / ".saving-step-10").mkdir(parents=True)  # killed during the first write
+    with pytest.raises(FileNotFoundError, match="start over with --overwrite_output_dir"):
+        resolve_checkpoint(tmp_path, "latest")

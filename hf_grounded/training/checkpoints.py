@@ -140,7 +140,10 @@ def resolve_checkpoint(output_dir: str | Path, which: str) -> Path:
     if which == "latest":
         checkpoints = list_checkpoints(output_dir)
         if not checkpoints:
-            raise FileNotFoundError(f"no checkpoint to resume from in {checkpoint_dir(output_dir)}")
+            raise FileNotFoundError(
+                f"no checkpoint to resume from in {checkpoint_dir(output_dir)} (a run stopped before its first "
+                "checkpoint was complete); start over with --overwrite_output_dir instead of --resume_from_checkpoint"
+            )
         return checkpoints[-1]
     path = Path(which)
     if not path.is_dir():
