@@ -117,9 +117,34 @@ def test_empty_caption_is_named(tmp_path):
     lines = token_file.read_text().splitlines()
     lines[2] = lines[2].split("\t")[0] + "\t   "
     token_file.write_text("\n".join(lines) + "\n")
-    with pytest.raises(InvalidSampleError, match="Flickr8k.token.txt:1, image 1000_abc.jpg: empty caption"):
+    with pytest.raises(InvalidSampleError, match="Flickr8k.token.txt:3, image 1000_abc.jpg: empty caption"):
         load_flickr8k(tmp_path)
     assert len(load_flickr8k(tmp_path, skip_invalid=True)["train"][0]["captions"]) == 4
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda line: line.replace("\t", "    "), "Flickr8k.token.txt:3: expected 'IMAGE.jpg#N<TAB>caption', found no tab"),
+    (lambda line: line + "\textra field", "Flickr8k.token.txt:3: expected 'IMAGE.jpg#N<TAB>caption', found 2 tabs"),
+])
+def test_malformed_token_lines_are_named_at_their_line_and_honour_skip_invalid(tmp_path, damage, message):
+    fixtures.flickr8k_official(tmp_path)
+    token_file = tmp_path / "Flickr8k_text" / "Flickr8k.token.txt"
+    lines = token_file.read_text().splitlines()
+    lines[2] = damage(lines[2])
+    token_file.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InvalidSampleError, match=message):
+        load_flickr8k(tmp_path)
+    assert len(load_flickr8k(tmp_path, skip_invalid=True)["train"][0]["captions"]) == 4
+
+
+def test_a_token_file_that_is_not_utf8_is_named_with_its_line(tmp_path):
+    fixtures.flickr8k_official(tmp_path)
+    token_file = tmp_path / "Flickr8k_text" / "Flickr8k.token.txt"
+    lines = token_file.read_text().splitlines()
+    lines[3] = lines[3] + " café"
+    token_file.write_bytes(("\n".join(lines) + "\n").encode("latin-1"))
+    with pytest.raises(InvalidSampleError, match="Flickr8k.token.txt:4: not UTF-8 text"):
+        load_flickr8k(tmp_path)
 
 
 def test_split_list_naming_unknown_image_is_named(tmp_path):

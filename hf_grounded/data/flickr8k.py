@@ -61,22 +61,45 @@ def _image_folder(data_dir: Path) -> Path:
     raise FileNotFoundError(f"{data_dir}: no image folder (looked for {', '.join(IMAGE_FOLDERS)})")
 
 
-def read_flickr8k_captions(token_file: str | Path) -> dict[str, tuple[str, str]]:
-    """`Flickr8k.token.txt` as caption id (`IMAGE.jpg#N`) → (caption, `file:line`), in file order."""
+def read_flickr8k_captions(
+    token_file: str | Path, problems: InvalidSamples | None = None
+) -> dict[str, tuple[str, str]]:
+    """`Flickr8k.token.txt` as caption id (`IMAGE.jpg#N`) → (caption, `file:line`), in file order.
+
+    Each line must be `IMAGE.jpg#N`, one tab, the caption. A line that breaks this, or bytes that are not UTF-8,
+    is an `InvalidSampleError` naming the file and line; with `problems` (a loader's `skip_invalid` handling) a
+    malformed line is reported there instead, and skipped when it skips.
+    """
+    raw = Path(token_file).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line_number = raw.count(b"\n", 0, error.start) + 1
+        raise InvalidSampleError(f"{token_file}:{line_number}: not UTF-8 text ({error.reason} at byte "
+                                 f"{error.start}); re-encode the file as UTF-8") from error
     captions = {}
-    for line_number, line in enumerate(Path(token_file).read_text(encoding="utf-8").splitlines(), start=1):
+    for line_number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        caption_id, _, caption = line.partition("\t")
-        if "#" not in caption_id:
-            raise InvalidSampleError(f"{token_file}:{line_number}: expected 'IMAGE.jpg#N<TAB>caption', got {line!r}")
-        captions[caption_id] = (caption.strip(), f"{token_file}:{line_number}")
+        fields = line.split("\t")
+        problem = None
+        if len(fields) != 2:
+            found = "no tab" if len(fields) == 1 else f"{len(fields) - 1} tabs"
+            problem = f"{token_file}:{line_number}: expected 'IMAGE.jpg#N<TAB>caption', found {found} in {line!r}"
+        elif "#" not in fields[0]:
+            problem = f"{token_file}:{line_number}: expected 'IMAGE.jpg#N<TAB>caption', got {line!r}"
+        if problem is not None:
+            if problems is None:
+                raise InvalidSampleError(problem)
+            problems.report(problem)
+            continue
+        captions[fields[0]] = (fields[1].strip(), f"{token_file}:{line_number}")
     return captions
 
 
 def _official_splits(text_dir: Path, problems: InvalidSamples) -> dict[str, list[tuple[str, list[str], str]]]:
     captions: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for caption_id, entry in read_flickr8k_captions(text_dir / "Flickr8k.token.txt").items():
+    for caption_id, entry in read_flickr8k_captions(text_dir / "Flickr8k.token.txt", problems).items():
         captions[caption_id.partition("#")[0]].append(entry)
     splits = {}
     for split, name in SPLIT_FILES.items():
@@ -91,7 +114,9 @@ def _official_splits(text_dir: Path, problems: InvalidSamples) -> dict[str, list
             if filename not in captions:
                 problems.report(f"{split_file}:{line_number}: names image {filename}, which has no captions")
                 continue
-            texts = [text for text, _ in captions[filename]]
+            # Each caption is checked at its own line, so an error names the line that holds it.
+            texts = [text for text, where in captions[filename]
+                     if problems.valid_captions([text], f"{where}, image {filename}")]
             entries.append((filename, texts, captions[filename][0][1]))
         splits[split] = entries
     return splits
