@@ -9,52 +9,21 @@ its features are not good, but both probes fit the same ones. Needs ../shared's 
 """
 
 import argparse
-import copy
-import math
 import sys
 import time
 
-import numpy as np
 import torch
-from torch import nn
 
 from common import STSB, write_results
 from hf_grounded import VETEConfig, VETEModel
 from hf_grounded.evaluation.correlation import pearson
-from hf_grounded.evaluation.probe import RelatednessProbe, pair_features, score_classes, soft_targets
+from hf_grounded.evaluation.probe import ProbeConfig, RelatednessProbe, pair_features, score_classes
 from hf_grounded.evaluation.sts import load_stsb
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
 
-def senteval_probe(train, train_scores, dev, dev_scores, test, classes, seed=1111) -> tuple[float, float]:
-    """SentEval's RelatednessPytorch as the library ran it before: returns (test predictions, best epoch)."""
-    torch.manual_seed(seed)
-    layer = nn.Linear(train.shape[1], len(classes))
-    classes_t = torch.as_tensor(classes, dtype=torch.float32)
-    features, targets = torch.as_tensor(train), torch.as_tensor(soft_targets(train_scores, classes))
-    optimizer = torch.optim.Adam(layer.parameters(), lr=1e-3)
-    generator = torch.Generator().manual_seed(seed)
-    best, best_state, misses, best_epoch = -math.inf, copy.deepcopy(layer.state_dict()), 0, 0
-    predict = lambda x: (layer(torch.as_tensor(x)).softmax(-1) @ classes_t).double().numpy()  # noqa: E731
-    for epoch in range(1, 1001):
-        for batch in torch.randperm(len(features), generator=generator).split(64):
-            loss = ((layer(features[batch]).softmax(dim=-1) - targets[batch]) ** 2).sum(dim=1).mean()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        if epoch % 50 and epoch < 1000:
-            continue
-        with torch.no_grad():
-            dev_pearson = pearson(predict(dev), dev_scores)
-        if dev_pearson > best:
-            best, best_epoch, best_state, misses = dev_pearson, epoch, copy.deepcopy(layer.state_dict()), 0
-        else:
-            misses += 1
-            if misses >= 4:
-                break
-    layer.load_state_dict(best_state)
-    with torch.no_grad():
-        return predict(test), best_epoch
+# SentEval's RelatednessPytorch settings, which the library's probe used before: the same classifier and stopping.
+SENTEVAL = ProbeConfig(batch_size=64, learning_rate=1e-3, epochs_per_check=50)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -86,16 +55,12 @@ def main(argv: list[str] | None = None) -> None:
     repeats = 1 if args.quick else 3
     rows = {"SentEval mini-batch probe": [], "library probe": []}
     for _ in range(repeats):
-        started = time.perf_counter()
-        predicted, epochs = senteval_probe(features["train"], scores["train"], features["validation"],
-                                           scores["validation"], features["test"], classes)
-        rows["SentEval mini-batch probe"].append((time.perf_counter() - started, 100 * pearson(predicted,
-                                                                                                scores["test"])))
-        started = time.perf_counter()
-        probe = RelatednessProbe(features["train"].shape[1], classes).fit(
-            features["train"], scores["train"], features["validation"], scores["validation"])
-        rows["library probe"].append((time.perf_counter() - started,
-                                                 100 * pearson(probe.predict(features["test"]), scores["test"])))
+        for probe_name, config in (("SentEval mini-batch probe", SENTEVAL), ("library probe", ProbeConfig())):
+            started = time.perf_counter()
+            probe = RelatednessProbe(features["train"].shape[1], classes, config).fit(
+                features["train"], scores["train"], features["validation"], scores["validation"])
+            rows[probe_name].append((time.perf_counter() - started,
+                                     100 * pearson(probe.predict(features["test"]), scores["test"])))
     print(f"STS-B probe on {name} features ({features['train'].shape[1]}-d), {repeats} repeat(s)")
     print("| probe | seconds, median (min–max) | test Pearson |")
     print("|---|---|---|")
@@ -109,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     speedup = results[0]["seconds"]["median"] / results[1]["seconds"]["median"]
     difference = results[1]["test_pearson"] - results[0]["test_pearson"]
     print(f"speed-up {speedup:.1f}x; test Pearson difference {difference:+.2f}")
-    write_results(args.output, "probe_speed", results, {"encoder": name, "speedup": speedup, "epochs": epochs})
+    write_results(args.output, "probe_speed", results, {"encoder": name, "speedup": speedup})
 
 
 if __name__ == "__main__":
