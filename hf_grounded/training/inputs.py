@@ -43,11 +43,18 @@ def frame_features(
     dataset: DatasetDict, data_args: DataArguments, seed: int, num_workers: int, accelerator: Accelerator
 ) -> dict[str, list[torch.Tensor]]:
     """Per split and row, the `(frames, dim)` features (one frame per image): read from `--image_features_file`
-    when given, else extracted once, then cached."""
+    when given, else extracted once, then cached; checked before any training (see `check_features`)."""
+    features, origin = _read_or_extract_features(dataset, data_args, seed, num_workers, accelerator)
+    check_features(dataset, features, origin)
+    return features
+
+
+def _read_or_extract_features(
+    dataset: DatasetDict, data_args: DataArguments, seed: int, num_workers: int, accelerator: Accelerator
+) -> tuple[dict[str, list[torch.Tensor]], str]:
+    """The features, and where they come from (for error messages)."""
     if data_args.image_features_file is not None:
-        features = stored_features(dataset, data_args.image_features_file)
-        check_features(dataset, features, data_args.image_features_file)
-        return features
+        return stored_features(dataset, data_args.image_features_file), data_args.image_features_file
     spec = feature_spec(data_args, seed)
     cache_file = None
     if data_args.feature_cache_dir != "none":
@@ -61,8 +68,7 @@ def frame_features(
         dataset, spec, cache_file, batch_size=data_args.feature_batch_size, num_workers=num_workers,
         accelerator=accelerator,
     )
-    check_features(dataset, features, str(cache_file) if cache_file is not None else spec.backbone.name)
-    return features
+    return features, str(cache_file) if cache_file is not None else spec.backbone.name
 
 
 def image_features(
