@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from datasets import Dataset
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 FLICKR8K = SHARED / "data" / "flickr8k_sample"
@@ -91,15 +92,19 @@ def write_results(path: str | None, name: str, rows: list[dict], notes: dict | N
                                           "notes": notes or {}}, indent=2))
 
 
-def flickr8k_captions(limit: int | None = None) -> tuple[str, list[str]]:
-    """Training captions of ../shared's Flickr8k sample, or of the embedded synthetic set when it is absent."""
+def training_images() -> tuple[str, Dataset]:
+    """The training split of ../shared's Flickr8k sample, or of the embedded synthetic set when it is absent."""
     from hf_grounded.data import load_captioned_images
 
     if FLICKR8K.is_dir():
-        name, dataset = "flickr8k sample", load_captioned_images("flickr8k", data_dir=str(FLICKR8K))
-    else:
-        name, dataset = "synthetic", load_captioned_images("synthetic")
-    captions = [caption for captions in dataset["train"]["captions"] for caption in captions]
+        return "flickr8k sample", load_captioned_images("flickr8k", data_dir=str(FLICKR8K))["train"]
+    return "synthetic", load_captioned_images("synthetic")["train"]
+
+
+def flickr8k_captions(limit: int | None = None) -> tuple[str, list[str]]:
+    """Every caption of `training_images()`, the first `limit` of them when given."""
+    name, train = training_images()
+    captions = [caption for captions in train["captions"] for caption in captions]
     return name, captions[:limit] if limit else captions
 
 

@@ -17,9 +17,9 @@ import sys
 import torch
 from torch.utils.data import DataLoader
 
-from common import alternate, rate_cell, write_results, FLICKR8K
+from common import alternate, rate_cell, training_images, write_results
 from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer, VETEConfig, VETEModel
-from hf_grounded.data import CaptionBatchSampler, load_captioned_images
+from hf_grounded.data import CaptionBatchSampler
 from hf_grounded.training.batches import CaptionImagePairs, EncodedSplit, collate_captions
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
@@ -73,11 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--output", default=None)
     args = parser.parse_args(argv)
-    if FLICKR8K.is_dir():
-        data_name, dataset = "flickr8k sample", load_captioned_images("flickr8k", data_dir=str(FLICKR8K))
-    else:
-        data_name, dataset = "synthetic", load_captioned_images("synthetic")
-    train = dataset["train"]
+    data_name, train = training_images()
     features = torch.randn(len(train), FEATURE_DIM, generator=torch.Generator().manual_seed(0))
     tokenizers = {"char": CharTokenizer(),
                   "word": train_word_tokenizer(caption for captions in train["captions"] for caption in captions)}
