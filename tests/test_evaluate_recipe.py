@@ -39,12 +39,17 @@ def _write_relatedness_data(root):
     (root / "SICK.txt").write_text("\n".join(rows) + "\n")
 
 
+def _train_tiny_model(model_dir, hidden_size: int, images: int, steps: int) -> None:
+    train(ModelArguments(hidden_size=hidden_size),
+          DataArguments(backbone="test_efficientnet", synthetic_train_images=images,
+                        synthetic_eval_images=images // 2),
+          TrainingArguments(output_dir=str(model_dir), max_steps=steps, per_device_train_batch_size=8))
+
+
 @pytest.mark.slow
 def test_evaluate_recipe_runs_every_task_with_data_and_updates_the_card(tmp_path):
     model_dir = tmp_path / "model"
-    train(ModelArguments(hidden_size=16),
-          DataArguments(backbone="test_efficientnet", synthetic_train_images=40, synthetic_eval_images=20),
-          TrainingArguments(output_dir=str(model_dir), max_steps=6, per_device_train_batch_size=8))
+    _train_tiny_model(model_dir, hidden_size=16, images=40, steps=6)
     _write_relatedness_data(tmp_path)
     output = tmp_path / "evaluation" / "results.json"
     command = [sys.executable, str(REPO_ROOT / "recipes" / "evaluate.py"), "--model", str(model_dir),
@@ -123,9 +128,7 @@ def test_the_cosine_scores_alone_skip_the_supervised_probe(tmp_path):
     from hf_grounded.evaluation.suite import evaluate_model, parse_evaluation_arguments
 
     model_dir = tmp_path / "model"
-    train(ModelArguments(hidden_size=8),
-          DataArguments(backbone="test_efficientnet", synthetic_train_images=20, synthetic_eval_images=10),
-          TrainingArguments(output_dir=str(model_dir), max_steps=2, per_device_train_batch_size=8))
+    _train_tiny_model(model_dir, hidden_size=8, images=20, steps=2)
     _write_relatedness_data(tmp_path)
     common = ["--model", str(model_dir), "--stsb_dir", str(tmp_path / "stsb"), "--sick_path",
               str(tmp_path / "SICK.txt")]
