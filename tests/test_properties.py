@@ -42,6 +42,15 @@ def test_char_tokenizer_round_trips_printable_ascii(text):
 
 
 @settings(max_examples=EXAMPLES["tokenizer"], **PROPERTY_SETTINGS)
+@given(text=st.text(ANY_CHARACTER, max_size=300))
+def test_a_corpus_char_vocabulary_round_trips_any_text_it_was_built_from(text):
+    tokenizer = CharTokenizer.from_corpus([text], model_max_length=len(text) + 1)
+    ids = tokenizer(text)["input_ids"]
+    assert tokenizer.unk_token_id not in ids
+    assert tokenizer.decode(ids) == text
+
+
+@settings(max_examples=EXAMPLES["tokenizer"], **PROPERTY_SETTINGS)
 @given(text=TEXT)
 def test_word_tokenizer_takes_any_valid_text(text):
     """Lone surrogates are not valid text: the `tokenizers` library refuses them, `encode()` replaces them."""

@@ -100,7 +100,9 @@ def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, co
     saved one `--model_name_or_path` names, with its tokenizer."""
     if model_args.model_name_or_path is None:
         family = FAMILIES[model_args.model_type]
-        return *family.build(model_args, data_args, corpus, image_feature_dim), family
+        model, tokenizer = family.build(model_args, data_args, corpus, image_feature_dim)
+        model.set_tokenizer(tokenizer)
+        return model, tokenizer, family
     model = AutoModel.from_pretrained(model_args.model_name_or_path)
     if model.config.model_type not in FAMILIES:
         raise ValueError(f"{model_args.model_name_or_path} is a {model.config.model_type!r} model; training "
@@ -111,6 +113,7 @@ def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, co
             f"backbone {data_args.backbone} gives {image_feature_dim}"
         )
     tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
+    model.set_tokenizer(tokenizer)
     return model, tokenizer, FAMILIES[model.config.model_type]
 
 

@@ -9,14 +9,15 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 def _write_model_files(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: Path) -> None:
-    """Weights, config, tokenizer and the code files `trust_remote_code` needs, straight into `folder`."""
+    """Weights, config (with the tokenizer's fingerprint), tokenizer and the code files `trust_remote_code` needs,
+    straight into `folder`."""
     model.config.register_for_auto_class()
     model.register_for_auto_class("AutoModel")
     if not type(tokenizer).__module__.startswith("transformers."):
         # A tokenizer of transformers' own classes (VETE's word tokenizer) loads without remote code.
         tokenizer.register_for_auto_class("AutoTokenizer")
+    model.set_tokenizer(tokenizer)
     model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
 
 
 def save_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, output_dir: str | Path) -> None:

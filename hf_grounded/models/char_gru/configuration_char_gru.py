@@ -47,6 +47,11 @@ class CharGRUConfig(PreTrainedConfig):
             retrieval hardly changes, and 8.0 has the best STS-B dev correlation.
         pad_token_id (`int`, *optional*, defaults to 0):
             Id of the padding character.
+        tokenizer_fingerprint (`str`, *optional*):
+            SHA-256 of the vocabulary and text normalisation of the tokenizer this model was trained with, written
+            when the model is saved with its tokenizer. `encode()` refuses a tokenizer with another fingerprint, so
+            a different vocabulary of the same size can never give silently wrong ids. `None` accepts any tokenizer
+            whose ids fit the embeddings.
 
     Example:
 
@@ -76,6 +81,7 @@ class CharGRUConfig(PreTrainedConfig):
     hardest_negative: bool = False
     initializer_range: float = 8.0
     pad_token_id: int = 0
+    tokenizer_fingerprint: str | None = None
 
     def __post_init__(self, **kwargs):
         _check_choice("rnn_type", self.rnn_type, _RNN_TYPES)
@@ -104,6 +110,11 @@ class CharGRUEnsembleConfig(PreTrainedConfig):
             The architecture every member shares. Defaults to `CharGRUConfig()`.
         num_members (`int`, *optional*, defaults to 2):
             Number of member models.
+        tokenizer_fingerprint (`str`, *optional*):
+            SHA-256 of the vocabulary and text normalisation of the tokenizer this model was trained with, written
+            when the model is saved with its tokenizer. `encode()` refuses a tokenizer with another fingerprint, so
+            a different vocabulary of the same size can never give silently wrong ids. `None` accepts any tokenizer
+            whose ids fit the embeddings.
 
     Example:
 
@@ -122,6 +133,7 @@ class CharGRUEnsembleConfig(PreTrainedConfig):
 
     member_config: dict | CharGRUConfig | None = None
     num_members: int = 2
+    tokenizer_fingerprint: str | None = None
 
     def __post_init__(self, **kwargs):
         if self.num_members < 1:

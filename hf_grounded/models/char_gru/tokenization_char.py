@@ -37,6 +37,13 @@ class CharTokenizer(PreTrainedTokenizer):
             JSON list of the characters after `<pad>` and `<unk>`, in id order. Defaults to printable ASCII.
         normalization (`str`, *optional*):
             A Unicode normal form applied before splitting (e.g. `"NFKC"`), or `None` to keep text untouched.
+        strip_accents (`bool`, *optional*):
+            Fold text towards ASCII before lookup: compatibility-decompose it (NFKD) and drop the combining marks,
+            so "café" reads "cafe", "ﬁ" reads "fi" and full-width letters read as ASCII ones. Characters with no
+            ASCII form (CJK, emoji, "ß") are unchanged and, outside the vocabulary, read as `<unk>`. Defaults to
+            `True` for the default printable-ASCII vocabulary, where accented Latin text would otherwise lose its
+            accented letters, and to `False` for a given vocabulary (see [`~CharTokenizer.from_corpus`], which
+            keeps every character it saw). A saved tokenizer records the value it used.
         pad_token (`str`, *optional*, defaults to `"<pad>"`):
             The padding token (id 0).
         unk_token (`str`, *optional*, defaults to `"<unk>"`):
@@ -63,6 +70,7 @@ class CharTokenizer(PreTrainedTokenizer):
         self,
         vocab_file: str | None = None,
         normalization: str | None = None,
+        strip_accents: bool | None = None,
         pad_token: str = PAD_TOKEN,
         unk_token: str = UNK_TOKEN,
         model_max_length: int = 512,
@@ -77,6 +85,7 @@ class CharTokenizer(PreTrainedTokenizer):
         if normalization is not None and normalization not in ("NFC", "NFKC", "NFD", "NFKD"):
             raise ValueError(f"normalization must be None or a Unicode normal form, got {normalization!r}")
         self.normalization = normalization
+        self.strip_accents = vocab_file is None if strip_accents is None else bool(strip_accents)
         self.characters = list(characters)
         self.char_to_id = {char: index + 2 for index, char in enumerate(self.characters)}
         self._code_point_ids: np.ndarray | None = None
@@ -86,20 +95,23 @@ class CharTokenizer(PreTrainedTokenizer):
             unk_token=unk_token,
             model_max_length=model_max_length,
             normalization=normalization,
+            strip_accents=self.strip_accents,
             **kwargs,
         )
 
     @classmethod
     def from_corpus(
-        cls, texts: Iterable[str], min_count: int = 1, normalization: str | None = None, **kwargs
+        cls, texts: Iterable[str], min_count: int = 1, normalization: str | None = None, strip_accents: bool = False,
+        **kwargs
     ) -> "CharTokenizer":
-        """Build a vocabulary of the characters seen at least `min_count` times in `texts`, most frequent first."""
+        """Build a vocabulary of the characters seen at least `min_count` times in `texts` (after `normalization`
+        and `strip_accents`), most frequent first: every script the corpus holds gets its own ids."""
         counts: Counter[str] = Counter()
         for text in texts:
-            counts.update(_normalize(text, normalization))
+            counts.update(_normalize(text, normalization, strip_accents))
         characters = [char for char, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
                       if count >= min_count]
-        tokenizer = cls(normalization=normalization, **kwargs)
+        tokenizer = cls(normalization=normalization, strip_accents=strip_accents, **kwargs)
         tokenizer._set_characters(characters)
         return tokenizer
 
@@ -120,7 +132,7 @@ class CharTokenizer(PreTrainedTokenizer):
         return vocab
 
     def prepare_for_tokenization(self, text: str, is_split_into_words: bool = False, **kwargs):
-        return _normalize(text, self.normalization), kwargs
+        return _normalize(text, self.normalization, self.strip_accents), kwargs
 
     def _tokenize(self, text: str, **kwargs) -> list[str]:
         return list(text)
@@ -154,8 +166,8 @@ class CharTokenizer(PreTrainedTokenizer):
         **_: object,
     ) -> BatchEncoding:
         texts = [text] if isinstance(text, str) else list(text)
-        if self.normalization:
-            texts = [_normalize(sentence, self.normalization) for sentence in texts]
+        if self.normalization or self.strip_accents:
+            texts = [_normalize(sentence, self.normalization, self.strip_accents) for sentence in texts]
         lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
         limit = max_length if max_length is not None else self.model_max_length
         if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE:
@@ -190,8 +202,12 @@ class CharTokenizer(PreTrainedTokenizer):
         return (path,)
 
 
-def _normalize(text: str, normalization: str | None) -> str:
-    return unicodedata.normalize(normalization, text) if normalization else text
+def _normalize(text: str, normalization: str | None, strip_accents: bool = False) -> str:
+    if normalization:
+        text = unicodedata.normalize(normalization, text)
+    if strip_accents and not text.isascii():
+        text = "".join(char for char in unicodedata.normalize("NFKD", text) if not unicodedata.combining(char))
+    return text
 
 
 _VECTORISED_ARGUMENTS = {"add_special_tokens", "padding_strategy", "truncation_strategy", "max_length",

@@ -39,6 +39,11 @@ class GroundedSkipThoughtConfig(PreTrainedConfig):
             Id of `<S>`, with which every sentence starts; the decoders read it first.
         eos_token_id (`int`, *optional*, defaults to 3):
             Id of `</S>`, with which every sentence ends; the decoders learn to predict it.
+        tokenizer_fingerprint (`str`, *optional*):
+            SHA-256 of the vocabulary and text normalisation of the tokenizer this model was trained with, written
+            when the model is saved with its tokenizer. `encode()` refuses a tokenizer with another fingerprint, so
+            a different vocabulary of the same size can never give silently wrong ids. `None` accepts any tokenizer
+            whose ids fit the embeddings.
 
     Example:
 
@@ -64,6 +69,7 @@ class GroundedSkipThoughtConfig(PreTrainedConfig):
     pad_token_id: int = 0
     bos_token_id: int = 2
     eos_token_id: int = 3
+    tokenizer_fingerprint: str | None = None
 
     def __post_init__(self, **kwargs):
         for name in ("vocab_size", "word_embedding_size", "hidden_size"):

@@ -43,6 +43,11 @@ class VETEConfig(PreTrainedConfig):
             Standard deviation of the normal initialisation of the word embeddings (PyTorch's default).
         pad_token_id (`int`, *optional*, defaults to 0):
             Id of the padding token, whose embedding stays zero.
+        tokenizer_fingerprint (`str`, *optional*):
+            SHA-256 of the vocabulary and text normalisation of the tokenizer this model was trained with, written
+            when the model is saved with its tokenizer. `encode()` refuses a tokenizer with another fingerprint, so
+            a different vocabulary of the same size can never give silently wrong ids. `None` accepts any tokenizer
+            whose ids fit the embeddings.
 
     Example:
 
@@ -71,6 +76,7 @@ class VETEConfig(PreTrainedConfig):
     image_feature_dim: int = 2048
     initializer_range: float = 1.0
     pad_token_id: int = 0
+    tokenizer_fingerprint: str | None = None
 
     def __post_init__(self, **kwargs):
         if self.cnn_filter_widths is None:

@@ -6,7 +6,10 @@ for `trust_remote_code`.
 """
 
 import copy
+import hashlib
+import json
 import logging
+import os
 import re
 import warnings
 from dataclasses import dataclass
@@ -140,6 +143,45 @@ class VETEPreTrainedModel(PreTrainedModel):
                 raise ValueError(f"{name}: the saved weights hold NaN or infinite values; the file is corrupted")
         return loaded
 
+    _tokenizer: PreTrainedTokenizerBase | None = None
+
+    def set_tokenizer(self, tokenizer: PreTrainedTokenizerBase) -> None:
+        """Make `tokenizer` this model's own: `encode()` uses it when given none, `save_pretrained` writes it beside
+        the weights, and the config records its fingerprint, so that no other vocabulary is taken for it later."""
+        self.check_tokenizer(tokenizer)
+        self.config.tokenizer_fingerprint = _tokenizer_fingerprint(tokenizer)
+        self._tokenizer = tokenizer
+
+    def check_tokenizer(self, tokenizer: PreTrainedTokenizerBase) -> None:
+        """Refuse a tokenizer whose ids would be wrong for this model: one whose vocabulary size is not the
+        model's, or, when the config records the fingerprint of the tokenizer the model was trained with, any
+        other tokenizer, even one of the same size."""
+        embedded = self.get_input_embeddings().num_embeddings
+        if len(tokenizer) != embedded:
+            raise ValueError(f"the tokenizer has {len(tokenizer)} ids but the model embeds {embedded}; pass the "
+                             f"tokenizer saved with the model")
+        expected = self.config.tokenizer_fingerprint
+        if expected is not None:
+            # One fingerprint per tokenizer object and size: hashing a large vocabulary on every call would cost.
+            cached = self.__dict__.get("_checked_tokenizer")
+            if cached is None or cached[0] is not tokenizer or cached[1] != len(tokenizer):
+                cached = (tokenizer, len(tokenizer), _tokenizer_fingerprint(tokenizer))
+            if cached[2] != expected:
+                raise ValueError(
+                    f"the tokenizer's vocabulary (fingerprint {cached[2][:12]}) is not the one this model was "
+                    f"trained with (config.tokenizer_fingerprint {expected[:12]}); pass the tokenizer saved with "
+                    f"the model"
+                )
+            self.__dict__["_checked_tokenizer"] = cached
+
+    def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs):
+        """`PreTrainedModel.save_pretrained`, with the tokenizer of `set_tokenizer` (or the one `encode()` loaded)
+        written first beside the weights, so that the folder, and what `push_to_hub` uploads, holds it too."""
+        if self._tokenizer is not None and kwargs.get("is_main_process", True):
+            os.makedirs(save_directory, exist_ok=True)
+            self._tokenizer.save_pretrained(save_directory)
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         if isinstance(module, nn.Linear):
@@ -174,8 +216,6 @@ class VETEModel(VETEPreTrainedModel):
 
     ```
     """
-
-    _tokenizer: PreTrainedTokenizerBase | None = None
 
     def __init__(self, config: VETEConfig):
         super().__init__(config)
@@ -272,6 +312,7 @@ class VETEModel(VETEPreTrainedModel):
         if precision != "float32":
             raise ValueError(f"precision must be 'float32' (int8 is `quantize=True`), got {precision!r}")
         tokenizer = tokenizer or self.default_tokenizer()
+        self.check_tokenizer(tokenizer)
         if device is not None:
             self.to(device)
         if quantize and self.device.type != "cpu":
@@ -352,6 +393,17 @@ def _valid_text(sentence: str) -> str:
     """Lone surrogates (a Python string may hold them, UTF-8 text may not, and the `tokenizers` library refuses
     them) become U+FFFD, the replacement character a UTF-8 decoder would give."""
     return sentence if sentence.isascii() else _LONE_SURROGATE.sub("\ufffd", sentence)
+
+
+def _tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
+    """SHA-256 of what decides a tokenizer's ids: its vocabulary, and how it reads text before the lookup."""
+    reading = {name: getattr(tokenizer, name, None) for name in ("normalization", "strip_accents")}
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        state = json.loads(backend.to_str())
+        reading.update({part: state.get(part) for part in ("normalizer", "pre_tokenizer", "post_processor")})
+    vocabulary = sorted(tokenizer.get_vocab().items(), key=lambda item: (item[1], item[0]))
+    return hashlib.sha256(json.dumps([vocabulary, reading], sort_keys=True).encode()).hexdigest()
 
 
 __all__ = ["VETEModel", "VETEOutput", "VETEPreTrainedModel", "pearson_loss"]

@@ -1,0 +1,128 @@
+"""A model knows the tokenizer it was trained with: its config records the tokenizer's fingerprint, saving the model
+saves the tokenizer, and `encode()` refuses any other vocabulary, even one of the same size."""
+
+import json
+
+import numpy as np
+import pytest
+
+from hf_grounded import CharGRUConfig, CharGRUEnsembleModel, CharGRUModel, CharTokenizer
+from hf_grounded.word_tokenizer import train_word_tokenizer
+
+from .test_quantized_encode import family
+
+FAMILIES = ["char_gru", "vete_rnn", "grounded_skipthought"]
+
+
+def same_size_other_vocabulary(tokenizer):
+    """A tokenizer with as many ids as `tokenizer` but other words (or characters) behind them."""
+    if isinstance(tokenizer, CharTokenizer):
+        return CharTokenizer.from_corpus([chr(0x4E00 + index) for index in range(len(tokenizer) - 2)])
+    words = [f"w{index}" for index in range(len(tokenizer) - 4)]
+    other = train_word_tokenizer([" ".join(words)])
+    assert len(other) == len(tokenizer)
+    return other
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_a_saved_model_refuses_a_same_size_vocabulary_it_was_not_trained_with(name, tmp_path):
+    model, tokenizer = family(name)
+    model.set_tokenizer(tokenizer)
+    model.save_pretrained(tmp_path)
+    loaded = type(model).from_pretrained(tmp_path)
+    # Saving the model saved its tokenizer: encode() needs no tokenizer argument, and reads the same ids.
+    np.testing.assert_allclose(loaded.encode(["A dog runs."]), model.encode(["A dog runs."], tokenizer=tokenizer),
+                               atol=1e-6)
+    with pytest.raises(ValueError, match="not the one this model was trained with"):
+        loaded.encode(["A dog runs."], tokenizer=same_size_other_vocabulary(tokenizer))
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_a_tokenizer_of_another_size_is_refused_before_any_lookup(name):
+    model, tokenizer = family(name)
+    smaller = CharTokenizer.from_corpus(["abc"]) if name == "char_gru" else train_word_tokenizer(["a dog"])
+    with pytest.raises(ValueError, match=f"the tokenizer has {len(smaller)} ids but the model embeds"):
+        model.encode(["a dog"], tokenizer=smaller)
+
+
+def test_a_char_model_without_its_saved_vocabulary_does_not_fall_back_to_the_default_one(tmp_path):
+    """The failure the issue found: a corpus vocabulary of the default's size, then the tokenizer files lost."""
+    corpus_vocabulary = same_size_other_vocabulary(CharTokenizer())
+    model = CharGRUModel(CharGRUConfig(hidden_size=8, image_feature_dim=4))
+    model.set_tokenizer(corpus_vocabulary)
+    model.save_pretrained(tmp_path)
+    (tmp_path / "vocab.json").unlink()
+    (tmp_path / "tokenizer_config.json").unlink()
+    with pytest.raises(ValueError, match="not the one this model was trained with"):
+        CharGRUModel.from_pretrained(tmp_path).encode("a dog")
+
+
+def test_set_tokenizer_refuses_to_rebind_a_model_trained_with_another_vocabulary():
+    model, tokenizer = family("char_gru")
+    model.set_tokenizer(tokenizer)
+    with pytest.raises(ValueError, match="not the one this model was trained with"):
+        model.set_tokenizer(same_size_other_vocabulary(tokenizer))
+
+
+def test_an_ensemble_keeps_its_members_tokenizer_fingerprint():
+    model, tokenizer = family("char_gru")
+    model.set_tokenizer(tokenizer)
+    ensemble = CharGRUEnsembleModel.from_members([model, model])
+    assert ensemble.config.tokenizer_fingerprint == model.config.tokenizer_fingerprint
+    with pytest.raises(ValueError, match="not the one this model was trained with"):
+        ensemble.encode("a dog", tokenizer=same_size_other_vocabulary(tokenizer))
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_the_fingerprint_survives_saving_and_loading_the_tokenizer(name, tmp_path):
+    model, tokenizer = family(name)
+    model.set_tokenizer(tokenizer)
+    tokenizer.save_pretrained(tmp_path)
+    reloaded = type(tokenizer).from_pretrained(tmp_path)
+    model.check_tokenizer(reloaded)
+
+
+def test_the_fingerprint_covers_how_text_is_read_not_only_the_vocabulary():
+    model = CharGRUModel(CharGRUConfig(hidden_size=8, image_feature_dim=4))
+    model.set_tokenizer(CharTokenizer())
+    for changed in (CharTokenizer(strip_accents=False), CharTokenizer(normalization="NFKC")):
+        with pytest.raises(ValueError, match="not the one this model was trained with"):
+            model.check_tokenizer(changed)
+
+
+def test_the_default_vocabulary_keeps_accented_latin_text_meaningful():
+    tokenizer = CharTokenizer()
+    assert tokenizer("café naïve Ångström")["input_ids"] == tokenizer("cafe naive Angstrom")["input_ids"]
+    assert tokenizer.decode(tokenizer("ﬁne ＡＢＣ ²")["input_ids"]) == "fine ABC 2"
+    # No ASCII form: still <unk>, and documented as such.
+    assert set(tokenizer("中文😀ß")["input_ids"]) == {tokenizer.unk_token_id}
+    assert CharTokenizer(strip_accents=False)("é")["input_ids"] == [tokenizer.unk_token_id]
+
+
+def test_a_tokenizer_saved_before_accent_stripping_existed_reads_text_as_it_did(tmp_path):
+    """Folders written before `strip_accents` existed hold a vocabulary file and no such key: they keep reading
+    accented letters as `<unk>`, the ids their models were trained on."""
+    CharTokenizer().save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    del config["strip_accents"]
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    old = CharTokenizer.from_pretrained(tmp_path)
+    assert not old.strip_accents and old("é")["input_ids"] == [old.unk_token_id]
+    CharTokenizer().save_pretrained(tmp_path)
+    assert CharTokenizer.from_pretrained(tmp_path).strip_accents
+
+
+def test_a_corpus_vocabulary_tells_apart_the_scripts_it_saw():
+    """With the ASCII vocabulary 50 emoji and 50 CJK characters are both 50 `<unk>`s, the same sentence; a
+    vocabulary built from a corpus that holds them gives each its own ids, and the model different embeddings."""
+    emoji = "".join(chr(0x1F600 + index) for index in range(50))
+    cjk = "".join(chr(0x4E00 + index) for index in range(50))
+    ascii_tokenizer = CharTokenizer()
+    assert ascii_tokenizer(emoji)["input_ids"] == ascii_tokenizer(cjk)["input_ids"]
+    corpus_tokenizer = CharTokenizer.from_corpus([emoji, cjk, "café"])
+    assert len(set(corpus_tokenizer(emoji + cjk + "é")["input_ids"])) == 101
+    assert corpus_tokenizer.decode(corpus_tokenizer("café" + cjk)["input_ids"]) == "café" + cjk
+    model = CharGRUModel(CharGRUConfig(vocab_size=len(corpus_tokenizer), hidden_size=16, image_feature_dim=4))
+    model.set_tokenizer(corpus_tokenizer)
+    first, second = model.encode([emoji, cjk])
+    assert float(first @ second) < 0.99
