@@ -126,3 +126,24 @@ def test_a_corpus_vocabulary_tells_apart_the_scripts_it_saw():
     model.set_tokenizer(corpus_tokenizer)
     first, second = model.encode([emoji, cjk])
     assert float(first @ second) < 0.99
+
+
+def test_training_records_the_fingerprint_of_a_corpus_character_vocabulary(tmp_path):
+    from transformers import AutoModel
+
+    from hf_grounded.training import DataArguments, ModelArguments, TrainingArguments, train
+
+    output_dir = tmp_path / "run"
+    train(
+        ModelArguments(hidden_size=8, char_vocabulary="corpus"),
+        DataArguments(backbone="test_efficientnet", synthetic_train_images=20, synthetic_eval_images=8),
+        TrainingArguments(output_dir=str(output_dir), num_train_epochs=1),
+    )
+    characters = json.loads((output_dir / "vocab.json").read_text())
+    assert "a" in characters and "Z" not in characters  # the synthetic captions are lower case
+    model = AutoModel.from_pretrained(output_dir)
+    saved = CharTokenizer.from_pretrained(output_dir)
+    assert len(saved) == model.config.vocab_size == len(characters) + 2
+    np.testing.assert_array_equal(model.encode(["a red square"]), model.encode(["a red square"], tokenizer=saved))
+    with pytest.raises(ValueError, match="ids but the model embeds"):
+        model.encode(["a red square"], tokenizer=CharTokenizer())

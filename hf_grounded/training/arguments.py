@@ -60,6 +60,11 @@ class ModelArguments:
         default=CharGRUConfig.initializer_range,
         metadata={"help": "char-GRU: standard deviation of the character embeddings at initialisation."},
     )
+    char_vocabulary: Literal["ascii", "corpus"] = field(
+        default="ascii",
+        metadata={"help": "char-GRU: printable ASCII with accents stripped (the paper's), or every character seen "
+                          "at least --vocab_min_frequency times in the training captions (other scripts)."},
+    )
     text_encoder: Literal["bow", "rnn", "cnn"] = field(
         default="bow", metadata={"help": "VETE: bag of words, stacked RNN or Kim's CNN."}
     )
@@ -74,7 +79,8 @@ class ModelArguments:
     cnn_num_filters: int = field(default=100, metadata={"help": "VETE cnn: filters per width."})
     embed_dim: int = field(default=128, metadata={"help": "VETE: width N of the joint space."})
     vocab_min_frequency: int = field(
-        default=1, metadata={"help": "Word vocabularies: keep training words seen at least this often."}
+        default=1,
+        metadata={"help": "Learnt vocabularies: keep training words (or characters) seen at least this often."},
     )
     vocab_max_size: int | None = field(
         default=None,

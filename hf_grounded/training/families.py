@@ -21,8 +21,12 @@ SKIPTHOUGHT_VOCABULARY = 20000  # Kiros et al.'s and Bordes et al.'s vocabulary 
 
 def build_char_gru(model_args: ModelArguments, data_args: DataArguments, corpus: Sequence[str],
                    image_feature_dim: int) -> Built:
-    """Merkx & Frank's char-GRU: a fixed printable-ASCII character vocabulary."""
-    tokenizer = CharTokenizer(model_max_length=data_args.max_length)
+    """Merkx & Frank's char-GRU: a fixed printable-ASCII character vocabulary, or the training captions'."""
+    if model_args.char_vocabulary == "corpus":
+        tokenizer = CharTokenizer.from_corpus(corpus, min_count=model_args.vocab_min_frequency,
+                                              model_max_length=data_args.max_length)
+    else:
+        tokenizer = CharTokenizer(model_max_length=data_args.max_length)
     config = CharGRUConfig(
         vocab_size=len(tokenizer),
         rnn_type=model_args.rnn_type,
