@@ -71,5 +71,5 @@ def test_bad_book_folders_are_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="no .txt books"):
         load_books(tmp_path)
     (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
-    with pytest.raises(InvalidSampleError, match="latin1.txt: not UTF-8"):
+    with pytest.raises(InvalidSampleError, match="latin1.txt:1: not UTF-8"):
         load_books(tmp_path)

@@ -106,7 +106,7 @@ def test_undecodable_files_are_named(tmp_path, backbone):
         extract_features([broken_video], backbone, kind="video", show_progress_bar=False)
     broken_image = tmp_path / "broken.jpg"
     broken_image.write_bytes(b"\xff\xd8\xff\xe0" + b"\x00" * 100)
-    with pytest.raises(InvalidSampleError, match="broken.jpg: image does not decode"):
+    with pytest.raises(InvalidSampleError, match="broken.jpg: not a readable image"):
         extract_features([broken_image], backbone, show_progress_bar=False)
 
 

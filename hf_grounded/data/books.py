@@ -6,7 +6,7 @@ from pathlib import Path
 from datasets import Dataset, Features, Value
 from sentencex import segment
 
-from .validation import InvalidSampleError
+from .validation import InvalidSampleError, InvalidSamples, read_text_lines
 
 _START = re.compile(r"^\*\*\*\s*START OF (THE|THIS) PROJECT GUTENBERG EBOOK.*$", re.IGNORECASE | re.MULTILINE)
 _END = re.compile(
@@ -49,27 +49,35 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
-def load_books(folder: str | Path) -> Dataset:
+def load_books(folder: str | Path, skip_invalid: bool = False) -> Dataset:
     """Every `*.txt` book in `folder` (sorted by name) as ordered sentences: `book`, `sentence_index`, `text`.
 
-    Files are read as UTF-8 (a byte-order mark is dropped) and stripped of Project Gutenberg boilerplate.
+    Files are read as UTF-8 (a byte-order mark is dropped) and stripped of Project Gutenberg boilerplate. A book
+    that cannot be read, holds a line that is not UTF-8, has a Gutenberg START marker without an END, or holds no
+    sentence raises `InvalidSampleError` naming the file (and line); `skip_invalid=True` logs and skips the whole
+    book instead, since a book with a hole would give SkipThought false neighbouring sentences.
     """
     folder = Path(folder)
     paths = sorted(folder.glob("*.txt"))
     if not paths:
         raise FileNotFoundError(f"{folder}: no .txt books")
+    problems = InvalidSamples("books", skip_invalid)
     columns = {"book": [], "sentence_index": [], "text": []}
     for path in paths:
         try:
-            text = path.read_text(encoding="utf-8-sig")
-        except UnicodeDecodeError as error:
-            raise InvalidSampleError(f"{path}: not UTF-8 text ({error})") from error
-        sentences = split_sentences(strip_gutenberg_boilerplate(text, source=str(path)))
-        if not sentences:
-            raise InvalidSampleError(f"{path}: no sentences after removing the Gutenberg boilerplate")
+            text = "\n".join(line for _, line in read_text_lines(path))
+            sentences = split_sentences(strip_gutenberg_boilerplate(text, source=str(path)))
+            if not sentences:
+                raise InvalidSampleError(f"{path}: no sentences after removing the Gutenberg boilerplate")
+        except InvalidSampleError as error:
+            problems.report(str(error))
+            continue
         columns["book"].extend([path.stem] * len(sentences))
         columns["sentence_index"].extend(range(len(sentences)))
         columns["text"].extend(sentences)
+    problems.log_summary()
+    if not columns["text"]:
+        raise InvalidSampleError(f"{folder}: every book was skipped as invalid")
     return Dataset.from_dict(columns, features=SENTENCE_FEATURES)
 
 

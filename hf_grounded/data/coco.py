@@ -10,7 +10,7 @@ from datasets import DatasetDict
 
 from .karpathy import read_karpathy_json
 from .schema import build_dataset_dict, image_features_schema
-from .validation import InvalidSamples, image_file_problem
+from .validation import InvalidSampleError, InvalidSamples, image_file_problems, read_json, read_text_lines
 
 SPLIT_LIST_NAMES = {"train": "train", "restval": "train", "val": "validation", "test": "test"}
 _PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}]")
@@ -39,6 +39,9 @@ def load_coco(
     `annotations/captions_{train,val}2014.json` plus Karpathy's split lists in `split_dir` (default
     `data_dir/karpathy_splits`): `train.txt`, `restval.txt` (optional), `val.txt` and `test.txt`, one COCO image
     id or image file name per line. Captions are raw unless `char_gru_preprocessing` (see `char_gru_caption`).
+    Missing or undecodable images, empty or non-text captions, annotations naming unknown images, split list lines
+    naming unknown images or not in UTF-8 raise `InvalidSampleError` naming the file (and line or image), unless
+    `skip_invalid=True`, which logs and skips them; malformed JSON is always an error naming the file and line.
     """
     data_dir = Path(data_dir)
     problems = InvalidSamples("coco", skip_invalid)
@@ -53,9 +56,8 @@ def load_coco(
         raise FileNotFoundError(f"{data_dir}: expected dataset_coco.json or annotations/captions_*2014.json")
 
     rows = defaultdict(list)
-    for entry in entries:
-        image_path = data_dir / entry["filepath"] / entry["filename"]
-        problem = image_file_problem(image_path)
+    image_paths = [data_dir / entry["filepath"] / entry["filename"] for entry in entries]
+    for entry, image_path, problem in zip(entries, image_paths, image_file_problems(image_paths)):
         if problem is not None:
             problems.report(problem)
             continue
@@ -76,12 +78,20 @@ def _official_entries(data_dir: Path, split_dir: Path, problems: InvalidSamples)
         annotation_file = data_dir / "annotations" / f"captions_{folder}.json"
         if not annotation_file.is_file():
             raise FileNotFoundError(f"{annotation_file}: COCO caption annotations are missing")
-        annotations = json.loads(annotation_file.read_text(encoding="utf-8"))
-        for image in annotations["images"]:
-            images[image["id"]] = {"filepath": folder, "filename": image["file_name"], "raw": [], "tokens": []}
-        for annotation in annotations["annotations"]:
-            images[annotation["image_id"]]["raw"].append(annotation["caption"])
-            images[annotation["image_id"]]["tokens"].append(None)
+        annotations = read_json(annotation_file)
+        try:
+            for image in annotations["images"]:
+                images[image["id"]] = {"filepath": folder, "filename": image["file_name"], "raw": [], "tokens": []}
+            for position, annotation in enumerate(annotations["annotations"]):
+                if annotation["image_id"] not in images:
+                    problems.report(f"{annotation_file}: annotation {position} (id {annotation.get('id')}) names "
+                                    f"unknown image {annotation['image_id']!r}")
+                    continue
+                images[annotation["image_id"]]["raw"].append(annotation["caption"])
+                images[annotation["image_id"]]["tokens"].append(None)
+        except (KeyError, TypeError) as error:
+            raise InvalidSampleError(f"{annotation_file}: not COCO caption annotations (missing or malformed "
+                                     f"field {error})") from error
     by_name = {image["filename"]: image_id for image_id, image in images.items()}
 
     entries = []
@@ -91,7 +101,7 @@ def _official_entries(data_dir: Path, split_dir: Path, problems: InvalidSamples)
             if list_name == "restval":
                 continue
             raise FileNotFoundError(f"{split_file}: Karpathy split list is missing")
-        for line_number, line in enumerate(split_file.read_text(encoding="utf-8").splitlines(), start=1):
+        for line_number, line in read_text_lines(split_file, problems):
             name = line.strip()
             if not name:
                 continue

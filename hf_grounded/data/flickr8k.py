@@ -8,7 +8,7 @@ from datasets import DatasetDict
 
 from .karpathy import read_karpathy_json
 from .schema import build_dataset_dict, image_features_schema
-from .validation import InvalidSampleError, InvalidSamples, image_file_problem
+from .validation import InvalidSampleError, InvalidSamples, image_file_problems, read_text_lines
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +41,11 @@ def load_flickr8k(data_dir: str | Path, skip_invalid: bool = False) -> DatasetDi
             f"{data_dir}: expected Flickr8k_text/Flickr8k.token.txt (official layout) or dataset_flickr8k.json"
         )
     rows = {split: [] for split in splits}
+    image_problems = iter(image_file_problems([image_dir / filename for entries in splits.values()
+                                               for filename, _, _ in entries]))
     for split, entries in splits.items():
         for filename, captions, where in entries:
-            problem = image_file_problem(image_dir / filename)
+            problem = next(image_problems)
             if problem is not None:
                 problems.report(problem)
                 continue
@@ -70,15 +72,8 @@ def read_flickr8k_captions(
     is an `InvalidSampleError` naming the file and line; with `problems` (a loader's `skip_invalid` handling) a
     malformed line is reported there instead, and skipped when it skips.
     """
-    raw = Path(token_file).read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line_number = raw.count(b"\n", 0, error.start) + 1
-        raise InvalidSampleError(f"{token_file}:{line_number}: not UTF-8 text ({error.reason} at byte "
-                                 f"{error.start}); re-encode the file as UTF-8") from error
     captions = {}
-    for line_number, line in enumerate(text.splitlines(), start=1):
+    for line_number, line in read_text_lines(token_file, problems):
         if not line.strip():
             continue
         fields = line.split("\t")
@@ -107,7 +102,7 @@ def _official_splits(text_dir: Path, problems: InvalidSamples) -> dict[str, list
         if not split_file.is_file():
             raise FileNotFoundError(f"{split_file}: split list is missing")
         entries = []
-        for line_number, filename in enumerate(split_file.read_text(encoding="utf-8").splitlines(), start=1):
+        for line_number, filename in read_text_lines(split_file, problems):
             filename = filename.strip()
             if not filename:
                 continue

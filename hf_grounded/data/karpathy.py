@@ -1,9 +1,8 @@
 """Karpathy's split files (`dataset_flickr8k.json`, `dataset_coco.json`), shared by the Flickr8k and COCO loaders."""
 
-import json
 from pathlib import Path
 
-from .validation import InvalidSampleError
+from .validation import InvalidSampleError, read_json
 
 # Karpathy's 'restval' images are COCO validation images that the standard split trains on.
 KARPATHY_SPLITS = {"train": "train", "restval": "train", "val": "validation", "test": "test"}
@@ -11,26 +10,30 @@ KARPATHY_SPLITS = {"train": "train", "restval": "train", "val": "validation", "t
 
 def read_karpathy_json(path: Path) -> list[dict]:
     """Entries `{split, filename, filepath, image_id, raw, tokens}` with one list of raw captions per image."""
-    try:
-        images = json.loads(path.read_text(encoding="utf-8"))["images"]
-    except (json.JSONDecodeError, KeyError, TypeError) as error:
-        raise InvalidSampleError(f"{path}: not a Karpathy split file ({error})") from error
+    document = read_json(path)
+    if not isinstance(document, dict) or not isinstance(document.get("images"), list):
+        raise InvalidSampleError(f"{path}: not a Karpathy split file (no 'images' list)")
     entries = []
-    for position, image in enumerate(images):
+    for position, image in enumerate(document["images"]):
+        if not isinstance(image, dict):
+            raise InvalidSampleError(f"{path}: image {position} is not a JSON object")
+        if image.get("split") not in KARPATHY_SPLITS:
+            raise InvalidSampleError(f"{path}: image {position} has unknown split {image.get('split')!r}")
         try:
-            split = KARPATHY_SPLITS[image["split"]]
+            entries.append(
+                {
+                    "split": KARPATHY_SPLITS[image["split"]],
+                    "filename": image["filename"],
+                    "filepath": image.get("filepath", ""),
+                    "image_id": str(image.get("cocoid", image["filename"])),
+                    "raw": [sentence["raw"] for sentence in image["sentences"]],
+                    "tokens": [sentence.get("tokens") for sentence in image["sentences"]],
+                }
+            )
         except KeyError as error:
-            raise InvalidSampleError(f"{path}: image {position} has unknown split {image.get('split')!r}") from error
-        entries.append(
-            {
-                "split": split,
-                "filename": image["filename"],
-                "filepath": image.get("filepath", ""),
-                "image_id": str(image.get("cocoid", image["filename"])),
-                "raw": [sentence["raw"] for sentence in image["sentences"]],
-                "tokens": [sentence.get("tokens") for sentence in image["sentences"]],
-            }
-        )
+            raise InvalidSampleError(f"{path}: image {position} lacks the field {error}") from error
+        except (TypeError, AttributeError) as error:
+            raise InvalidSampleError(f"{path}: image {position} is malformed ({error})") from error
     return entries
 
 

@@ -9,12 +9,13 @@ from pathlib import Path
 from datasets import DatasetDict
 
 from .schema import build_dataset_dict, video_features_schema
-from .validation import InvalidSampleError, InvalidSamples, video_file_problem
+from .validation import InvalidSampleError, InvalidSamples, read_text_lines, video_file_problem
 
 logger = logging.getLogger(__name__)
 
 TSV_FILES = {"train": "MSVD_train.tsv", "validation": "MSVD_val.tsv", "test": "MSVD_test.tsv"}
 CSV_NAME = "MSR Video Description Corpus.csv"
+CSV_COLUMNS = ("VideoID", "Start", "End", "Language", "Description")
 # youtube2text: vid1-vid1200 train, vid1201-vid1300 validation, vid1301-vid1970 test.
 SPLIT_BOUNDS = (("train", 1200), ("validation", 1300), ("test", 1970))
 
@@ -31,7 +32,7 @@ def load_msvd(data_dir: str | Path, skip_invalid: bool = False) -> DatasetDict:
     data_dir = Path(data_dir)
     problems = InvalidSamples("msvd", skip_invalid)
     if all((data_dir / name).is_file() for name in TSV_FILES.values()):
-        captions_by_split = _tsv_captions(data_dir)
+        captions_by_split = _tsv_captions(data_dir, problems)
     elif (data_dir / CSV_NAME).is_file():
         captions_by_split = _csv_captions(data_dir, problems)
     else:
@@ -56,17 +57,18 @@ def load_msvd(data_dir: str | Path, skip_invalid: bool = False) -> DatasetDict:
     return build_dataset_dict(rows, video_features_schema(with_video))
 
 
-def _tsv_captions(data_dir: Path) -> dict[str, dict[str, tuple[list[str], str]]]:
+def _tsv_captions(data_dir: Path, problems: InvalidSamples) -> dict[str, dict[str, tuple[list[str], str]]]:
     captions_by_split = {}
     for split, name in TSV_FILES.items():
         path = data_dir / name
         clips = {}
-        for line_number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        for line_number, line in read_text_lines(path, problems):
             if not line.strip():
                 continue
             captions, tab, clip = line.rpartition("\t")
-            if not tab or not clip.strip():
-                raise InvalidSampleError(f"{path}:{line_number}: expected 'captions<TAB>clip', got {line[:80]!r}")
+            if not tab or not clip.strip() or "\t" in captions:
+                problems.report(f"{path}:{line_number}: expected 'captions<TAB>clip' (one tab), got {line[:80]!r}")
+                continue
             # These captions are lower-cased with punctuation removed, so ', ' only ever separates captions;
             # every line also ends with one after its last caption.
             pieces = captions.split(", ")
@@ -82,30 +84,42 @@ def _csv_captions(data_dir: Path, problems: InvalidSamples) -> dict[str, dict[st
     if not mapping_file.is_file():
         raise FileNotFoundError(f"{mapping_file}: needed to split the official CSV into youtube2text splits")
     split_of_clip = {}
-    for line_number, line in enumerate(mapping_file.read_text(encoding="utf-8").splitlines(), start=1):
+    for line_number, line in read_text_lines(mapping_file, problems):
         if not line.strip():
             continue
         clip, _, vid = line.strip().partition(" ")
         match = re.fullmatch(r"vid(\d+)", vid.strip())
         if match is None:
-            raise InvalidSampleError(f"{mapping_file}:{line_number}: expected 'CLIP vidN', got {line!r}")
+            problems.report(f"{mapping_file}:{line_number}: expected 'CLIP vidN', got {line!r}")
+            continue
         number = int(match.group(1))
         split_of_clip[clip] = next((split for split, last in SPLIT_BOUNDS if number <= last), None)
 
     csv_path = data_dir / CSV_NAME
     captions_by_split = {split: {} for split, _ in SPLIT_BOUNDS}
     unmapped = set()
-    with open(csv_path, encoding="utf-8", newline="") as handle:
-        for line_number, row in enumerate(csv.DictReader(handle), start=2):
-            if row.get("Language") != "English":
-                continue
-            clip = f"{row['VideoID']}_{row['Start']}_{row['End']}"
-            split = split_of_clip.get(clip)
-            if split is None:
-                unmapped.add(clip)
-                continue
-            entry = captions_by_split[split].setdefault(clip, ([], f"{csv_path}:{line_number}"))
-            entry[0].append((row.get("Description") or "").strip())
+    lines = read_text_lines(csv_path, problems)
+    reader = csv.DictReader(line for _, line in lines)
+    missing = [column for column in CSV_COLUMNS if column not in (reader.fieldnames or [])]
+    if missing:
+        raise InvalidSampleError(f"{csv_path}:1: header lacks the column(s) {', '.join(missing)}")
+    for row in reader:
+        # The reader counts the lines it was given; map that back to the file's line numbers.
+        line_number = lines[reader.line_num - 1][0]
+        if None in row or None in row.values():  # DictReader's marks of too many fields and too few
+            fields = sum(value is not None for key, value in row.items() if key is not None) + len(row.get(None, []))
+            problems.report(f"{csv_path}:{line_number}: expected {len(reader.fieldnames)} comma-separated fields, "
+                            f"got {fields}")
+            continue
+        if row["Language"] != "English":
+            continue
+        clip = f"{row['VideoID']}_{row['Start']}_{row['End']}"
+        split = split_of_clip.get(clip)
+        if split is None:
+            unmapped.add(clip)
+            continue
+        entry = captions_by_split[split].setdefault(clip, ([], f"{csv_path}:{line_number}"))
+        entry[0].append(row["Description"].strip())
     if unmapped:
         logger.info("msvd: %d clips of %s are not in youtube_mapping.txt and belong to no split", len(unmapped),
                     csv_path.name)

@@ -15,12 +15,12 @@ import timm
 import torch
 from accelerate import Accelerator
 from accelerate.utils import gather_object
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
-from ..data.validation import InvalidSampleError
+from ..data.validation import read_image
 from .backbone import BackboneSpec, create_backbone
 from .cache import FeatureCache
 from .preprocessing import make_preprocessing
@@ -54,19 +54,15 @@ class FeatureSpec:
 
 
 def _open_image(source) -> Image.Image:
-    """A PIL image from a PIL image, a path, or a datasets `Image(decode=False)` dict."""
+    """A decoded PIL image from a PIL image, a path, or a datasets `Image(decode=False)` dict; a file that does not
+    decode, or has more pixels than PIL's decompression-bomb limit, is an `InvalidSampleError` naming it."""
     if isinstance(source, Image.Image):
         return source
     if isinstance(source, dict):
         if source.get("bytes") is not None:
-            return Image.open(io.BytesIO(source["bytes"]))
+            return read_image(io.BytesIO(source["bytes"]), source.get("path") or "image bytes")
         source = source["path"]
-    try:
-        image = Image.open(source)
-        image.load()
-    except (UnidentifiedImageError, OSError) as error:
-        raise InvalidSampleError(f"{source}: image does not decode ({error})") from error
-    return image
+    return read_image(source, str(source))
 
 
 class _Frames(Dataset):

@@ -105,7 +105,7 @@ def visual_vectors(
 
 def load_book_triples(data_args: DataArguments) -> tuple[Dataset, list[str]]:
     """SkipThought's (previous, current, next) triples of `--books_dir`, and all its sentences in order."""
-    sentences = load_books(data_args.books_dir)
+    sentences = load_books(data_args.books_dir, skip_invalid=data_args.skip_invalid)
     return sentence_triples(sentences), list(sentences["text"])
 
 
