@@ -96,7 +96,8 @@ def _read_json(folder: Path, name: str) -> dict:
 def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelCard:
     """The card of the model (char-GRU, its snapshot ensemble, VETE or grounded SkipThought) in `folder`.
 
-    `model_id` is what the usage snippet loads: a Hub id, or by default the folder itself.
+    `model_id` is what the usage snippet loads: a Hub id, or by default the folder's absolute path, so that the
+    snippet works from any directory.
     """
     folder = Path(folder)
     config, results = _read_json(folder, "config.json"), _read_json(folder, "results.json")
@@ -105,7 +106,7 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
     evaluation = json.loads(evaluation_file.read_text()) if evaluation_file.is_file() else None
     architecture = config.get("member_config", config)
     template_name, family_tags = FAMILY_CARDS[config["model_type"]]
-    model_id = model_id or str(folder)
+    model_id = model_id or str(folder.resolve())
     model_name = Path(model_id).name
     dataset = arguments["data"]["dataset"]
     card_data = ModelCardData(
@@ -132,6 +133,8 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
         dataset=dataset,
         backbone=arguments["data"]["backbone"],
         features_file=_features_file_name(arguments["data"]),
+        visual_vectors=arguments["data"].get("visual_vectors", "features"),
+        backbone_weights=_backbone_weights(arguments["data"]),
         num_members=config.get("num_members"),
         ensemble=results.get("ensemble"),
         best_snapshot=results.get("best_snapshot") if results["model"] == "best_snapshot" else None,
@@ -184,6 +187,15 @@ def _features_file_name(data: dict) -> str | None:
     """The name of the precomputed features file the run read, if any (older folders do not record one)."""
     path = data.get("image_features_file")
     return Path(path).name if path else None
+
+
+def _backbone_weights(data: dict) -> str:
+    """Where the backbone's weights came from: "random" when neither a file nor the Hub gave them."""
+    if data.get("pretrained_file"):
+        return f"pretrained weights from `{Path(data['pretrained_file']).name}`"
+    if data.get("pretrained_backbone"):
+        return "timm's pretrained weights"
+    return "random"
 
 
 def _hyperparameters(arguments: dict, run: dict) -> dict:

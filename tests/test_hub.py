@@ -7,7 +7,10 @@ from huggingface_hub import HfApi, ModelCard
 from transformers import AutoModel
 
 from hf_grounded.hub import prepare_upload_folder, push_to_hub
+from hf_grounded.model_card import render_model_card
 from hf_grounded.training import DataArguments, ModelArguments, TrainingArguments, train
+
+from .conftest import run_python
 
 MODEL_FILES = {"config.json", "model.safetensors", "configuration_char_gru.py", "modeling_char_gru.py",
                "tokenization_char.py", "tokenizer_config.json", "vocab.json", "training_args.json", "results.json",
@@ -99,3 +102,34 @@ def test_push_refuses_a_folder_that_is_not_a_trained_model(tmp_path):
         prepare_upload_folder(tmp_path, "org/name", tmp_path / "upload")
     with pytest.raises(ValueError, match="--push_to_hub needs --hub_model_id"):
         TrainingArguments(push_to_hub=True)
+
+
+def test_the_local_cards_snippet_runs_from_any_directory_without_hf_grounded(trained_folder, tmp_path, monkeypatch):
+    """The snippet loads the folder by its absolute path, with the code stored in it: run from an unrelated
+    directory, in an interpreter that never imports hf_grounded (Python's site-packages still hold it here, so
+    the snippet's own imports are what is checked)."""
+    monkeypatch.chdir(trained_folder.parent)
+    snippet = _usage_snippet(str(render_model_card(trained_folder.name))).removeprefix("python\n")
+    assert f'"{trained_folder.resolve()}", trust_remote_code=True' in snippet
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code = snippet + "\nimport sys\nassert 'hf_grounded' not in sys.modules, 'the snippet imported hf_grounded'\n"
+    result = run_python(code, cwd=elsewhere, env={"HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.count("[") >= 3  # the printed 2 x 2 similarity matrix
+
+
+def test_the_card_says_how_to_install_and_which_backbone_weights_made_the_features(trained_folder, tmp_path):
+    card = (trained_folder / "README.md").read_text()
+    assert "pip install hf_grounded" not in card and "not published on PyPI" in card
+    assert "with **random weights**" in card  # the test backbone had no pretrained weights
+    folder = tmp_path / "copy"
+    shutil.copytree(trained_folder, folder)
+    arguments = json.loads((folder / "training_args.json").read_text())
+    arguments["data"]["pretrained_file"] = "/weights/efficientnet_lite0.safetensors"
+    (folder / "training_args.json").write_text(json.dumps(arguments))
+    card = str(render_model_card(folder))
+    assert "random weights" not in card and "pretrained weights from `efficientnet_lite0.safetensors`" in card
+    arguments["data"]["visual_vectors"] = "random"
+    (folder / "training_args.json").write_text(json.dumps(arguments))
+    assert "**random normal vectors** in place of image features" in str(render_model_card(folder))
