@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from accelerate import Accelerator
-from safetensors.torch import load_model, save_model
+from safetensors.torch import load_model, save_file
 from torch import nn
 
 from .state_files import load_state, save_state
@@ -74,7 +74,11 @@ def save_checkpoint(
         staging.mkdir(parents=True)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        save_model(accelerator.unwrap_model(model), str(staging / "model.safetensors"))
+        # A CPU copy of every weight: on the GPU, cuDNN packs an RNN's weights into one buffer, as views that
+        # safetensors refuses to write (they share storage without covering it).
+        weights = {name: tensor.detach().to("cpu", copy=True)
+                   for name, tensor in accelerator.unwrap_model(model).state_dict().items()}
+        save_file(weights, str(staging / "model.safetensors"), metadata={"format": "pt"})
         save_state(optimizer.state_dict(), staging, "optimizer")
         for index, item in enumerate(stateful):
             save_state(item.state_dict(), staging, f"state-{index}")
