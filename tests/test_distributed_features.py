@@ -8,13 +8,13 @@ import torch
 
 from hf_grounded.features import FeatureCache
 
-from .conftest import REPO_ROOT
+from .conftest import CPU_ONLY, REPO_ROOT
 
 
 def _extract(tmp_path, cache_dir, launcher, processes):
     command = [*launcher, str(REPO_ROOT / "recipes" / "extract_features.py"), "--backbone", "test_efficientnet",
                "--synthetic_train_images", "13", "--synthetic_eval_images", "5", "--feature_cache_dir", str(cache_dir)]
-    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", **CPU_ONLY}
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"on {processes} process(es)" in result.stdout

@@ -8,13 +8,13 @@ import sys
 import numpy as np
 import pytest
 
-from .conftest import REPO_ROOT
+from .conftest import CPU_ONLY, REPO_ROOT
 
 SCRIPT = REPO_ROOT / "tests" / "distributed_step.py"
 
 
 def _run(launcher, output, tmp_path, objective="hinge"):
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, **CPU_ONLY}
     result = subprocess.run([*launcher, str(SCRIPT), str(output), objective], cwd=tmp_path, capture_output=True,
                             text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -62,7 +62,7 @@ def test_training_recipe_runs_on_two_processes(tmp_path):
                "--synthetic_train_images", "30", "--synthetic_eval_images", "11", "--num_train_epochs", "2",
                "--lr_scheduler_type", "cyclic_cosine", "--cycle_epochs", "1", "--saved_model", "snapshot_ensemble",
                "--per_device_train_batch_size", "4", "--output_dir", str(tmp_path / "model")]
-    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", **CPU_ONLY}
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     history = json.loads((tmp_path / "model" / "training_history.json").read_text())["epochs"]

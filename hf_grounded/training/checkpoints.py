@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from accelerate import Accelerator
-from safetensors.torch import load_model, save_file
+from safetensors.torch import load_file, save_file
 from torch import nn
 
 from .state_files import load_state, save_state
@@ -105,7 +105,9 @@ def load_checkpoint(
     weights = folder / "model.safetensors"
     if not weights.is_file():
         raise FileNotFoundError(f"{weights}: missing from the checkpoint")
-    load_model(accelerator.unwrap_model(model), str(weights), device=str(accelerator.device))
+    # load_state_dict copies into the weights where they are, cuDNN's packed buffer included (safetensors'
+    # load_model refuses a model whose weights share a buffer).
+    accelerator.unwrap_model(model).load_state_dict(load_file(str(weights), device=str(accelerator.device)))
     optimizer.load_state_dict(load_state(folder, "optimizer"))
     for index, item in enumerate(stateful):
         item.load_state_dict(load_state(folder, f"state-{index}"))
