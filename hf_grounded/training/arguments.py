@@ -62,7 +62,7 @@ class ModelArguments:
     )
     char_vocabulary: Literal["ascii", "corpus"] = field(
         default="ascii",
-        metadata={"help": "char-GRU: printable ASCII with accents stripped (the paper's), or every character seen "
+        metadata={"help": "char-GRU: printable ASCII, accents stripped (the paper's alphabet), or every character seen "
                           "at least --vocab_min_frequency times in the training captions (other scripts)."},
     )
     text_encoder: Literal["bow", "rnn", "cnn"] = field(
