@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
         settings = [setting for setting in settings if setting[0] == corpus_name or setting[1] == 512]
     baseline = minilm()
     rows = []
-    print(f"| model | corpus | batch | sentences/s float32 | sentences/s int8 | × MiniLM (float32 / int8) |")
+    print("| model | corpus | batch | sentences/s float32 | sentences/s int8 | × MiniLM (float32 / int8) |")
     print("|---|---|---|---|---|---|")
     models = encoders(captions, args.quick)
     for corpus, batch_size in settings:

@@ -2,7 +2,6 @@
 file and line (or image), honoured by `skip_invalid`, or a documented handling; never a crash without a name, a
 silent wrong answer or a hang."""
 
-import io
 import json
 import struct
 import zlib

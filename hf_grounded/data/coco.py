@@ -1,6 +1,5 @@
 """MS-COCO captions (Chen et al., 2015) with Karpathy's split. Nothing is downloaded."""
 
-import json
 import re
 import string
 from collections import defaultdict

@@ -8,7 +8,7 @@ from datasets import DatasetDict
 
 from .karpathy import read_karpathy_json
 from .schema import build_dataset_dict, image_features_schema
-from .validation import InvalidSampleError, InvalidSamples, image_file_problems, read_text_lines
+from .validation import InvalidSamples, image_file_problems, raise_or_report, read_text_lines
 
 logger = logging.getLogger(__name__)
 
@@ -77,16 +77,13 @@ def read_flickr8k_captions(
         if not line.strip():
             continue
         fields = line.split("\t")
-        problem = None
         if len(fields) != 2:
             found = "no tab" if len(fields) == 1 else f"{len(fields) - 1} tabs"
-            problem = f"{token_file}:{line_number}: expected 'IMAGE.jpg#N<TAB>caption', found {found} in {line!r}"
-        elif "#" not in fields[0]:
-            problem = f"{token_file}:{line_number}: expected 'IMAGE.jpg#N<TAB>caption', got {line!r}"
-        if problem is not None:
-            if problems is None:
-                raise InvalidSampleError(problem)
-            problems.report(problem)
+            raise_or_report(f"{token_file}:{line_number}: expected 'IMAGE.jpg#N<TAB>caption', found {found} in "
+                            f"{line!r}", problems)
+            continue
+        if "#" not in fields[0]:
+            raise_or_report(f"{token_file}:{line_number}: expected 'IMAGE.jpg#N<TAB>caption', got {line!r}", problems)
             continue
         captions[fields[0]] = (fields[1].strip(), f"{token_file}:{line_number}")
     return captions

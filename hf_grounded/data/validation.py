@@ -52,6 +52,14 @@ class InvalidSamples:
             logger.warning("%s: skipped %d invalid samples", self.dataset, self.skipped)
 
 
+def raise_or_report(problem: str, problems: InvalidSamples | None) -> None:
+    """Raise `problem` as an `InvalidSampleError`, or hand it to a loader's `problems`, which skips it when the
+    loader skips invalid samples (and raises otherwise)."""
+    if problems is None:
+        raise InvalidSampleError(problem)
+    problems.report(problem)
+
+
 def read_json(path: str | Path) -> object:
     """A JSON file's content, or an `InvalidSampleError` naming the file and the line of the first problem."""
     try:
@@ -81,11 +89,8 @@ def read_text_lines(path: str | Path, problems: InvalidSamples | None = None) ->
         try:
             lines.append((number, raw_line.removesuffix(b"\r").decode("utf-8")))
         except UnicodeDecodeError as error:
-            problem = (f"{path}:{number}: not UTF-8 text ({error.reason} at byte {error.start} of the line); "
-                       f"re-encode the file as UTF-8")
-            if problems is None:
-                raise InvalidSampleError(problem) from error
-            problems.report(problem)
+            raise_or_report(f"{path}:{number}: not UTF-8 text ({error.reason} at byte {error.start} of the line); "
+                            f"re-encode the file as UTF-8", problems)
     if lines and lines[-1][1] == "" and raw.endswith(b"\n"):
         lines.pop()
     return lines
@@ -166,5 +171,5 @@ def video_file_problem(path: str | Path) -> str | None:
     return None
 
 
-__all__ = ["InvalidSampleError", "InvalidSamples", "image_file_problem", "image_file_problems", "read_image",
-           "read_json", "read_text_lines", "video_file_problem"]
+__all__ = ["InvalidSampleError", "InvalidSamples", "image_file_problem", "image_file_problems", "raise_or_report",
+           "read_image", "read_json", "read_text_lines", "video_file_problem"]

@@ -171,10 +171,11 @@ class CharGRUTextEncoder(nn.Module):
         """The packed bidirectional RNN's states at every unpadded step, from two padded one-direction runs.
 
         On the CPU, back-propagating through a packed RNN costs about 1.5x the padded one (its per-step slices of
-        the packed data each allocate a zeroed gradient of the whole), so training takes this path. The forward direction reads padding only
-        after a sentence's last character, so its states there are those of the packed run. The backward
-        direction runs over each sentence reversed within its own length (padding still at the end), and its
-        states are put back in place. States at padded steps are left as they come: pooling masks them.
+        the packed data each allocate a zeroed gradient of the whole), so training takes this path. The forward
+        direction reads padding only after a sentence's last character, so its states there are those of the packed
+        run. The backward direction runs over each sentence reversed within its own length (padding still at the
+        end), and its states are put back in place. States at padded steps are left as they come: pooling masks
+        them.
         """
         unpadded = positions.unsqueeze(0) < lengths.unsqueeze(1)
         reverse = torch.where(unpadded, lengths.unsqueeze(1) - 1 - positions.unsqueeze(0), positions.unsqueeze(0))
@@ -293,9 +294,10 @@ class CharSentenceEncoderMixin:
         already, so it changes nothing) and `precision="float32"` (the only one) are accepted as in
         sentence-transformers.
 
-        Lone surrogates, which are not text, are read as U+FFFD. A sentence longer than the tokenizer's `model_max_length` is truncated to it, with one warning per call
-        that truncates. The empty string, which has no token, is embedded as if it were one unknown token: a
-        fixed, finite, unit-length vector, the same alone and in any batch.
+        Lone surrogates, which are not text, are read as U+FFFD. A sentence longer than the tokenizer's
+        `model_max_length` is truncated to it, with one warning per call that truncates. The empty string, which has
+        no token, is embedded as if it were one unknown token: a fixed, finite, unit-length vector, the same alone
+        and in any batch.
 
         `quantize=True` (CPU only) runs an int8 copy of the model whose recurrent and linear layers are dynamically
         quantised (`torch.ao.quantization.quantize_dynamic`): several times faster for wide recurrent encoders, at

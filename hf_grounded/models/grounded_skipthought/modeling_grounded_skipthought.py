@@ -337,9 +337,10 @@ class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
         already, so it changes nothing) and `precision="float32"` (the only one) are accepted as in
         sentence-transformers.
 
-        Lone surrogates, which are not text, are read as U+FFFD. A sentence longer than the tokenizer's `model_max_length` is truncated to it, with one warning per call
-        that truncates. The empty string, which has no token, is embedded as if it were one unknown token: a
-        fixed, finite, unit-length vector, the same alone and in any batch.
+        Lone surrogates, which are not text, are read as U+FFFD. A sentence longer than the tokenizer's
+        `model_max_length` is truncated to it, with one warning per call that truncates. The empty string, which has
+        no token, is embedded as if it were one unknown token: a fixed, finite, unit-length vector, the same alone
+        and in any batch.
 
         `quantize=True` (CPU only) runs an int8 copy of the model whose recurrent and linear layers are dynamically
         quantised (`torch.ao.quantization.quantize_dynamic`): several times faster for wide recurrent encoders, at
