@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from hf_grounded.training.output_folder import LOCK_NAME, claim_output_folder
+from hf_grounded.training.output_folder import LOCK_NAME, MARKER_NAME, claim_output_folder
 
 
 def test_a_non_empty_folder_is_refused_unless_resuming_or_overwriting(tmp_path):
@@ -18,9 +18,12 @@ def test_a_non_empty_folder_is_refused_unless_resuming_or_overwriting(tmp_path):
     with claim_output_folder(tmp_path, overwrite=False, resuming=True, is_main_process=True):
         assert (tmp_path / "model.safetensors").exists() and (tmp_path / LOCK_NAME).read_text() == str(os.getpid())
     assert not (tmp_path / LOCK_NAME).exists()
-    with claim_output_folder(tmp_path, overwrite=True, resuming=False, is_main_process=True):
+    # The resumed run left its marker, so an overwrite may empty the folder, once the run's inputs are built.
+    with claim_output_folder(tmp_path, overwrite=True, resuming=False, is_main_process=True) as output_folder:
+        assert (tmp_path / "model.safetensors").exists()
+        output_folder.empty_earlier_run()
         # The old run's high-numbered checkpoints are gone, so save_total_limit cannot delete the new run's.
-        assert sorted(path.name for path in tmp_path.iterdir()) == [LOCK_NAME]
+        assert sorted(path.name for path in tmp_path.iterdir()) == sorted([LOCK_NAME, MARKER_NAME])
 
 
 def test_the_lock_of_a_live_run_refuses_a_second_one_and_a_dead_runs_lock_is_taken_over(tmp_path):

@@ -1,15 +1,72 @@
-"""One run per output folder: a lock file while a run writes into it, and no silent reuse of a folder's contents."""
+"""One run per output folder: a lock file while a run writes into it, a marker that says a run of this library wrote
+it, and no silent reuse, or loss, of a folder's contents."""
 
 import logging
 import os
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
 LOCK_NAME = ".hf_grounded.lock"
+# Left in every folder a run claims, and kept after it ends: --overwrite_output_dir empties only such folders.
+MARKER_NAME = ".hf_grounded_run"
+_BOOKKEEPING = (LOCK_NAME, MARKER_NAME)
+
+
+@dataclass
+class OutputFolder:
+    """A claimed output folder, and what an earlier run left in it to empty before this run writes anything."""
+
+    path: Path
+    earlier_run_entries: list[str] = field(default_factory=list)
+    is_main_process: bool = True
+    wait_for_everyone: Callable[[], None] = lambda: None
+
+    def empty_earlier_run(self) -> None:
+        """Delete what the earlier run left (`--overwrite_output_dir`). Called once everything the arguments could
+        make fail (data, features, model) has been built, so a mistyped flag never costs the earlier run."""
+        if self.is_main_process and self.earlier_run_entries:
+            logger.warning("--overwrite_output_dir: emptying %s (%d entries of an earlier run)", self.path,
+                           len(self.earlier_run_entries))
+            for name in self.earlier_run_entries:
+                entry = self.path / name
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink(missing_ok=True)
+        self.earlier_run_entries = []
+        self.wait_for_everyone()
+
+
+def check_output_folder(output_dir: str | Path, overwrite: bool, resuming: bool) -> list[str]:
+    """Refuse an `output_dir` this run may not write into; return the entries an overwrite will delete.
+
+    A path that is a file is refused; so is a folder being written by a live run, and a folder that already holds
+    files unless the run resumes from a checkpoint or `overwrite` is given. `overwrite` empties only a folder that a
+    run of this library wrote (it holds `.hf_grounded_run`): anything else (`--output_dir .` in a working tree, a
+    folder of papers) is refused, naming it, and never touched.
+    """
+    folder = Path(output_dir)
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"--output_dir {folder} is a file, not a folder; choose another --output_dir")
+    _refuse_a_live_lock(folder / LOCK_NAME)
+    existing = sorted(path.name for path in folder.iterdir() if path.name not in _BOOKKEEPING) if folder.is_dir() else []
+    if not existing or resuming:
+        return []
+    if not overwrite:
+        raise FileExistsError(
+            f"{folder} already holds {len(existing)} entries ({', '.join(existing[:5])}); pass "
+            "--overwrite_output_dir to empty it first, --resume_from_checkpoint latest to continue the run it holds, "
+            "or choose another --output_dir"
+        )
+    if not (folder / MARKER_NAME).is_file():
+        raise FileExistsError(
+            f"--overwrite_output_dir refuses to empty {folder}: it holds {len(existing)} entries "
+            f"({', '.join(existing[:5])}) but no {MARKER_NAME}, so no hf_grounded run wrote it; delete them yourself "
+            "or choose another --output_dir"
+        )
+    return existing
 
 
 @contextmanager
@@ -19,38 +76,26 @@ def claim_output_folder(
     resuming: bool,
     is_main_process: bool,
     wait_for_everyone: Callable[[], None] = lambda: None,
-) -> Iterator[None]:
-    """Hold `output_dir` for one run.
+) -> Iterator[OutputFolder]:
+    """Hold `output_dir` for one run (see `check_output_folder` for what is refused).
 
-    A folder that already holds files is refused unless the run resumes from a checkpoint (`resuming`) or
-    `overwrite` empties it first, so that two runs never mix their checkpoints and snapshots. The main process
-    then creates `output_dir/.hf_grounded.lock` holding its process id; a second run that finds the lock of a live
-    process refuses to start, and a lock left by a process that no longer exists (a killed run) is taken over with
-    a warning. Every process checks the folder before the main one locks it (`wait_for_everyone` is the barrier
-    between the two), so all of them stop together.
+    The main process creates the folder, its marker and `output_dir/.hf_grounded.lock` holding its process id; a
+    second run that finds the lock of a live process refuses to start, and a lock left by a process that no longer
+    exists (a killed run) is taken over with a warning. Every process checks the folder before the main one locks
+    it (`wait_for_everyone` is the barrier between the two), so all of them stop together. Nothing is deleted here:
+    the run calls `OutputFolder.empty_earlier_run` once its inputs are built.
     """
     folder = Path(output_dir)
-    lock = folder / LOCK_NAME
-    _refuse_a_live_lock(lock)
-    existing = sorted(path.name for path in folder.iterdir() if path.name != LOCK_NAME) if folder.is_dir() else []
-    if existing and not resuming and not overwrite:
-        raise FileExistsError(
-            f"{folder} already holds {len(existing)} entries ({', '.join(existing[:5])}); pass "
-            "--overwrite_output_dir to empty it first, --resume_from_checkpoint latest to continue the run it holds, "
-            "or choose another --output_dir"
-        )
+    earlier_run_entries = check_output_folder(folder, overwrite, resuming)
     wait_for_everyone()
+    lock = folder / LOCK_NAME
     if is_main_process:
         folder.mkdir(parents=True, exist_ok=True)
-        if existing and overwrite and not resuming:
-            logger.warning("--overwrite_output_dir: emptying %s (%d entries)", folder, len(existing))
-            for name in existing:
-                path = folder / name
-                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
         _take_lock(lock)
+        (folder / MARKER_NAME).touch()
     wait_for_everyone()
     try:
-        yield
+        yield OutputFolder(folder, earlier_run_entries, is_main_process, wait_for_everyone)
     finally:
         if is_main_process:
             lock.unlink(missing_ok=True)
@@ -64,15 +109,21 @@ def _refuse_a_live_lock(lock: Path) -> None:
 
 
 def _take_lock(lock: Path) -> None:
+    """Create the lock with its owner already in it: the process id goes into a file of this process's own, which
+    is then hard-linked to the lock's name (which fails if the lock exists), so no other run ever reads an empty
+    lock and takes it for a dead one's."""
+    claim = lock.with_name(f"{lock.name}.{os.getpid()}")
+    claim.write_text(str(os.getpid()))
     try:
-        descriptor = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        _refuse_a_live_lock(lock)  # it may have been taken since the first look
-        logger.warning("taking over %s, left by process %s, which no longer runs", lock, _lock_owner(lock))
-        lock.unlink(missing_ok=True)
-        descriptor = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(str(os.getpid()))
+        try:
+            os.link(claim, lock)
+        except FileExistsError:
+            _refuse_a_live_lock(lock)  # it may have been taken since the first look
+            logger.warning("taking over %s, left by process %s, which no longer runs", lock, _lock_owner(lock))
+            lock.unlink(missing_ok=True)
+            os.link(claim, lock)
+    finally:
+        claim.unlink(missing_ok=True)
 
 
 def _lock_owner(lock: Path) -> int | None:
@@ -92,4 +143,4 @@ def _is_alive(pid: int) -> bool:
     return True
 
 
-__all__ = ["claim_output_folder"]
+__all__ = ["MARKER_NAME", "OutputFolder", "check_output_folder", "claim_output_folder"]

@@ -23,12 +23,14 @@ def _write_model_files(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBas
 def save_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, output_dir: str | Path) -> None:
     """Write model, code files for `trust_remote_code`, tokenizer and config into `output_dir`.
 
-    Everything is first written to a temporary folder beside `output_dir` and then moved in file by file with
-    atomic renames, so an interrupted save never leaves a half-written weights file.
+    Everything is first written to a hidden temporary folder inside `output_dir` and then moved in file by file
+    with atomic renames, so an interrupted save never leaves a half-written weights file. Staging inside the folder
+    keeps every rename on its filesystem (`output_dir` may be a mount point) and writes nothing beside it (its
+    parent may be read-only).
     """
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".saving-", dir=output_dir.parent))
+    staging = Path(tempfile.mkdtemp(prefix=".saving-", dir=output_dir))
     try:
         _write_model_files(model, tokenizer, staging)
         for path in staging.iterdir():

@@ -25,7 +25,7 @@ from .checkpoints import TrainingProgress, load_checkpoint, resolve_checkpoint, 
 from .families import model_and_tokenizer
 from .inputs import load_book_triples, load_dataset, visual_vectors
 from .losses import create_training_losses, needs_visual_vectors, trains_text_objective
-from .output_folder import claim_output_folder
+from .output_folder import OutputFolder, claim_output_folder
 from .plots import plot_training
 from .saving import save_model, save_model_folder
 from .schedules import create_scheduler
@@ -55,12 +55,12 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     claim = claim_output_folder(training_args.output_dir, training_args.overwrite_output_dir,
                                 bool(training_args.resume_from_checkpoint), accelerator.is_main_process,
                                 accelerator.wait_for_everyone)
-    with claim:
-        return _train(accelerator, report_to, model_args, data_args, training_args)
+    with claim as output_folder:
+        return _train(accelerator, output_folder, report_to, model_args, data_args, training_args)
 
 
-def _train(accelerator: Accelerator, report_to: str | None, model_args: ModelArguments, data_args: DataArguments,
-           training_args: TrainingArguments) -> dict:
+def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str | None, model_args: ModelArguments,
+           data_args: DataArguments, training_args: TrainingArguments) -> dict:
     set_seed(training_args.seed)
     started = time.perf_counter()
 
@@ -115,6 +115,7 @@ def _train(accelerator: Accelerator, report_to: str | None, model_args: ModelArg
         num_epochs = training_args.num_train_epochs
         total_steps = num_epochs * steps_per_epoch
     takes_snapshots = training_args.lr_scheduler_type == "cyclic_cosine"
+    output_folder.empty_earlier_run()
     optimizer = torch.optim.Adam(model.parameters(), lr=training_args.learning_rate)
     scheduler = create_scheduler(
         training_args.lr_scheduler_type,
