@@ -134,11 +134,12 @@ def test_every_family_encodes_with_the_same_copied_code():
             assert inspect.getsource(getattr(model_class, method)) == original, (model_class.__name__, method)
     from hf_grounded import CharGRUPreTrainedModel, GroundedSkipThoughtPreTrainedModel, VETEPreTrainedModel
 
-    for method in ("from_pretrained", "set_tokenizer", "check_tokenizer", "save_pretrained"):
+    for method in ("from_pretrained", "_load_pretrained_model", "set_tokenizer", "check_tokenizer", "save_pretrained"):
         original = inspect.getsource(getattr(CharGRUPreTrainedModel, method))
         for base in (VETEPreTrainedModel, GroundedSkipThoughtPreTrainedModel):
             assert inspect.getsource(getattr(base, method)) == original, (base.__name__, method)
-    for helper in ("_one_unknown_token_for_empty_rows", "_valid_text", "_tokenizer_fingerprint"):
+    for helper in ("_one_unknown_token_for_empty_rows", "_valid_text", "_tokenizer_fingerprint", "_truncatable_prefix",
+                   "_check_right_padded", "_check_stored_weights"):
         original = inspect.getsource(getattr(inspect.getmodule(CharSentenceEncoderMixin), helper))
         for model_class in (VETEModel, GroundedSkipThoughtModel):
             assert inspect.getsource(getattr(inspect.getmodule(model_class), helper)) == original, helper

@@ -89,8 +89,10 @@ class CharGRUConfig(PreTrainedConfig):
         _check_choice("loss_reduction", self.loss_reduction, _LOSS_REDUCTIONS)
         for name in ("vocab_size", "char_embedding_size", "hidden_size", "attention_hidden_size",
                      "attention_heads", "image_feature_dim"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"CharGRUConfig.{name} must be at least 1, got {getattr(self, name)}")
+            _check_size("CharGRUConfig", name, getattr(self, name))
+        _check_token_id("CharGRUConfig", "pad_token_id", self.pad_token_id, self.vocab_size)
+        _check_positive_float("CharGRUConfig", "initializer_range", self.initializer_range)
+        _check_positive_float("CharGRUConfig", "margin", self.margin)
         super().__post_init__(**kwargs)
 
     @property
@@ -136,8 +138,7 @@ class CharGRUEnsembleConfig(PreTrainedConfig):
     tokenizer_fingerprint: str | None = None
 
     def __post_init__(self, **kwargs):
-        if self.num_members < 1:
-            raise ValueError(f"CharGRUEnsembleConfig.num_members must be at least 1, got {self.num_members}")
+        _check_size("CharGRUEnsembleConfig", "num_members", self.num_members)
         super().__post_init__(**kwargs)
 
     @property
@@ -154,6 +155,28 @@ class CharGRUEnsembleConfig(PreTrainedConfig):
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ValueError(f"CharGRUConfig.{name} must be one of {choices}, got {value!r}")
+
+
+# Larger than any width or vocabulary these models use: stops a nonsensical config.json before anything is allocated.
+_LARGEST_SIZE = 1 << 22
+
+
+def _check_size(config_name: str, name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _LARGEST_SIZE:
+        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be an integer from 1 to "
+                         f"{_LARGEST_SIZE}, got {value!r}")
+
+
+def _check_token_id(config_name: str, name: str, value: object, vocab_size: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
+        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be an id below vocab_size "
+                         f"{vocab_size}, got {value!r}")
+
+
+def _check_positive_float(config_name: str, name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be a positive finite number, "
+                         f"got {value!r}")
 
 
 __all__ = ["CharGRUConfig", "CharGRUEnsembleConfig"]

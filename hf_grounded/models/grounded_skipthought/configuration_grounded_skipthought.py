@@ -73,18 +73,41 @@ class GroundedSkipThoughtConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         for name in ("vocab_size", "word_embedding_size", "hidden_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"GroundedSkipThoughtConfig.{name} must be at least 1, got {getattr(self, name)}")
+            _check_size("GroundedSkipThoughtConfig", name, getattr(self, name))
         for name in ("image_feature_dim", "frame_feature_dim"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"GroundedSkipThoughtConfig.{name} must be at least 1 or None, got "
-                                 f"{getattr(self, name)}")
+            if getattr(self, name) is not None:
+                _check_size("GroundedSkipThoughtConfig", name, getattr(self, name))
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
+            _check_token_id("GroundedSkipThoughtConfig", name, getattr(self, name), self.vocab_size)
+        _check_positive_float("GroundedSkipThoughtConfig", "initializer_range", self.initializer_range)
         super().__post_init__(**kwargs)
 
     @property
     def embed_dim(self) -> int:
         """Width of the sentence embeddings: the encoder's state."""
         return self.hidden_size
+
+
+# Larger than any width or vocabulary these models use: stops a nonsensical config.json before anything is allocated.
+_LARGEST_SIZE = 1 << 22
+
+
+def _check_size(config_name: str, name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _LARGEST_SIZE:
+        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be an integer from 1 to "
+                         f"{_LARGEST_SIZE}, got {value!r}")
+
+
+def _check_token_id(config_name: str, name: str, value: object, vocab_size: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
+        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be an id below vocab_size "
+                         f"{vocab_size}, got {value!r}")
+
+
+def _check_positive_float(config_name: str, name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be a positive finite number, "
+                         f"got {value!r}")
 
 
 __all__ = ["GroundedSkipThoughtConfig"]

@@ -10,8 +10,11 @@ import hashlib
 import json
 import logging
 import os
+import operator
 import re
+import threading
 import warnings
+from pathlib import Path
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +25,7 @@ from torch.nn.utils.rnn import pack_padded_sequence
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 from transformers import initialization as init
+from safetensors import safe_open
 from transformers.utils import ModelOutput
 
 from .configuration_grounded_skipthought import GroundedSkipThoughtConfig
@@ -91,13 +95,23 @@ class GroundedSkipThoughtPreTrainedModel(PreTrainedModel):
                 raise ValueError(f"{name}: the saved weights hold NaN or infinite values; the file is corrupted")
         return loaded
 
+    @staticmethod
+    def _load_pretrained_model(model, state_dict, checkpoint_files, load_config, *args, **kwargs):
+        """`PreTrainedModel._load_pretrained_model`, after checking what is stored against the model (still on the
+        meta device, so nothing is allocated yet): a model of this library has no optional weights, so a missing,
+        extra, integer, boolean or differently shaped tensor means a damaged file or a config.json that does not
+        match it, and is refused naming the file and the tensors instead of loading random or cast weights."""
+        _check_stored_weights(model, state_dict, checkpoint_files)
+        return PreTrainedModel._load_pretrained_model(model, state_dict, checkpoint_files, load_config, *args,
+                                                      **kwargs)
+
     _tokenizer: PreTrainedTokenizerBase | None = None
 
     def set_tokenizer(self, tokenizer: PreTrainedTokenizerBase) -> None:
         """Make `tokenizer` this model's own: `encode()` uses it when given none, `save_pretrained` writes it beside
         the weights, and the config records its fingerprint, so that no other vocabulary is taken for it later."""
         self.check_tokenizer(tokenizer)
-        self.config.tokenizer_fingerprint = _tokenizer_fingerprint(tokenizer)
+        self.config.tokenizer_fingerprint = _tokenizer_fingerprint(tokenizer, version=2)
         self._tokenizer = tokenizer
 
     def check_tokenizer(self, tokenizer: PreTrainedTokenizerBase) -> None:
@@ -108,12 +122,21 @@ class GroundedSkipThoughtPreTrainedModel(PreTrainedModel):
         if len(tokenizer) != embedded:
             raise ValueError(f"the tokenizer has {len(tokenizer)} ids but the model embeds {embedded}; pass the "
                              f"tokenizer saved with the model")
+        source = f"{tokenizer.name_or_path}/tokenizer_config.json" if tokenizer.name_or_path else "the tokenizer"
+        limit = tokenizer.model_max_length
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"{source}: model_max_length must be a positive integer, got {limit!r}")
+        for name in ("pad_token_id", "unk_token_id"):
+            token_id = getattr(tokenizer, name)
+            if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < embedded:
+                raise ValueError(f"{source}: {name} must be an id below the vocabulary's {embedded}, got {token_id!r}")
         expected = self.config.tokenizer_fingerprint
         if expected is not None:
             # One fingerprint per tokenizer object and size: hashing a large vocabulary on every call would cost.
             cached = self.__dict__.get("_checked_tokenizer")
-            if cached is None or cached[0] is not tokenizer or cached[1] != len(tokenizer):
-                cached = (tokenizer, len(tokenizer), _tokenizer_fingerprint(tokenizer))
+            if cached is None or cached[0] is not tokenizer or cached[1] != len(tokenizer) or cached[3] != expected:
+                version = 2 if expected.startswith("v2:") else 1  # folders saved before v2 hashed less
+                cached = (tokenizer, len(tokenizer), _tokenizer_fingerprint(tokenizer, version), expected)
             if cached[2] != expected:
                 raise ValueError(
                     f"the tokenizer's vocabulary (fingerprint {cached[2][:12]}) is not the one this model was "
@@ -208,6 +231,7 @@ class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
         padding from ever being read."""
         if attention_mask is None:
             attention_mask = (input_ids != self.config.pad_token_id).long()
+        _check_right_padded(attention_mask)
         lengths = attention_mask.sum(dim=1).clamp(min=1).cpu()
         packed = pack_padded_sequence(self.embeddings(input_ids), lengths, batch_first=True, enforce_sorted=False)
         return self.encoder(packed)[1][-1]
@@ -355,8 +379,9 @@ class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
             if not isinstance(sentence, str):
                 raise TypeError(f"sentences[{index}] is {type(sentence).__name__}, not str")
         sentences = [_valid_text(sentence) for sentence in sentences]
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        if isinstance(batch_size, bool) or not hasattr(batch_size, "__index__") or operator.index(batch_size) < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        batch_size = operator.index(batch_size)
         if precision != "float32":
             raise ValueError(f"precision must be 'float32' (int8 is `quantize=True`), got {precision!r}")
         tokenizer = tokenizer or self.default_tokenizer()
@@ -371,13 +396,20 @@ class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
         order = np.argsort([-len(sentence) for sentence in sentences], kind="stable")
         chunks, truncated = [], 0
         for start in tqdm(range(0, len(sentences), batch_size), desc="Encoding", disable=not show_progress_bar):
-            batch = [sentences[index] for index in order[start : start + batch_size]]
-            inputs = tokenizer(batch, padding=True, truncation=False, verbose=False, return_tensors="pt")
-            lengths = inputs["attention_mask"].sum(dim=1)
-            if inputs["input_ids"].size(1) > tokenizer.model_max_length:
-                truncated += int((lengths > tokenizer.model_max_length).sum())
-                inputs = tokenizer(batch, padding=True, truncation=True, return_tensors="pt")
+            # A fast tokenizer keeps its truncation and padding settings in shared state, which concurrent calls
+            # would change under each other.
+            with _TOKENIZATION:
+                batch, cut = zip(*(_truncatable_prefix(sentences[index], tokenizer)
+                                   for index in order[start : start + batch_size]))
+                truncated += sum(cut)
+                inputs = tokenizer(list(batch), padding=True, truncation=False, padding_side="right", verbose=False,
+                                   return_tensors="pt")
                 lengths = inputs["attention_mask"].sum(dim=1)
+                if inputs["input_ids"].size(1) > tokenizer.model_max_length:
+                    truncated += int(((lengths > tokenizer.model_max_length) & ~torch.tensor(cut)).sum())
+                    inputs = tokenizer(list(batch), padding=True, truncation=True, padding_side="right",
+                                       return_tensors="pt")
+                    lengths = inputs["attention_mask"].sum(dim=1)
             input_ids, attention_mask = inputs["input_ids"], inputs["attention_mask"]
             if bool((lengths == 0).any()):
                 input_ids, attention_mask = _one_unknown_token_for_empty_rows(input_ids, attention_mask, tokenizer)
@@ -434,6 +466,62 @@ def _one_unknown_token_for_empty_rows(
     return input_ids, attention_mask
 
 
+def _truncatable_prefix(sentence: str, tokenizer: PreTrainedTokenizerBase) -> tuple[str, bool]:
+    """The sentence, or a prefix of it that truncation to `model_max_length` reads exactly as the whole (and whether
+    it was cut), so that a megabyte of text is never tokenized whole.
+
+    The prefix is grown by doubling until it holds two tokens more than truncation keeps: tokens are read left to
+    right, so only the last token of a prefix can differ from the whole text's (a word or a combining sequence cut
+    in two), and that one lies beyond what is kept.
+    """
+    needed = tokenizer.model_max_length + 2
+    size = 4 * needed
+    while size < len(sentence):
+        prefix = sentence[:size]
+        if len(tokenizer(prefix, add_special_tokens=False, verbose=False)["input_ids"]) >= needed:
+            return prefix, True
+        size *= 2
+    return sentence, False
+
+
+def _check_right_padded(attention_mask: torch.Tensor) -> None:
+    """Refuse a mask that is not right-padded: the encoders read positions 0 to length - 1 as the sentence, so left
+    padding would make an embedding depend on its batch."""
+    lengths = attention_mask.sum(dim=1)
+    positions = torch.arange(attention_mask.size(1), device=attention_mask.device)
+    if not torch.equal(attention_mask.bool(), positions.unsqueeze(0) < lengths.unsqueeze(1)):
+        raise ValueError("attention_mask must be right-padded (padding_side='right'): the sentence's tokens first, "
+                         "then the padding")
+
+
+def _check_stored_weights(model: nn.Module, state_dict: dict | None, checkpoint_files: list[str] | None) -> None:
+    """Refuse stored weights that are not exactly the model's: names, floating dtypes and shapes."""
+    stored, files = {}, [str(path) for path in checkpoint_files or []]
+    for path in files:
+        with safe_open(path, framework="pt") as handle:
+            for name in handle.keys():
+                tensor = handle.get_slice(name)
+                stored[name] = (tensor.get_dtype(), tuple(tensor.get_shape()))
+    for name, tensor in (state_dict or {}).items():
+        stored[name] = ("F" if tensor.is_floating_point() else str(tensor.dtype), tuple(tensor.shape))
+    source = ", ".join(files) or "the state_dict given"
+    expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    found = {
+        "missing tensors": set(expected) - set(stored),
+        "tensors this model does not have": set(stored) - set(expected),
+        "tensors that are not floating point": {f"{name} ({dtype})" for name, (dtype, _) in stored.items()
+                                                if not (dtype.startswith("F") or dtype == "BF16")},
+        "tensors of another shape than config.json's sizes give": {
+            f"{name} {list(shape)} where the config gives {list(expected[name])}"
+            for name, (_, shape) in stored.items() if name in expected and shape != expected[name]},
+    }
+    problems = [f"{kind} {sorted(names)[:5]}" + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+                for kind, names in found.items() if names]
+    if problems:
+        raise ValueError(f"{source}: not the weights of this {type(model).__name__}: {'; '.join(problems)}")
+
+
+_TOKENIZATION = threading.Lock()
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -443,15 +531,24 @@ def _valid_text(sentence: str) -> str:
     return sentence if sentence.isascii() else _LONE_SURROGATE.sub("\ufffd", sentence)
 
 
-def _tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
-    """SHA-256 of what decides a tokenizer's ids: its vocabulary, and how it reads text before the lookup."""
+def _tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase, version: int = 2) -> str:
+    """SHA-256 of what decides a tokenizer's ids: its vocabulary, how it reads text before the lookup and, from
+    version 2 on (prefixed "v2:"), everything else that changes ids: the backend's whole model (its type and unknown
+    token included), its added tokens, and the special tokens' ids. Version 1 is what folders saved before hold."""
     reading = {name: getattr(tokenizer, name, None) for name in ("normalization", "strip_accents")}
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
         state = json.loads(backend.to_str())
-        reading.update({part: state.get(part) for part in ("normalizer", "pre_tokenizer", "post_processor")})
+        # Truncation and padding are per-call settings (encode changes them), not part of what ids mean.
+        parts = ("normalizer", "pre_tokenizer", "post_processor") if version == 1 else set(state) - {
+            "truncation", "padding", "version"}
+        reading.update({part: state.get(part) for part in parts})
+    if version > 1:
+        reading["special_token_ids"] = {name: getattr(tokenizer, name, None) for name in (
+            "unk_token_id", "pad_token_id", "bos_token_id", "eos_token_id")}
     vocabulary = sorted(tokenizer.get_vocab().items(), key=lambda item: (item[1], item[0]))
-    return hashlib.sha256(json.dumps([vocabulary, reading], sort_keys=True).encode()).hexdigest()
+    digest = hashlib.sha256(json.dumps([vocabulary, reading], sort_keys=True).encode()).hexdigest()
+    return digest if version == 1 else f"v2:{digest}"
 
 
 __all__ = ["GroundedSkipThoughtModel", "GroundedSkipThoughtOutput", "GroundedSkipThoughtPreTrainedModel"]

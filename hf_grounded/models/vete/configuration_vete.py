@@ -81,22 +81,49 @@ class VETEConfig(PreTrainedConfig):
     def __post_init__(self, **kwargs):
         if self.cnn_filter_widths is None:
             self.cnn_filter_widths = [3, 4, 5]
-        self.cnn_filter_widths = [int(width) for width in self.cnn_filter_widths]
         _check_choice("text_encoder", self.text_encoder, _TEXT_ENCODERS)
         _check_choice("bow_pooling", self.bow_pooling, _BOW_POOLINGS)
         _check_choice("rnn_type", self.rnn_type, _RNN_TYPES)
         for name in ("vocab_size", "word_embedding_size", "rnn_hidden_size", "rnn_num_layers", "cnn_num_filters",
                      "embed_dim", "image_feature_dim"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"VETEConfig.{name} must be at least 1, got {getattr(self, name)}")
-        if not self.cnn_filter_widths or min(self.cnn_filter_widths) < 1:
-            raise ValueError(f"VETEConfig.cnn_filter_widths must be positive widths, got {self.cnn_filter_widths}")
+            _check_size("VETEConfig", name, getattr(self, name))
+        if isinstance(self.cnn_filter_widths, tuple):
+            self.cnn_filter_widths = list(self.cnn_filter_widths)
+        if not isinstance(self.cnn_filter_widths, list) or not self.cnn_filter_widths:
+            raise ValueError(f"VETEConfig.cnn_filter_widths (config.json key 'cnn_filter_widths') must be a list of "
+                             f"widths, got {self.cnn_filter_widths!r}")
+        for width in self.cnn_filter_widths:
+            _check_size("VETEConfig", "cnn_filter_widths", width)
+        _check_token_id("VETEConfig", "pad_token_id", self.pad_token_id, self.vocab_size)
+        _check_positive_float("VETEConfig", "initializer_range", self.initializer_range)
         super().__post_init__(**kwargs)
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ValueError(f"VETEConfig.{name} must be one of {choices}, got {value!r}")
+
+
+# Larger than any width or vocabulary these models use: stops a nonsensical config.json before anything is allocated.
+_LARGEST_SIZE = 1 << 22
+
+
+def _check_size(config_name: str, name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _LARGEST_SIZE:
+        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be an integer from 1 to "
+                         f"{_LARGEST_SIZE}, got {value!r}")
+
+
+def _check_token_id(config_name: str, name: str, value: object, vocab_size: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
+        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be an id below vocab_size "
+                         f"{vocab_size}, got {value!r}")
+
+
+def _check_positive_float(config_name: str, name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be a positive finite number, "
+                         f"got {value!r}")
 
 
 __all__ = ["VETEConfig"]
