@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from ..data.validation import read_image
 from .backbone import BackboneSpec, create_backbone
-from .cache import FeatureCache
+from .cache import FeatureCache, content_fingerprint
 from .preprocessing import make_preprocessing
 from .video import sample_frames
 
@@ -164,13 +164,15 @@ def cached_features(
 ) -> list[torch.Tensor]:
     """Features for `ids` (one `(frames, dim)` tensor each), read from `cache_file` when there, extracted when not.
 
-    Only the missing items are extracted, spread over Accelerate's processes, and the cache file is rewritten
+    Only the items missing from the cache, or whose content changed since (see `content_fingerprint`), are
+    extracted, spread over Accelerate's processes, and the cache file is rewritten
     atomically by the main process. `cache_file=None` disables caching.
     """
     if len(set(ids)) != len(ids):
         raise ValueError("item ids must be unique to key the feature cache")
     cache = FeatureCache(cache_file)
-    missing = cache.missing(ids)
+    contents = [content_fingerprint(source) for source in sources]
+    missing = cache.missing(ids, contents)
     if not missing:
         logger.info("all %d %s features read from %s", len(ids), kind, cache_file)
         return cache.get(ids)
@@ -201,7 +203,7 @@ def cached_features(
     extracted = list(zip(local, features))
     if accelerator is not None and accelerator.num_processes > 1:
         extracted = gather_object(extracted)
-    cache.update(dict(extracted))
+    cache.update(dict(extracted), {item_id: content for item_id, content in zip(ids, contents)})
     if cache_file is not None:
         if accelerator is None or accelerator.is_main_process:
             cache.save(spec.description)
