@@ -67,6 +67,8 @@ def run_search(argv: list[str], trials: int, output_dir: str | Path, validation_
                seed: int = 0, validation_sick_path: str | None = None) -> optuna.Study:
     """Train `trials` sampled configurations on top of the training arguments `argv` (a config and flags), each
     into `output_dir/trial-N`, and write `trials.md`, `trials.json` and the best configuration, `best.json`."""
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise ValueError(f"--trials must be at least 1, got {trials!r}")
     model_type = parse_arguments(argv)[0].model_type
     space = SEARCH_SPACES[model_type]
     output_dir = Path(output_dir)

@@ -4,9 +4,11 @@ The defaults describe the quick run on the embedded synthetic set; the papers' s
 `recipes/configs/*.yaml`.
 """
 
+import math
+import types
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Union, get_args, get_origin, get_type_hints
 
 import yaml
 from transformers import HfArgumentParser
@@ -87,6 +89,9 @@ class ModelArguments:
         metadata={"help": "Word vocabularies: keep at most this many words (grounded_skipthought: 20000 if unset)."},
     )
 
+    def __post_init__(self):
+        check_argument_values(self)
+
 
 @dataclass
 class DataArguments:
@@ -150,6 +155,9 @@ class DataArguments:
         default=512, metadata={"help": "Tokens kept per sentence: characters for the char-GRU, words otherwise."}
     )
 
+    def __post_init__(self):
+        check_argument_values(self)
+
 
 @dataclass
 class TrainingArguments:
@@ -198,6 +206,12 @@ class TrainingArguments:
     resume_from_checkpoint: str | None = field(
         default=None, metadata={"help": "'latest' (in output_dir/checkpoints) or a checkpoint folder."}
     )
+    allow_changed_arguments: bool = field(
+        default=False,
+        metadata={"help": "Resume even though arguments that change what is trained (data, model, optimisation, "
+                          "schedule, seed) differ from the checkpoint's; the differences are logged and recorded in "
+                          "training_args.json. Without it such a resume is refused."},
+    )
     overwrite_output_dir: bool = field(
         default=False, metadata={"help": "Empty a non-empty output_dir first (otherwise such a folder is refused "
                                          "unless the run resumes from a checkpoint)."}
@@ -221,11 +235,80 @@ class TrainingArguments:
     hub_private_repo: bool | None = field(default=None, metadata={"help": "Create the Hub repository private."})
 
     def __post_init__(self):
+        check_argument_values(self)
+        if self.max_steps == 0 or self.max_steps < -1:
+            raise ValueError(f"--max_steps must be positive, or -1 to train for --num_train_epochs, got "
+                             f"{self.max_steps}")
         if self.push_to_hub and not self.hub_model_id:
             raise ValueError("--push_to_hub needs --hub_model_id ORG/NAME")
 
 
+# The smallest value of every argument with a lower bound; those not listed take any value of their type.
+_MINIMUM = {
+    "hidden_size": 1, "attention_heads": 1, "word_embedding_size": 1, "rnn_num_layers": 1, "cnn_filter_widths": 1,
+    "cnn_num_filters": 1, "embed_dim": 1, "vocab_min_frequency": 1, "vocab_max_size": 1, "margin": 0,
+    "cluster_weight": 0, "perceptual_weight": 0, "text_weight": 0, "grounding_margin": 0,
+    "synthetic_train_images": 1, "synthetic_eval_images": 1, "random_visual_dim": 1, "feature_batch_size": 1,
+    "max_length": 1, "num_train_epochs": 1, "per_device_train_batch_size": 1, "captions_per_group": 1,
+    "per_device_text_batch_size": 1, "per_device_eval_batch_size": 1, "cycle_epochs": 1, "snapshot_ensemble_size": 1,
+    "min_learning_rate": 0, "max_grad_norm": 0, "warmup_steps": 0, "save_steps": 0, "save_total_limit": 0,
+    "logging_steps": 1, "dataloader_num_workers": 0,
+}
+# Arguments that must be above zero, not merely at least zero.
+_POSITIVE = ("learning_rate", "kendall_alpha", "initializer_range")
+
+
+def check_argument_values(arguments) -> None:
+    """Refuse a value that is not of its field's type or out of its range, whichever way it came: argparse
+    converts and checks the command line's, but a YAML config's values and a Python caller's reach the dataclass
+    as they are, so this is the one check that all three paths go through."""
+    # The annotations, not `fields()`: HfArgumentParser rewrites a field's `type` (`int | None` becomes `int`).
+    for spec in fields(arguments):
+        value, annotation = getattr(arguments, spec.name), get_type_hints(type(arguments))[spec.name]
+        if not _is_of_type(value, annotation):
+            raise ValueError(f"--{spec.name} must be {_describe(annotation)}, got {value!r}")
+        values = value if isinstance(value, list) else [value]
+        if spec.name in _MINIMUM and value is not None:
+            if spec.name == "cnn_filter_widths" and not values:
+                raise ValueError("--cnn_filter_widths needs at least one width")
+            if any(item < _MINIMUM[spec.name] for item in values):
+                raise ValueError(f"--{spec.name} must be at least {_MINIMUM[spec.name]}, got {value!r}")
+        if spec.name in _POSITIVE and not value > 0:
+            raise ValueError(f"--{spec.name} must be above 0, got {value!r}")
+
+
+def _is_of_type(value, annotation) -> bool:
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return any(type(value) is type(choice) and value == choice for choice in get_args(annotation))
+    if origin in (Union, types.UnionType):
+        return any(_is_of_type(value, option) for option in get_args(annotation))
+    if origin is list:
+        return isinstance(value, list) and all(_is_of_type(item, get_args(annotation)[0]) for item in value)
+    if annotation is type(None):
+        return value is None
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, annotation)
+
+
+def _describe(annotation) -> str:
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(choice) for choice in get_args(annotation))
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(option) for option in get_args(annotation))
+    if origin is list:
+        return f"a list of {_describe(get_args(annotation)[0])}"
+    return {type(None): "null", float: "a finite number", int: "an integer", bool: "true or false",
+            str: "a string"}.get(annotation, str(annotation))
+
+
 ARGUMENT_CLASSES = (ModelArguments, DataArguments, TrainingArguments)
+# A config is a page of settings; anything larger is a mistake or an attack.
+_LARGEST_CONFIG_BYTES = 1 << 20
 
 
 def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, DataArguments, TrainingArguments]:
@@ -246,8 +329,14 @@ def read_config(path: str) -> dict:
     config_path = Path(path)
     if not config_path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
+    if config_path.stat().st_size > _LARGEST_CONFIG_BYTES:
+        raise ValueError(f"{path}: {config_path.stat().st_size} bytes; a config holds at most {_LARGEST_CONFIG_BYTES}")
     try:
-        values = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
+        text = config_path.read_text(encoding="utf-8")
+        # An alias repeats a node without its bytes: a few hundred bytes of nested aliases expand to gigabytes.
+        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
+            raise ValueError(f"{path}: YAML aliases (*name) are not accepted in a config; write the values out")
+        values = yaml.safe_load(text) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: not a readable YAML file ({error})") from error
     if not isinstance(values, dict):
@@ -259,4 +348,23 @@ def read_config(path: str) -> dict:
     return values
 
 
-__all__ = ["ModelArguments", "DataArguments", "TrainingArguments", "parse_arguments", "read_config"]
+# What a resumed run may change without changing what it trains: how long it goes on (an interrupted run's
+# --max_steps dropped, more epochs), where it writes, what it logs and uploads, how it batches evaluation and which
+# of its models the folder holds at the end.
+RESUMABLE_CHANGES = frozenset({
+    "num_train_epochs", "max_steps", "output_dir", "resume_from_checkpoint", "allow_changed_arguments", "overwrite_output_dir", "report_to",
+    "logging_steps", "save_steps", "save_total_limit", "push_to_hub", "hub_model_id", "hub_token",
+    "hub_private_repo", "dataloader_num_workers", "per_device_eval_batch_size", "feature_cache_dir",
+    "feature_batch_size", "saved_model", "snapshot_ensemble_size",
+})
+
+
+def changed_arguments(recorded: dict, current: dict) -> dict[str, list]:
+    """The arguments that change what is trained whose values differ between a checkpoint's run (`recorded`) and
+    this one: `{name: [recorded value, current value]}`."""
+    return {name: [recorded.get(name), value] for name, value in current.items()
+            if name not in RESUMABLE_CHANGES and recorded.get(name) != value}
+
+
+__all__ = ["ModelArguments", "DataArguments", "TrainingArguments", "changed_arguments", "check_argument_values",
+           "parse_arguments", "read_config"]

@@ -1,6 +1,7 @@
 """Checkpoints that survive a crash: the full training state, written atomically as JSON and safetensors (no
 pickle, see `state_files`), found again on resume."""
 
+import json
 import logging
 import random
 import re
@@ -19,6 +20,7 @@ from .state_files import load_state, save_state
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_PATTERN = re.compile(r"^step-(\d+)$")
+ARGUMENTS_FILE = "arguments.json"
 
 
 @dataclass
@@ -37,6 +39,8 @@ class TrainingProgress:
     interval_steps: int = 0
     history: list = field(default_factory=list)
     step_log: list = field(default_factory=list)
+    # `{name: [before, after]}` for arguments changed on a resume with --allow_changed_arguments.
+    changed_arguments: dict = field(default_factory=dict)
 
     def state_dict(self) -> dict:
         return asdict(self)
@@ -58,13 +62,15 @@ def save_checkpoint(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     stateful: list,
+    arguments: dict,
 ) -> Path:
     """Save the full training state as `checkpoints/step-N`: written to a temporary folder, then renamed, so a
     crash mid-save never leaves a half checkpoint. Keeps the newest `total_limit` checkpoints.
 
     The folder holds the model (`model.safetensors`), the optimizer, each object of `stateful` (anything with
     `state_dict`/`load_state_dict`: scheduler, progress, losses) in order, the mixed-precision scaler, and every
-    process's random generators (Python, numpy, torch, CUDA), each as a JSON tree and its tensors.
+    process's random generators (Python, numpy, torch, CUDA), each as a JSON tree and its tensors, and the run's
+    `arguments` (`arguments.json`), which a resume compares with its own.
     """
     folder = checkpoint_dir(output_dir)
     final, staging = folder / f"step-{step}", folder / f".saving-step-{step}"
@@ -80,6 +86,7 @@ def save_checkpoint(
                    for name, tensor in accelerator.unwrap_model(model).state_dict().items()}
         save_file(weights, str(staging / "model.safetensors"), metadata={"format": "pt"})
         save_state(optimizer.state_dict(), staging, "optimizer")
+        (staging / ARGUMENTS_FILE).write_text(json.dumps(arguments, indent=2))
         for index, item in enumerate(stateful):
             save_state(item.state_dict(), staging, f"state-{index}")
         if accelerator.scaler is not None:
@@ -114,6 +121,17 @@ def load_checkpoint(
     if accelerator.scaler is not None:
         accelerator.scaler.load_state_dict(load_state(folder, "scaler"))
     _set_random_states(load_state(folder, f"random-{accelerator.process_index}"))
+
+
+def checkpoint_arguments(folder: Path) -> dict | None:
+    """The arguments of the run that wrote a checkpoint; None for checkpoints made before they were recorded."""
+    path = folder / ARGUMENTS_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: not a readable JSON file ({error})") from error
 
 
 def _random_states() -> dict:
@@ -157,4 +175,4 @@ def resolve_checkpoint(output_dir: str | Path, which: str) -> Path:
     return path
 
 
-__all__ = ["TrainingProgress", "list_checkpoints", "load_checkpoint", "resolve_checkpoint", "save_checkpoint"]
+__all__ = ["TrainingProgress", "checkpoint_arguments", "list_checkpoints", "load_checkpoint", "resolve_checkpoint", "save_checkpoint"]

@@ -19,9 +19,15 @@ from ..evaluation import format_retrieval_comparison, format_retrieval_table, me
 from ..hub import push_to_hub
 from ..model_card import write_model_card
 from ..objectives import OBJECTIVES
-from .arguments import DataArguments, ModelArguments, TrainingArguments
+from .arguments import DataArguments, ModelArguments, TrainingArguments, changed_arguments
 from .batches import Captions, EncodedSplit, EncodedTriples, collate_captions, length_sorted_batches, word_level_split
-from .checkpoints import TrainingProgress, load_checkpoint, resolve_checkpoint, save_checkpoint
+from .checkpoints import (
+    TrainingProgress,
+    checkpoint_arguments,
+    load_checkpoint,
+    resolve_checkpoint,
+    save_checkpoint,
+)
 from .families import model_and_tokenizer
 from .inputs import load_book_triples, load_dataset, visual_vectors
 from .losses import create_training_losses, needs_visual_vectors, trains_text_objective
@@ -65,6 +71,10 @@ def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str
     started = time.perf_counter()
 
     dataset = load_dataset(data_args, training_args.seed)
+    for split in SPLITS:
+        if len(dataset[split]) == 0:
+            raise ValueError(f"the {split} split of --dataset {data_args.dataset}"
+                             f"{f' in {data_args.data_dir}' if data_args.data_dir else ''} is empty")
     features, frames = visual_vectors(dataset, data_args, training_args.seed, training_args.dataloader_num_workers,
                                       accelerator)
     corpus = [caption for captions in dataset["train"]["captions"] for caption in captions]
@@ -131,9 +141,12 @@ def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str
 
     progress = TrainingProgress()
     stateful = [scheduler, progress, *losses]
+    arguments = {**asdict(model_args), **asdict(data_args), **asdict(training_args), "hub_token": None}
     if training_args.resume_from_checkpoint:
         checkpoint = resolve_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
+        changes = _resumed_arguments_changes(checkpoint, arguments, training_args.allow_changed_arguments)
         load_checkpoint(accelerator, checkpoint, model, optimizer, stateful)
+        progress.changed_arguments.update(changes)
         logger.info("resumed from %s at step %d (epoch %d, batch %d)", checkpoint, progress.step,
                     progress.epoch + 1, progress.batch_in_epoch)
 
@@ -185,7 +198,7 @@ def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str
                 _log_interval(progress, scheduler.get_last_lr()[0], accelerator, bar)
             if training_args.save_steps and progress.step % training_args.save_steps == 0:
                 save_checkpoint(accelerator, training_args.output_dir, progress.step, training_args.save_total_limit,
-                                model, optimizer, stateful)
+                                model, optimizer, stateful, arguments)
         validation = evaluate_split(model, splits["validation"], accelerator, eval_batch_size)
         progress.history.append({
             "epoch": progress.epoch + 1, "step": progress.step,
@@ -203,7 +216,7 @@ def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str
                     ", ".join(f"{name} {value:.1f}" for name, value in validation_summary(validation).items()))
         progress.epoch, progress.batch_in_epoch, progress.epoch_loss = progress.epoch + 1, 0, 0.0
         save_checkpoint(accelerator, training_args.output_dir, progress.step, training_args.save_total_limit,
-                        model, optimizer, stateful)
+                        model, optimizer, stateful, arguments)
         if progress.step >= total_steps:
             break
     if progress.interval_steps:
@@ -262,6 +275,26 @@ def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str
     return results
 
 
+def _resumed_arguments_changes(checkpoint: Path, arguments: dict, allowed: bool) -> dict[str, list]:
+    """Refuse to resume with arguments that change what is trained (batch size, learning rate, data, ...) unless
+    `allowed`: the run would go on silently with values its records never show. Returns the changes."""
+    recorded = checkpoint_arguments(checkpoint)
+    if recorded is None:
+        logger.warning("%s was written before checkpoints recorded their arguments; resuming without comparing "
+                       "them", checkpoint)
+        return {}
+    changes = changed_arguments(recorded, arguments)
+    described = "; ".join(f"{name}: {before!r} in the checkpoint, {after!r} now" for name, (before, after)
+                          in changes.items())
+    if changes and not allowed:
+        raise ValueError(f"{checkpoint} was trained with other arguments ({described}); resume with the checkpoint's "
+                         "values, or pass --allow_changed_arguments to go on with the new ones (they are then "
+                         "recorded in training_args.json)")
+    if changes:
+        logger.warning("resuming %s with changed arguments: %s", checkpoint, described)
+    return changes
+
+
 def _saved_model_name(strategy: str, validation_scores: dict[str, float]) -> str:
     """Which candidate `--saved_model` asks for. In-domain retrieval often peaks cycles before sentence similarity
     does, hence the final model by default (see benchmarks/fidelity_char_gru.py)."""
@@ -309,6 +342,8 @@ def _write_outputs(model, tokenizer, results: dict, progress: TrainingProgress, 
     save_model(model, tokenizer, output_dir)
     recorded = {"model": asdict(model_args), "data": asdict(data_args),
                 "training": {**asdict(training_args), "hub_token": None}}
+    if progress.changed_arguments:
+        recorded["changed_on_resume"] = progress.changed_arguments
     (output_dir / "training_args.json").write_text(json.dumps(recorded, indent=2))
     (output_dir / "training_history.json").write_text(
         json.dumps({"epochs": progress.history, "steps": progress.step_log}, indent=2)
