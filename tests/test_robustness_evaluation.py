@@ -1,5 +1,5 @@
-"""Robustness of evaluation and sharing (issue 23): symlinks in a model folder are never followed out of it, and
-no results file holds NaN (which is not JSON)."""
+"""Robustness of evaluation and sharing (issue 23): symlinks in a model folder are never followed out of it,
+non-finite embeddings and gold scores are refused by name, and no results file holds NaN (which is not JSON)."""
 
 import json
 import logging
@@ -10,7 +10,10 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
+from hf_grounded.evaluation import load_flickr8k_judgements, retrieval_metrics
+from hf_grounded.evaluation.sts import load_sick, load_sts_year, load_stsb
 from hf_grounded.evaluation.suite import evaluate_model, parse_evaluation_arguments
 from hf_grounded.files import write_json
 from hf_grounded.hub import prepare_upload_folder, push_to_hub
@@ -20,7 +23,9 @@ from hf_grounded.training.plots import PLOT_FILES, plot_training
 
 from .conftest import REPO_ROOT
 from .test_evaluate_recipe import _write_relatedness_data
+from .test_evaluation_measures import _write_flickr8k_text
 from .test_hub import RecordingHub
+from .test_sts import _write_sts_year
 
 SECRET = "hf_not-a-real-token\n"
 
@@ -153,3 +158,67 @@ def test_write_json_names_the_non_finite_entry_in_nested_lists(tmp_path):
     assert not path.exists()
     write_json(path, {"epochs": [{"loss": 1.0}]})
     assert json.loads(path.read_text()) == {"epochs": [{"loss": 1.0}]}
+
+
+# --- non-finite inputs ------------------------------------------------------------------------------------------------
+
+def _replace_field(path, line: int, field: int, value: str) -> None:
+    """Put `value` in the tab-separated `field` (0-based) of `line` (1-based) of `path`."""
+    lines = path.read_text().splitlines()
+    fields = lines[line - 1].split("\t")
+    fields[field] = value
+    lines[line - 1] = "\t".join(fields)
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("side", ["text", "image"])
+def test_retrieval_refuses_non_finite_embeddings_naming_the_side_and_rows(side):
+    text, images = torch.randn(10, 4), torch.randn(5, 4)
+    broken = text if side == "text" else images
+    broken[1, 0], broken[3, 2] = float("nan"), float("inf")
+    with pytest.raises(ValueError, match=f"{side} embeddings: 2 of {len(broken)} rows hold NaN or infinite values"):
+        retrieval_metrics(text, images, torch.arange(10) % 5)
+
+
+@pytest.mark.parametrize("gold", ["nan", "inf", "-Infinity"])
+def test_sts_gold_scores_must_be_finite_naming_file_and_line(tmp_path, gold):
+    _write_sts_year(tmp_path / "sts", "sts13", gold_lines=["4.8", "", gold])
+    with pytest.raises(ValueError, match=f"STS.gs.FNWN.txt, line 3: gold score '{gold}' is not a finite number"):
+        load_sts_year(tmp_path / "sts", "sts13")
+
+    _write_relatedness_data(tmp_path)
+    _replace_field(tmp_path / "stsb" / "sts-dev.csv", line=5, field=4, value=gold)
+    with pytest.raises(ValueError, match=f"sts-dev.csv, line 5: score '{gold}' is not a finite number"):
+        load_stsb(tmp_path / "stsb")
+
+    _replace_field(tmp_path / "SICK.txt", line=8, field=3, value=gold)
+    with pytest.raises(ValueError, match=f"SICK.txt, line 8: relatedness_score '{gold}' is not a finite number"):
+        load_sick(tmp_path / "SICK.txt")
+
+
+def test_a_sick_score_that_is_not_a_number_is_named(tmp_path):
+    _write_relatedness_data(tmp_path)
+    _replace_field(tmp_path / "SICK.txt", line=82, field=3, value="4.5x")
+    with pytest.raises(ValueError, match="SICK.txt, line 82: relatedness_score '4.5x' is not a finite number"):
+        load_sick(tmp_path / "SICK.txt")
+
+
+def test_evaluate_refuses_a_non_finite_gold_score_from_the_command_line(trained_folder, tmp_path):
+    _write_relatedness_data(tmp_path)
+    _replace_field(tmp_path / "stsb" / "sts-test.csv", line=4, field=4, value="nan")
+    output = tmp_path / "results.json"
+    argv = ["--model", str(trained_folder), "--stsb_dir", str(tmp_path / "stsb"), "--output", str(output)]
+    with pytest.raises(ValueError, match="sts-test.csv, line 4: score 'nan' is not a finite number"):
+        evaluate_model(*parse_evaluation_arguments(argv))
+    assert not output.exists()
+
+
+@pytest.mark.parametrize("expert, crowd, message", [
+    ("a.jpg\ta.jpg#0\t4\tnan\t3", "a.jpg\ta.jpg#1\t1\t3\t0", "ExpertAnnotations.txt, line 1: expert score 'nan'"),
+    ("a.jpg\ta.jpg#0\t4\t4\t3", "a.jpg\ta.jpg#1\tinf\t3\t0",
+     "CrowdFlowerAnnotations.txt, line 1: share of yes votes 'inf'"),
+], ids=["expert", "crowdflower"])
+def test_human_judgements_must_be_finite_naming_file_and_line(tmp_path, expert, crowd, message):
+    _write_flickr8k_text(tmp_path, [expert], [crowd])
+    with pytest.raises(ValueError, match=f"{message} is not a finite number"):
+        load_flickr8k_judgements(tmp_path)
