@@ -1,12 +1,13 @@
 """Sharing a trained model folder as a Hub model page."""
 
 import logging
-import shutil
+import os
 import tempfile
 from pathlib import Path
 
 from huggingface_hub import HfApi
 
+from .files import copy_file, write_text
 from .model_card import render_model_card
 
 logger = logging.getLogger(__name__)
@@ -19,17 +20,25 @@ def prepare_upload_folder(folder: str | Path, repo_id: str, upload_dir: str | Pa
 
     That is every top-level file (weights, config, code files for `trust_remote_code`, tokenizer, training
     arguments, results, plots) and a card whose usage snippet loads `repo_id`. Sub-folders (checkpoints,
-    snapshots, tracker logs) stay local.
+    snapshots, tracker logs) stay local, and so does every symbolic link, with a warning naming it: a link can
+    lead outside the folder (to a token file, say). A required file that is a link is an error.
     """
     folder, upload_dir = Path(folder), Path(upload_dir)
     missing = [name for name in REQUIRED_FILES if not (folder / name).is_file()]
     if missing:
         raise FileNotFoundError(f"{folder} is not a trained model folder: {', '.join(missing)} missing")
+    linked = [folder / name for name in REQUIRED_FILES if (folder / name).is_symlink()]
+    if linked:
+        raise ValueError(f"{linked[0]} is a symbolic link (to {os.readlink(linked[0])}); a model page is uploaded "
+                         "from the folder's own files: replace the link by the file")
     upload_dir.mkdir(parents=True, exist_ok=True)
     for path in sorted(folder.iterdir()):
-        if path.is_file() and not path.name.startswith("."):
-            shutil.copy2(path, upload_dir / path.name)
-    render_model_card(folder, model_id=repo_id).save(upload_dir / "README.md")
+        if path.is_symlink():
+            # Even a link within the folder is left out: what it names is uploaded in its own right, or not at all.
+            logger.warning("%s is a symbolic link (to %s): not uploaded", path, os.readlink(path))
+        elif path.is_file() and not path.name.startswith("."):
+            copy_file(path, upload_dir / path.name)
+    write_text(upload_dir / "README.md", str(render_model_card(folder, model_id=repo_id)))
     return sorted(path.name for path in upload_dir.iterdir())
 
 

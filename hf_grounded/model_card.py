@@ -12,6 +12,7 @@ from pathlib import Path
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .evaluation import format_results_tables, format_retrieval_comparison, format_retrieval_table
+from .files import write_text
 
 RETRIEVAL_DIRECTIONS = {"c2i": "caption-to-image", "i2c": "image-to-caption"}
 # The headline metrics of each evaluation task that go into the model-index (counts and bounds stay in the card).
@@ -225,9 +226,7 @@ def _hyperparameters(arguments: dict, run: dict) -> dict:
 
 def write_model_card(folder: str | Path, model_id: str | None = None) -> Path:
     """Render the card (see `render_model_card`) into `folder/README.md`."""
-    path = Path(folder) / "README.md"
-    render_model_card(folder, model_id).save(path)
-    return path
+    return write_text(Path(folder) / "README.md", str(render_model_card(folder, model_id)))
 
 
 __all__ = ["evaluation_eval_results", "render_model_card", "retrieval_eval_results", "write_model_card"]

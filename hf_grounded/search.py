@@ -1,7 +1,6 @@
 """Kurach et al.'s hyperparameter protocol (Algorithm 1): sample configurations in ranges, train each, keep the
 best on a validation metric. Optuna's random sampler draws them; every model family has its ranges."""
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -9,6 +8,7 @@ import optuna
 from transformers import AutoModel
 
 from .evaluation import BinaryRelatednessEvaluator, STSEvaluator, load_sick, load_sts_year
+from .files import write_json, write_text
 from .training import parse_arguments, train
 from .training.inputs import load_dataset
 
@@ -100,13 +100,11 @@ def _write_trials(study: optuna.Study, output_dir: Path) -> None:
                             else str(trial.params[name]) for name in names)
         best = " **(best)**" if trial.number == study.best_trial.number else ""
         lines.append(f"| {trial.number}{best} | {params} | {trial.value:.1f} | {trial.user_attrs['wall_time_s']:.0f} |")
-    (output_dir / "trials.md").write_text("\n".join(lines) + "\n")
-    (output_dir / "trials.json").write_text(json.dumps(
-        [{"number": trial.number, "params": trial.params, "value": trial.value, **trial.user_attrs}
-         for trial in study.trials], indent=2))
-    (output_dir / "best.json").write_text(json.dumps(
-        {"trial": study.best_trial.number, "metric": metric, "value": study.best_value, "params": study.best_params},
-        indent=2))
+    write_text(output_dir / "trials.md", "\n".join(lines) + "\n")
+    write_json(output_dir / "trials.json", [{"number": trial.number, "params": trial.params, "value": trial.value,
+                                             **trial.user_attrs} for trial in study.trials])
+    write_json(output_dir / "best.json", {"trial": study.best_trial.number, "metric": metric,
+                                          "value": study.best_value, "params": study.best_params})
 
 
 __all__ = ["SEARCH_SPACES", "run_search", "validation_score"]

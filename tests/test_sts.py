@@ -39,7 +39,7 @@ def test_sts_errors_name_the_file_and_line(tmp_path):
     with pytest.raises(FileNotFoundError, match="STS13-en-test does not exist"):
         load_sts_year(tmp_path, "sts13")
     folder = _write_sts_year(tmp_path, "sts13", gold_lines=["4.8", "", "high"])
-    with pytest.raises(ValueError, match=r"STS.gs.FNWN.txt, line 3: gold score 'high' is not a number"):
+    with pytest.raises(ValueError, match=r"STS.gs.FNWN.txt, line 3: gold score 'high' is not a finite number"):
         load_sts_year(tmp_path, "sts13")
     (folder / "STS.gs.FNWN.txt").write_text("1\n2\n")
     with pytest.raises(ValueError, match="has 3 lines but .*STS.gs.FNWN.txt has 2"):

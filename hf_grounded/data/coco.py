@@ -9,7 +9,14 @@ from datasets import DatasetDict
 
 from .karpathy import read_karpathy_json
 from .schema import build_dataset_dict, image_features_schema
-from .validation import InvalidSampleError, InvalidSamples, image_file_problems, read_json, read_text_lines
+from .validation import (
+    InvalidSampleError,
+    InvalidSamples,
+    RepeatedIds,
+    image_file_problems,
+    read_json,
+    read_text_lines,
+)
 
 SPLIT_LIST_NAMES = {"train": "train", "restval": "train", "val": "validation", "test": "test"}
 _PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}]")
@@ -39,14 +46,15 @@ def load_coco(
     `data_dir/karpathy_splits`): `train.txt`, `restval.txt` (optional), `val.txt` and `test.txt`, one COCO image
     id or image file name per line. Captions are raw unless `char_gru_preprocessing` (see `char_gru_caption`).
     Missing or undecodable images, empty or non-text captions, annotations naming unknown images, split list lines
-    naming unknown images or not in UTF-8 raise `InvalidSampleError` naming the file (and line or image), unless
-    `skip_invalid=True`, which logs and skips them; malformed JSON is always an error naming the file and line.
+    naming unknown images or not in UTF-8, and an image or caption id met twice (in one split or in two) raise
+    `InvalidSampleError` naming the file (and line or image), unless `skip_invalid=True`, which logs and skips them
+    (a repeat after its first occurrence); malformed JSON is always an error naming the file and line.
     """
     data_dir = Path(data_dir)
     problems = InvalidSamples("coco", skip_invalid)
     karpathy = data_dir / "dataset_coco.json"
     if karpathy.is_file():
-        entries = read_karpathy_json(karpathy)
+        entries = read_karpathy_json(karpathy, problems)
         source = str(karpathy)
     elif (data_dir / "annotations").is_dir():
         entries = _official_entries(data_dir, Path(split_dir) if split_dir else data_dir / "karpathy_splits", problems)
@@ -73,18 +81,25 @@ def load_coco(
 
 def _official_entries(data_dir: Path, split_dir: Path, problems: InvalidSamples) -> list[dict]:
     images = {}
+    image_ids, caption_ids = RepeatedIds("image id", problems), RepeatedIds("caption id", problems)
     for folder in ("train2014", "val2014"):
         annotation_file = data_dir / "annotations" / f"captions_{folder}.json"
         if not annotation_file.is_file():
             raise FileNotFoundError(f"{annotation_file}: COCO caption annotations are missing")
         annotations = read_json(annotation_file)
         try:
-            for image in annotations["images"]:
-                images[image["id"]] = {"filepath": folder, "filename": image["file_name"], "raw": [], "tokens": []}
+            for position, image in enumerate(annotations["images"]):
+                if image_ids.is_new(image["id"], f"{annotation_file}: image entry {position}"):
+                    images[image["id"]] = {"filepath": folder, "filename": image["file_name"], "raw": [],
+                                           "tokens": []}
             for position, annotation in enumerate(annotations["annotations"]):
                 if annotation["image_id"] not in images:
                     problems.report(f"{annotation_file}: annotation {position} (id {annotation.get('id')}) names "
                                     f"unknown image {annotation['image_id']!r}")
+                    continue
+                where = f"{annotation_file}: annotation {position}"
+                # An annotation without an id (not one of COCO's own files) has none to repeat.
+                if annotation.get("id") is not None and not caption_ids.is_new(annotation["id"], where):
                     continue
                 images[annotation["image_id"]]["raw"].append(annotation["caption"])
                 images[annotation["image_id"]]["tokens"].append(None)
@@ -94,6 +109,7 @@ def _official_entries(data_dir: Path, split_dir: Path, problems: InvalidSamples)
     by_name = {image["filename"]: image_id for image_id, image in images.items()}
 
     entries = []
+    listed = RepeatedIds("image", problems)
     for list_name, split in SPLIT_LIST_NAMES.items():
         split_file = split_dir / f"{list_name}.txt"
         if not split_file.is_file():
@@ -107,6 +123,8 @@ def _official_entries(data_dir: Path, split_dir: Path, problems: InvalidSamples)
             image_id = int(name) if name.isdigit() else by_name.get(Path(name).name)
             if image_id not in images:
                 problems.report(f"{split_file}:{line_number}: names unknown image {name}")
+                continue
+            if not listed.is_new(image_id, f"{split_file}:{line_number}", split):
                 continue
             entries.append({"split": split, "image_id": str(image_id), **images[image_id]})
     return entries

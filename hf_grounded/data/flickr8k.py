@@ -8,7 +8,7 @@ from datasets import DatasetDict
 
 from .karpathy import read_karpathy_json
 from .schema import build_dataset_dict, image_features_schema
-from .validation import InvalidSamples, image_file_problems, raise_or_report, read_text_lines
+from .validation import InvalidSamples, RepeatedIds, image_file_problems, raise_or_report, read_text_lines
 
 logger = logging.getLogger(__name__)
 
@@ -23,8 +23,9 @@ def load_flickr8k(data_dir: str | Path, skip_invalid: bool = False) -> DatasetDi
     `data_dir` holds the images (`Flicker8k_Dataset/`, as the official archive spells it) and either
     `Flickr8k_text/` (`Flickr8k.token.txt` and `Flickr_8k.{train,dev,test}Images.txt`, which equal Karpathy's
     split) or Karpathy's `dataset_flickr8k.json`. Captions are kept as written. Missing or corrupt images, empty
-    captions and split lists naming unknown images raise `InvalidSampleError` naming the file, unless
-    `skip_invalid=True`, which logs and skips them.
+    captions, split lists naming unknown images, and an image or caption id met twice (in one split or in two)
+    raise `InvalidSampleError` naming the file, unless `skip_invalid=True`, which logs and skips them (a repeat
+    after its first occurrence).
     """
     data_dir = Path(data_dir)
     image_dir = _image_folder(data_dir)
@@ -34,7 +35,7 @@ def load_flickr8k(data_dir: str | Path, skip_invalid: bool = False) -> DatasetDi
         splits = _official_splits(data_dir / "Flickr8k_text", problems)
     elif karpathy.is_file():
         splits = {split: [] for split in SPLIT_FILES}
-        for entry in read_karpathy_json(karpathy):
+        for entry in read_karpathy_json(karpathy, problems):
             splits[entry["split"]].append((entry["filename"], entry["raw"], f"{karpathy} ({entry['filename']})"))
     else:
         raise FileNotFoundError(
@@ -68,11 +69,12 @@ def read_flickr8k_captions(
 ) -> dict[str, tuple[str, str]]:
     """`Flickr8k.token.txt` as caption id (`IMAGE.jpg#N`) → (caption, `file:line`), in file order.
 
-    Each line must be `IMAGE.jpg#N`, one tab, the caption. A line that breaks this, or bytes that are not UTF-8,
-    is an `InvalidSampleError` naming the file and line; with `problems` (a loader's `skip_invalid` handling) a
-    malformed line is reported there instead, and skipped when it skips.
+    Each line must be `IMAGE.jpg#N`, one tab, the caption. A line that breaks this, bytes that are not UTF-8, or a
+    caption id met before is an `InvalidSampleError` naming the file and line; with `problems` (a loader's
+    `skip_invalid` handling) such a line is reported there instead, and skipped when it skips.
     """
     captions = {}
+    caption_ids = RepeatedIds("caption id", problems)
     for line_number, line in read_text_lines(token_file, problems):
         if not line.strip():
             continue
@@ -85,7 +87,8 @@ def read_flickr8k_captions(
         if "#" not in fields[0]:
             raise_or_report(f"{token_file}:{line_number}: expected 'IMAGE.jpg#N<TAB>caption', got {line!r}", problems)
             continue
-        captions[fields[0]] = (fields[1].strip(), f"{token_file}:{line_number}")
+        if caption_ids.is_new(fields[0], f"{token_file}:{line_number}"):
+            captions[fields[0]] = (fields[1].strip(), f"{token_file}:{line_number}")
     return captions
 
 
@@ -94,6 +97,7 @@ def _official_splits(text_dir: Path, problems: InvalidSamples) -> dict[str, list
     for caption_id, entry in read_flickr8k_captions(text_dir / "Flickr8k.token.txt", problems).items():
         captions[caption_id.partition("#")[0]].append(entry)
     splits = {}
+    images = RepeatedIds("image", problems)
     for split, name in SPLIT_FILES.items():
         split_file = text_dir / name
         if not split_file.is_file():
@@ -105,6 +109,8 @@ def _official_splits(text_dir: Path, problems: InvalidSamples) -> dict[str, list
                 continue
             if filename not in captions:
                 problems.report(f"{split_file}:{line_number}: names image {filename}, which has no captions")
+                continue
+            if not images.is_new(filename, f"{split_file}:{line_number}", split):
                 continue
             # Each caption is checked at its own line, so an error names the line that holds it.
             texts = [text for text, where in captions[filename]

@@ -9,7 +9,7 @@ from pathlib import Path
 from datasets import DatasetDict
 
 from .schema import build_dataset_dict, video_features_schema
-from .validation import InvalidSampleError, InvalidSamples, read_text_lines, video_file_problem
+from .validation import InvalidSampleError, InvalidSamples, RepeatedIds, read_text_lines, video_file_problem
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,8 @@ def load_msvd(data_dir: str | Path, skip_invalid: bool = False) -> DatasetDict:
     name) or from the official `MSR Video Description Corpus.csv` (English rows) split by `youtube_mapping.txt`.
     If `YouTubeClips/` exists, each row also gets its `video` path; without it the loader gives captions only,
     which is all the same-video groups of the cluster loss need. `video_id` is the clip name
-    (`YouTubeID_start_end`).
+    (`YouTubeID_start_end`). A clip named twice (on two TSV lines, in one split or in two, or twice in the mapping)
+    raises `InvalidSampleError` naming both lines, unless `skip_invalid=True`, which logs and skips the repeat.
     """
     data_dir = Path(data_dir)
     problems = InvalidSamples("msvd", skip_invalid)
@@ -59,6 +60,7 @@ def load_msvd(data_dir: str | Path, skip_invalid: bool = False) -> DatasetDict:
 
 def _tsv_captions(data_dir: Path, problems: InvalidSamples) -> dict[str, dict[str, tuple[list[str], str]]]:
     captions_by_split = {}
+    clip_ids = RepeatedIds("clip", problems)
     for split, name in TSV_FILES.items():
         path = data_dir / name
         clips = {}
@@ -74,7 +76,8 @@ def _tsv_captions(data_dir: Path, problems: InvalidSamples) -> dict[str, dict[st
             pieces = captions.split(", ")
             if pieces[-1].strip() == "":
                 pieces.pop()
-            clips[clip.strip()] = (pieces, f"{path}:{line_number}")
+            if clip_ids.is_new(clip.strip(), f"{path}:{line_number}", split):
+                clips[clip.strip()] = (pieces, f"{path}:{line_number}")
         captions_by_split[split] = clips
     return captions_by_split
 
@@ -84,6 +87,7 @@ def _csv_captions(data_dir: Path, problems: InvalidSamples) -> dict[str, dict[st
     if not mapping_file.is_file():
         raise FileNotFoundError(f"{mapping_file}: needed to split the official CSV into youtube2text splits")
     split_of_clip = {}
+    mapped = RepeatedIds("clip", problems)
     for line_number, line in read_text_lines(mapping_file, problems):
         if not line.strip():
             continue
@@ -91,6 +95,8 @@ def _csv_captions(data_dir: Path, problems: InvalidSamples) -> dict[str, dict[st
         match = re.fullmatch(r"vid(\d+)", vid.strip())
         if match is None:
             problems.report(f"{mapping_file}:{line_number}: expected 'CLIP vidN', got {line!r}")
+            continue
+        if not mapped.is_new(clip, f"{mapping_file}:{line_number}"):
             continue
         number = int(match.group(1))
         split_of_clip[clip] = next((split for split, last in SPLIT_BOUNDS if number <= last), None)

@@ -3,7 +3,7 @@
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
@@ -58,6 +58,32 @@ def raise_or_report(problem: str, problems: InvalidSamples | None) -> None:
     if problems is None:
         raise InvalidSampleError(problem)
     problems.report(problem)
+
+
+class RepeatedIds:
+    """Where each id of one kind (image, clip, caption id) was first met while a loader reads its files, so that a
+    repeat is reported naming both places: a repeat would silently replace or duplicate a sample, and an id in two
+    splits would leak between them (a test image trained on)."""
+
+    def __init__(self, kind: str, problems: InvalidSamples | None = None):
+        self.kind, self.problems = kind, problems
+        self.first: dict[Hashable, tuple[str, str | None]] = {}
+
+    def is_new(self, item_id: Hashable, where: str, split: str | None = None) -> bool:
+        """True the first time `item_id` is met (at `where`: a file and line, or entry; in `split`). A repeat raises
+        `InvalidSampleError` naming both places or, when the loader skips invalid samples, is reported and gives
+        False."""
+        if item_id not in self.first:
+            self.first[item_id] = (where, split)
+            return True
+        first_where, first_split = self.first[item_id]
+        if split == first_split:
+            problem = f"{where}: {self.kind} {item_id} repeats the one at {first_where}"
+        else:
+            problem = (f"{where}: {self.kind} {item_id} of the {split} split is also in the {first_split} split, at "
+                       f"{first_where}; an item in two splits leaks between them")
+        raise_or_report(problem, self.problems)
+        return False
 
 
 def read_json(path: str | Path) -> object:
@@ -171,5 +197,5 @@ def video_file_problem(path: str | Path) -> str | None:
     return None
 
 
-__all__ = ["InvalidSampleError", "InvalidSamples", "image_file_problem", "image_file_problems", "raise_or_report",
-           "read_image", "read_json", "read_text_lines", "video_file_problem"]
+__all__ = ["InvalidSampleError", "InvalidSamples", "RepeatedIds", "image_file_problem", "image_file_problems",
+           "raise_or_report", "read_image", "read_json", "read_text_lines", "video_file_problem"]

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..data.flickr8k import read_flickr8k_captions
 from .correlation import pearson, spearman
+from .sts import finite_score
 
 logger = logging.getLogger(__name__)
 
@@ -60,10 +61,11 @@ def load_flickr8k_judgements(data_dir: str | Path) -> dict[str, HumanJudgements]
                 raise ValueError(f"{path}, line {number}: too few tab-separated fields ({len(fields)})")
             if fields[1] not in captions:
                 raise ValueError(f"{path}, line {number}: caption id {fields[1]!r} is not in Flickr8k.token.txt")
-            try:
-                score = np.mean([float(value) for value in fields[2:5]]) if name == "expert" else float(fields[2])
-            except ValueError:
-                raise ValueError(f"{path}, line {number}: a score is not a number: {fields[2:]}") from None
+            where = f"{path}, line {number}"
+            if name == "expert":
+                score = np.mean([finite_score(value, where, "expert score") for value in fields[2:5]])
+            else:
+                score = finite_score(fields[2], where, "share of yes votes")
             image_ids.append(fields[0])
             texts.append(captions[fields[1]][0])
             scores.append(score)

@@ -19,8 +19,10 @@ def retrieval_ranks(
     Similarity is the dot product (cosine for normalised embeddings). Ties count against the model: a caption's
     rank is the number of images scoring at least as high as its own image, so a collapsed model that scores
     everything equally ranks last, not first. For image→caption an image's rank is that of its best-ranked
-    caption.
+    caption. Embeddings with NaN or infinite values are refused, naming the side and how many rows.
     """
+    _refuse_non_finite(text_embeds, "text")
+    _refuse_non_finite(image_embeds, "image")
     caption_to_image = torch.as_tensor(caption_to_image, dtype=torch.long, device=text_embeds.device)
     num_images = image_embeds.size(0)
     if caption_to_image.numel() != text_embeds.size(0):
@@ -48,6 +50,14 @@ def retrieval_ranks(
     for start in range(0, text_embeds.size(0), chunk_size):
         i2c += (scores[start : start + chunk_size] >= best_positive).sum(dim=0)
     return c2i, i2c
+
+
+def _refuse_non_finite(embeddings: torch.Tensor, side: str) -> None:
+    """NaN compares false with everything, so a NaN row would count no image above its own and rank first."""
+    broken = int((~torch.isfinite(embeddings)).any(dim=1).sum())
+    if broken:
+        raise ValueError(f"{side} embeddings: {broken} of {embeddings.size(0)} rows hold NaN or infinite values, "
+                         "which have no rank; check the model's weights and inputs")
 
 
 def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..files import save_figure
 from .correlation import pearson, unit_rows
 
 
@@ -127,9 +128,7 @@ def plot_embedding_map(
     axes.set_title(title or f"t-SNE of sentence embeddings, coloured by {group_name}")
     axes.set_xticks([])
     axes.set_yticks([])
-    path = Path(path)
-    figure.savefig(path, dpi=100, bbox_inches="tight")
-    return path
+    return save_figure(figure, path, dpi=100, bbox_inches="tight")
 
 
 __all__ = [

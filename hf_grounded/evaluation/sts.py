@@ -3,6 +3,7 @@
 Correlations are reported ×100, as SentEval's tables and the papers do.
 """
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,13 +80,22 @@ def _read_sts_pairs(inputs: Path, gold: Path) -> SentencePairs:
         fields = pair.split("\t")
         if len(fields) < 2:
             raise ValueError(f"{inputs}, line {number}: expected two tab-separated sentences")
-        try:
-            kept.append(float(score))
-        except ValueError:
-            raise ValueError(f"{gold}, line {number}: gold score {score!r} is not a number") from None
+        kept.append(finite_score(score, f"{gold}, line {number}", "gold score"))
         first.append(fields[0])
         second.append(fields[1])
     return SentencePairs(first, second, np.asarray(kept, dtype=np.float64))
+
+
+def finite_score(text: str, where: str, name: str) -> float:
+    """`text` as a gold score, or an error naming `where` (file and line) and `name` (the field): NaN or infinity
+    would make every correlation NaN."""
+    try:
+        score = float(text)
+    except ValueError:
+        score = math.nan
+    if not math.isfinite(score):
+        raise ValueError(f"{where}: {name} {text!r} is not a finite number")
+    return score
 
 
 def load_stsb(stsb_dir: str | Path) -> dict[str, SentencePairs]:
@@ -101,10 +111,7 @@ def load_stsb(stsb_dir: str | Path) -> dict[str, SentencePairs]:
             fields = line.split("\t")
             if len(fields) < 7:
                 raise ValueError(f"{path}, line {number}: expected at least 7 tab-separated fields, got {len(fields)}")
-            try:
-                scores.append(float(fields[4]))
-            except ValueError:
-                raise ValueError(f"{path}, line {number}: score {fields[4]!r} is not a number") from None
+            scores.append(finite_score(fields[4], f"{path}, line {number}", "score"))
             first.append(fields[5])
             second.append(fields[6])
         splits[split] = SentencePairs(first, second, np.asarray(scores, dtype=np.float64))
@@ -134,7 +141,7 @@ def load_sick(sick_path: str | Path) -> dict[str, SentencePairs]:
         first, second, scores = collected[split]
         first.append(fields[index["sentence_A"]])
         second.append(fields[index["sentence_B"]])
-        scores.append(float(fields[index["relatedness_score"]]))
+        scores.append(finite_score(fields[index["relatedness_score"]], f"{path}, line {number}", "relatedness_score"))
     return {split: SentencePairs(a, b, np.asarray(s, dtype=np.float64)) for split, (a, b, s) in collected.items()}
 
 
@@ -199,6 +206,7 @@ __all__ = [
     "STS_SUBTASKS",
     "SentencePairs",
     "cosine_scores",
+    "finite_score",
     "load_sick",
     "load_sts_year",
     "load_stsb",

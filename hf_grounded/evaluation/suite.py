@@ -7,7 +7,6 @@ Each task needs only its own inputs: STS years need `--sts_dir`, `stsb` needs `-
 
 import json
 import logging
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from datasets import DatasetDict
 from transformers import AutoConfig, AutoModel, HfArgumentParser
 
 from ..data import SPLITS
+from ..files import copy_file, refuse_symlink, write_json
 from ..model_card import write_model_card
 from ..training.arguments import DataArguments
 from ..training.inputs import image_features, load_dataset
@@ -218,6 +218,9 @@ def evaluate_model(args: EvaluationArguments, data_args: DataArguments) -> dict:
     if args.update_model_card and args.random_init:
         raise ValueError("--update_model_card with --random_init would put a random model's results in the card")
     logger.info("tasks: %s", ", ".join(tasks))
+    # Refused before any evaluation, rather than after it.
+    for path in _written_files(tasks, args):
+        refuse_symlink(path)
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     evaluators = build_evaluators(tasks, args, data_args)
@@ -225,16 +228,27 @@ def evaluate_model(args: EvaluationArguments, data_args: DataArguments) -> dict:
     groups = sts_groups(results)
     if groups:
         results["sts_groups"] = groups
-    output.write_text(json.dumps(results, indent=2))
+    write_json(output, results)
     if args.update_model_card:
         recorded = {"model": args.model, "random_init": args.random_init, "senteval_style": args.senteval_style,
                     "dataset": data_args.dataset, "results": results}
         if "structure" in results:
-            shutil.copyfile(tsne_path(args.output), Path(args.model) / "embedding_map.png")
+            copy_file(tsne_path(args.output), Path(args.model) / "embedding_map.png")
             recorded["embedding_map"] = "embedding_map.png"
-        (Path(args.model) / "evaluation.json").write_text(json.dumps(recorded, indent=2))
+        write_json(Path(args.model) / "evaluation.json", recorded)
         write_model_card(args.model)
     return results
+
+
+def _written_files(tasks: list[str], args: EvaluationArguments) -> list[Path]:
+    """The files `evaluate_model` writes: the results, the structure task's t-SNE map beside them and, with
+    `--update_model_card`, evaluation.json, the card (README.md) and the map in the model folder."""
+    structure = "structure" in tasks
+    files = [Path(args.output), *([tsne_path(args.output)] if structure else [])]
+    if args.update_model_card:
+        model = Path(args.model)
+        files += [model / "evaluation.json", model / "README.md", *([model / "embedding_map.png"] if structure else [])]
+    return files
 
 
 __all__ = [

@@ -6,6 +6,8 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ..files import save_figure
+
 PLOT_FILES = {"loss": "training_loss.png", "learning_rate": "learning_rate.png", "validation": "validation.png"}
 
 
@@ -24,12 +26,12 @@ def plot_training(step_log: list[dict], history: list[dict], output_dir: str | P
     axes.plot(epoch_steps, [entry["train_loss"] for entry in history], "o-", label="epoch mean")
     axes.set(xlabel="step", ylabel="training loss")
     axes.legend()
-    figure.savefig(output_dir / PLOT_FILES["loss"])
+    save_figure(figure, output_dir / PLOT_FILES["loss"])
 
     figure, axes = _figure("learning rate")
     axes.plot([entry["step"] for entry in step_log], [entry["learning_rate"] for entry in step_log])
     axes.set(xlabel="step", ylabel="learning rate")
-    figure.savefig(output_dir / PLOT_FILES["learning_rate"])
+    save_figure(figure, output_dir / PLOT_FILES["learning_rate"])
 
     epochs = [entry["epoch"] for entry in history]
     if "retrieval" in history[0]["validation"]:
@@ -51,7 +53,7 @@ def plot_training(step_log: list[dict], history: list[dict], output_dir: str | P
         axes.axvline(epoch, color="grey", lw=0.6)
     axes.set(xlabel="epoch" + (" (grey: snapshots)" if snapshots else ""), ylabel=ylabel)
     axes.legend(ncol=2, fontsize="small")
-    figure.savefig(output_dir / PLOT_FILES["validation"])
+    save_figure(figure, output_dir / PLOT_FILES["validation"])
     return dict(PLOT_FILES)
 
 

@@ -1,6 +1,5 @@
 """The Accelerate training loop shared by the recipes: data → features → model → train → evaluate → save."""
 
-import json
 import logging
 import math
 import time
@@ -16,6 +15,7 @@ from tqdm.auto import tqdm
 
 from ..data import SPLITS
 from ..evaluation import format_retrieval_comparison, format_retrieval_table, mean_cosines, retrieval_metrics
+from ..files import write_json
 from ..hub import push_to_hub
 from ..model_card import write_model_card
 from ..objectives import OBJECTIVES
@@ -344,12 +344,10 @@ def _write_outputs(model, tokenizer, results: dict, progress: TrainingProgress, 
                 "training": {**asdict(training_args), "hub_token": None}}
     if progress.changed_arguments:
         recorded["changed_on_resume"] = progress.changed_arguments
-    (output_dir / "training_args.json").write_text(json.dumps(recorded, indent=2))
-    (output_dir / "training_history.json").write_text(
-        json.dumps({"epochs": progress.history, "steps": progress.step_log}, indent=2)
-    )
+    write_json(output_dir / "training_args.json", recorded)
+    write_json(output_dir / "training_history.json", {"epochs": progress.history, "steps": progress.step_log})
     results["plots"] = plot_training(progress.step_log, progress.history, output_dir)
-    (output_dir / "results.json").write_text(json.dumps(results, indent=2))
+    write_json(output_dir / "results.json", results)
     write_model_card(output_dir, model_id=training_args.hub_model_id if training_args.push_to_hub else None)
 
 
