@@ -95,7 +95,10 @@ class ModelArguments:
 
 @dataclass
 class DataArguments:
-    dataset: str = field(default="synthetic", metadata={"help": "Dataset name; see hf_grounded.data.DATASETS."})
+    dataset: str | None = field(
+        default="synthetic",
+        metadata={"help": "Dataset name; see hf_grounded.data.DATASETS (recipes/evaluate.py: none by default)."},
+    )
     data_dir: str | None = field(default=None, metadata={"help": "Local folder of the dataset."})
     synthetic_train_images: int = field(default=1000, metadata={"help": "Synthetic set: training images."})
     synthetic_eval_images: int = field(
