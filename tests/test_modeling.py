@@ -143,6 +143,12 @@ def test_every_family_encodes_with_the_same_copied_code():
         original = inspect.getsource(getattr(inspect.getmodule(CharSentenceEncoderMixin), helper))
         for model_class in (VETEModel, GroundedSkipThoughtModel):
             assert inspect.getsource(getattr(inspect.getmodule(model_class), helper)) == original, helper
+    from hf_grounded import GroundedSkipThoughtConfig, VETEConfig
+
+    for helper in ("_check_size", "_check_token_id", "_check_positive_float"):
+        original = inspect.getsource(getattr(inspect.getmodule(CharGRUConfig), helper))
+        for config_class in (VETEConfig, GroundedSkipThoughtConfig):
+            assert inspect.getsource(getattr(inspect.getmodule(config_class), helper)) == original, helper
 
 
 @pytest.mark.parametrize("rnn_type", ["gru", "lstm"])
