@@ -139,7 +139,7 @@ def test_every_family_encodes_with_the_same_copied_code():
         for base in (VETEPreTrainedModel, GroundedSkipThoughtPreTrainedModel):
             assert inspect.getsource(getattr(base, method)) == original, (base.__name__, method)
     for helper in ("_one_unknown_token_for_empty_rows", "_valid_text", "_tokenizer_fingerprint", "_truncatable_prefix",
-                   "_check_right_padded", "_check_stored_weights"):
+                   "_check_right_padded", "_check_stored_weights", "_load_tokenizer"):
         original = inspect.getsource(getattr(inspect.getmodule(CharSentenceEncoderMixin), helper))
         for model_class in (VETEModel, GroundedSkipThoughtModel):
             assert inspect.getsource(getattr(inspect.getmodule(model_class), helper)) == original, helper

@@ -110,6 +110,14 @@ def test_tokenizer_config_sizes_are_checked_naming_the_file(name, key, value, me
 
 
 @pytest.mark.parametrize("name", FAMILIES)
+def test_a_broken_tokenizer_config_json_is_named(name, tmp_path):
+    saved(name, tmp_path)
+    (tmp_path / "tokenizer_config.json").write_text('{"model_max_length": ')
+    with pytest.raises(ValueError, match=f"{tmp_path}: tokenizer_config.json is not valid JSON"):
+        AutoModel.from_pretrained(tmp_path).encode(["A dog runs."])
+
+
+@pytest.mark.parametrize("name", FAMILIES)
 def test_left_padding_is_forced_right_in_encode_and_refused_in_the_forward_pass(name):
     model, tokenizer = family(name)
     sentences = ["A dog runs on the grass .", "dog", "Two brown dogs play in the snow near a fence ."]

@@ -402,7 +402,7 @@ class CharSentenceEncoderMixin:
         against the model's vocabulary size and tokenizer fingerprint)."""
         if self._tokenizer is None:
             source = self.config.name_or_path
-            self._tokenizer = CharTokenizer.from_pretrained(source) if source else CharTokenizer()
+            self._tokenizer = _load_tokenizer(CharTokenizer.from_pretrained, source) if source else CharTokenizer()
         return self._tokenizer
 
 
@@ -631,6 +631,20 @@ def _check_stored_weights(model: nn.Module, state_dict: dict | None, checkpoint_
                 for kind, names in found.items() if names]
     if problems:
         raise ValueError(f"{source}: not the weights of this {type(model).__name__}: {'; '.join(problems)}")
+
+
+def _load_tokenizer(load, source: str) -> PreTrainedTokenizerBase:
+    """`load(source)`, with a tokenizer file that is not valid JSON named instead of a bare decoding error."""
+    try:
+        return load(source)
+    except json.JSONDecodeError as error:
+        broken = []
+        for path in sorted(Path(source).glob("*.json")):
+            try:
+                json.loads(path.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                broken.append(path.name)
+        raise ValueError(f"{source}: {', '.join(broken) or 'a tokenizer file'} is not valid JSON ({error})") from error
 
 
 _TOKENIZATION = threading.Lock()

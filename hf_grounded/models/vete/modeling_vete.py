@@ -401,7 +401,7 @@ class VETEModel(VETEPreTrainedModel):
             if not self.config.name_or_path:
                 raise ValueError("no tokenizer was given and this model was not loaded from a folder that has one")
             # transformers' own class: no remote code, and no config lookup that would ask for it.
-            self._tokenizer = PreTrainedTokenizerFast.from_pretrained(self.config.name_or_path)
+            self._tokenizer = _load_tokenizer(PreTrainedTokenizerFast.from_pretrained, self.config.name_or_path)
         return self._tokenizer
 
 
@@ -472,6 +472,20 @@ def _check_stored_weights(model: nn.Module, state_dict: dict | None, checkpoint_
                 for kind, names in found.items() if names]
     if problems:
         raise ValueError(f"{source}: not the weights of this {type(model).__name__}: {'; '.join(problems)}")
+
+
+def _load_tokenizer(load, source: str) -> PreTrainedTokenizerBase:
+    """`load(source)`, with a tokenizer file that is not valid JSON named instead of a bare decoding error."""
+    try:
+        return load(source)
+    except json.JSONDecodeError as error:
+        broken = []
+        for path in sorted(Path(source).glob("*.json")):
+            try:
+                json.loads(path.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                broken.append(path.name)
+        raise ValueError(f"{source}: {', '.join(broken) or 'a tokenizer file'} is not valid JSON ({error})") from error
 
 
 _TOKENIZATION = threading.Lock()
