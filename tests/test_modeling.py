@@ -120,37 +120,6 @@ def test_config_embed_dim():
     assert CharGRUConfig(hidden_size=8, attention_heads=3, pooling="max").embed_dim == 16
 
 
-def test_every_family_encodes_with_the_same_copied_code():
-    """Each model file carries its own `encode` so that a saved folder runs with remote code alone; the copies
-    must not drift apart (transformers checks its "Copied from" blocks the same way)."""
-    import inspect
-
-    from hf_grounded import GroundedSkipThoughtModel, VETEModel
-    from hf_grounded.models.char_gru.modeling_char_gru import CharSentenceEncoderMixin
-
-    for method in ("encode", "_int8_copy"):
-        original = inspect.getsource(getattr(CharSentenceEncoderMixin, method))
-        for model_class in (VETEModel, GroundedSkipThoughtModel):
-            assert inspect.getsource(getattr(model_class, method)) == original, (model_class.__name__, method)
-    from hf_grounded import CharGRUPreTrainedModel, GroundedSkipThoughtPreTrainedModel, VETEPreTrainedModel
-
-    for method in ("from_pretrained", "_load_pretrained_model", "set_tokenizer", "check_tokenizer", "save_pretrained"):
-        original = inspect.getsource(getattr(CharGRUPreTrainedModel, method))
-        for base in (VETEPreTrainedModel, GroundedSkipThoughtPreTrainedModel):
-            assert inspect.getsource(getattr(base, method)) == original, (base.__name__, method)
-    for helper in ("_one_unknown_token_for_empty_rows", "_valid_text", "_tokenizer_fingerprint", "_truncatable_prefix",
-                   "_check_right_padded", "_check_stored_weights", "_load_tokenizer"):
-        original = inspect.getsource(getattr(inspect.getmodule(CharSentenceEncoderMixin), helper))
-        for model_class in (VETEModel, GroundedSkipThoughtModel):
-            assert inspect.getsource(getattr(inspect.getmodule(model_class), helper)) == original, helper
-    from hf_grounded import GroundedSkipThoughtConfig, VETEConfig
-
-    for helper in ("_check_size", "_check_token_id", "_check_positive_float"):
-        original = inspect.getsource(getattr(inspect.getmodule(CharGRUConfig), helper))
-        for config_class in (VETEConfig, GroundedSkipThoughtConfig):
-            assert inspect.getsource(getattr(inspect.getmodule(config_class), helper)) == original, helper
-
-
 @pytest.mark.parametrize("rnn_type", ["gru", "lstm"])
 def test_padded_one_direction_runs_match_the_packed_bidirectional_rnn(rnn_type):
     from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence

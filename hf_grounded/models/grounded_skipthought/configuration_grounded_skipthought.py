@@ -92,18 +92,21 @@ class GroundedSkipThoughtConfig(PreTrainedConfig):
 _LARGEST_SIZE = 1 << 22
 
 
+# Copied from hf_grounded.models.char_gru.configuration_char_gru._check_size
 def _check_size(config_name: str, name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _LARGEST_SIZE:
         raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be an integer from 1 to "
                          f"{_LARGEST_SIZE}, got {value!r}")
 
 
+# Copied from hf_grounded.models.char_gru.configuration_char_gru._check_token_id
 def _check_token_id(config_name: str, name: str, value: object, vocab_size: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
         raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be an id below vocab_size "
                          f"{vocab_size}, got {value!r}")
 
 
+# Copied from hf_grounded.models.char_gru.configuration_char_gru._check_positive_float
 def _check_positive_float(config_name: str, name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
         raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be a positive finite number, "

@@ -136,6 +136,7 @@ class VETEPreTrainedModel(PreTrainedModel):
     base_model_prefix = "vete"
     main_input_name = "input_ids"
 
+    # Copied from hf_grounded.models.char_gru.modeling_char_gru.CharGRUPreTrainedModel.from_pretrained
     @classmethod
     def from_pretrained(cls, *args, **kwargs):
         """`PreTrainedModel.from_pretrained`, then every weight checked finite: a corrupted file that still parses
@@ -147,6 +148,7 @@ class VETEPreTrainedModel(PreTrainedModel):
                 raise ValueError(f"{name}: the saved weights hold NaN or infinite values; the file is corrupted")
         return loaded
 
+    # Copied from hf_grounded.models.char_gru.modeling_char_gru.CharGRUPreTrainedModel._load_pretrained_model
     @staticmethod
     def _load_pretrained_model(model, state_dict, checkpoint_files, load_config, *args, **kwargs):
         """`PreTrainedModel._load_pretrained_model`, after checking what is stored against the model (still on the
@@ -159,6 +161,7 @@ class VETEPreTrainedModel(PreTrainedModel):
 
     _tokenizer: PreTrainedTokenizerBase | None = None
 
+    # Copied from hf_grounded.models.char_gru.modeling_char_gru.CharGRUPreTrainedModel.set_tokenizer
     def set_tokenizer(self, tokenizer: PreTrainedTokenizerBase) -> None:
         """Make `tokenizer` this model's own: `encode()` uses it when given none, `save_pretrained` writes it beside
         the weights, and the config records its fingerprint, so that no other vocabulary is taken for it later."""
@@ -166,6 +169,7 @@ class VETEPreTrainedModel(PreTrainedModel):
         self.config.tokenizer_fingerprint = _tokenizer_fingerprint(tokenizer, version=2)
         self._tokenizer = tokenizer
 
+    # Copied from hf_grounded.models.char_gru.modeling_char_gru.CharGRUPreTrainedModel.check_tokenizer
     def check_tokenizer(self, tokenizer: PreTrainedTokenizerBase) -> None:
         """Refuse a tokenizer whose ids would be wrong for this model: one whose vocabulary size is not the
         model's, or, when the config records the fingerprint of the tokenizer the model was trained with, any
@@ -197,6 +201,7 @@ class VETEPreTrainedModel(PreTrainedModel):
                 )
             self.__dict__["_checked_tokenizer"] = cached
 
+    # Copied from hf_grounded.models.char_gru.modeling_char_gru.CharGRUPreTrainedModel.save_pretrained
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs):
         """`PreTrainedModel.save_pretrained`, with the tokenizer of `set_tokenizer` (or the one `encode()` loaded)
         written first beside the weights, so that the folder, and what `push_to_hub` uploads, holds it too."""
@@ -290,7 +295,7 @@ class VETEModel(VETEPreTrainedModel):
         return VETEOutput(loss=loss, logits_per_text=logits_per_text, logits_per_image=logits_per_text.t(),
                           text_embeds=text_embeds, image_embeds=image_embeds)
 
-    # Copied from the char-GRU's CharSentenceEncoderMixin.encode: model files stay self-contained for remote code.
+    # Copied from hf_grounded.models.char_gru.modeling_char_gru.CharSentenceEncoderMixin.encode
     @torch.inference_mode()
     def encode(
         self,
@@ -379,6 +384,7 @@ class VETEModel(VETEPreTrainedModel):
             return embeddings
         return embeddings.float().cpu().numpy()
 
+    # Copied from hf_grounded.models.char_gru.modeling_char_gru.CharSentenceEncoderMixin._int8_copy
     def _int8_copy(self) -> nn.Module:
         """An int8 copy of this model for `encode(quantize=True)`, rebuilt whenever a weight has changed since."""
         weights_version = tuple(parameter._version for parameter in self.parameters())
@@ -405,6 +411,7 @@ class VETEModel(VETEPreTrainedModel):
         return self._tokenizer
 
 
+# Copied from hf_grounded.models.char_gru.modeling_char_gru._one_unknown_token_for_empty_rows
 def _one_unknown_token_for_empty_rows(
     input_ids: torch.Tensor, attention_mask: torch.Tensor, tokenizer: PreTrainedTokenizerBase
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -419,6 +426,7 @@ def _one_unknown_token_for_empty_rows(
     return input_ids, attention_mask
 
 
+# Copied from hf_grounded.models.char_gru.modeling_char_gru._truncatable_prefix
 def _truncatable_prefix(sentence: str, tokenizer: PreTrainedTokenizerBase) -> tuple[str, bool]:
     """The sentence, or a prefix of it that truncation to `model_max_length` reads exactly as the whole (and whether
     it was cut), so that a megabyte of text is never tokenized whole.
@@ -437,6 +445,7 @@ def _truncatable_prefix(sentence: str, tokenizer: PreTrainedTokenizerBase) -> tu
     return sentence, False
 
 
+# Copied from hf_grounded.models.char_gru.modeling_char_gru._check_right_padded
 def _check_right_padded(attention_mask: torch.Tensor) -> None:
     """Refuse a mask that is not right-padded: the encoders read positions 0 to length - 1 as the sentence, so left
     padding would make an embedding depend on its batch."""
@@ -447,6 +456,7 @@ def _check_right_padded(attention_mask: torch.Tensor) -> None:
                          "then the padding")
 
 
+# Copied from hf_grounded.models.char_gru.modeling_char_gru._check_stored_weights
 def _check_stored_weights(model: nn.Module, state_dict: dict | None, checkpoint_files: list[str] | None) -> None:
     """Refuse stored weights that are not exactly the model's: names, floating dtypes and shapes."""
     stored, files = {}, [str(path) for path in checkpoint_files or []]
@@ -474,6 +484,7 @@ def _check_stored_weights(model: nn.Module, state_dict: dict | None, checkpoint_
         raise ValueError(f"{source}: not the weights of this {type(model).__name__}: {'; '.join(problems)}")
 
 
+# Copied from hf_grounded.models.char_gru.modeling_char_gru._load_tokenizer
 def _load_tokenizer(load, source: str) -> PreTrainedTokenizerBase:
     """`load(source)`, with a tokenizer file that is not valid JSON named instead of a bare decoding error."""
     try:
@@ -492,12 +503,14 @@ _TOKENIZATION = threading.Lock()
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+# Copied from hf_grounded.models.char_gru.modeling_char_gru._valid_text
 def _valid_text(sentence: str) -> str:
     """Lone surrogates (a Python string may hold them, UTF-8 text may not, and the `tokenizers` library refuses
     them) become U+FFFD, the replacement character a UTF-8 decoder would give."""
     return sentence if sentence.isascii() else _LONE_SURROGATE.sub("\ufffd", sentence)
 
 
+# Copied from hf_grounded.models.char_gru.modeling_char_gru._tokenizer_fingerprint
 def _tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase, version: int = 2) -> str:
     """SHA-256 of what decides a tokenizer's ids: its vocabulary, how it reads text before the lookup and, from
     version 2 on (prefixed "v2:"), everything else that changes ids: the backend's whole model (its type and unknown
