@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from hf_grounded.training.checkpoints import list_checkpoints, resolve_checkpoint
 
 from .conftest import REPO_ROOT
@@ -100,3 +102,39 @@ def test_resume_never_unpickles_what_a_checkpoint_folder_holds(tmp_path):
                              capture_output=True, text=True, timeout=600, env=ENV)
     assert refused.returncode != 0 and "optimizer.json: missing from the checkpoint" in refused.stderr
     assert not marker.exists()
+
+
+TERMS = ["--backbone", "test_efficientnet", "--hidden_size", "8", "--synthetic_train_images", "16",
+         "--synthetic_eval_images", "8", "--per_device_train_batch_size", "8", "--num_train_epochs", "2"]
+
+
+def test_checkpoint_states_are_named_by_term_and_a_run_with_other_terms_is_refused(tmp_path):
+    from hf_grounded.training import parse_arguments, train
+
+    run = [*TERMS, "--output_dir", str(tmp_path / "run")]
+    train(*parse_arguments([*run, "--max_steps", "2"]))
+    checkpoint = list_checkpoints(tmp_path / "run")[-1]
+    assert sorted(path.name for path in checkpoint.glob("state-*.json")) == [
+        "state-loss-hinge.json", "state-progress.json", "state-scheduler.json"]
+    with pytest.raises(ValueError, match="holds the states of \\['loss-hinge', 'progress', 'scheduler'\\] but this "
+                                         "run has \\['loss-pearson'"):
+        train(*parse_arguments([*run, "--resume_from_checkpoint", "latest", "--objective", "pearson",
+                                "--allow_changed_arguments"]))
+
+
+def test_a_checkpoint_with_positional_states_resumes_like_a_named_one(tmp_path):
+    """Checkpoints written before states were named (state-0, state-1, ...) still resume, in the order they held."""
+    from safetensors.torch import load_file
+
+    from hf_grounded.training import parse_arguments, train
+
+    for name in ("named", "positional"):
+        train(*parse_arguments([*TERMS, "--output_dir", str(tmp_path / name), "--max_steps", "2"]))
+    for index, name in enumerate(["scheduler", "progress", "loss-hinge"]):
+        for suffix in (".json", ".safetensors"):
+            for path in (tmp_path / "positional" / "checkpoints").glob(f"step-*/state-{name}{suffix}"):
+                path.rename(path.with_name(f"state-{index}{suffix}"))
+    for name in ("named", "positional"):
+        train(*parse_arguments([*TERMS, "--output_dir", str(tmp_path / name), "--resume_from_checkpoint", "latest"]))
+    named, positional = (load_file(tmp_path / name / "model.safetensors") for name in ("named", "positional"))
+    assert all(named[key].equal(positional[key]) for key in named)

@@ -61,14 +61,14 @@ def save_checkpoint(
     total_limit: int | None,
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
-    stateful: list,
+    stateful: dict,
     arguments: dict,
 ) -> Path:
     """Save the full training state as `checkpoints/step-N`: written to a temporary folder, then renamed, so a
     crash mid-save never leaves a half checkpoint. Keeps the newest `total_limit` checkpoints.
 
     The folder holds the model (`model.safetensors`), the optimizer, each object of `stateful` (anything with
-    `state_dict`/`load_state_dict`: scheduler, progress, losses) in order, the mixed-precision scaler, and every
+    `state_dict`/`load_state_dict`: scheduler, progress, losses) under its name (`state-NAME`), the mixed-precision scaler, and every
     process's random generators (Python, numpy, torch, CUDA), each as a JSON tree and its tensors, and the run's
     `arguments` (`arguments.json`), which a resume compares with its own.
     """
@@ -87,8 +87,8 @@ def save_checkpoint(
         save_file(weights, str(staging / "model.safetensors"), metadata={"format": "pt"})
         save_state(optimizer.state_dict(), staging, "optimizer")
         (staging / ARGUMENTS_FILE).write_text(json.dumps(arguments, indent=2))
-        for index, item in enumerate(stateful):
-            save_state(item.state_dict(), staging, f"state-{index}")
+        for name, item in stateful.items():
+            save_state(item.state_dict(), staging, f"state-{name}")
         if accelerator.scaler is not None:
             save_state(accelerator.scaler.state_dict(), staging, "scaler")
     save_state(_random_states(), staging, f"random-{accelerator.process_index}")
@@ -106,9 +106,14 @@ def save_checkpoint(
 
 
 def load_checkpoint(
-    accelerator: Accelerator, folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer, stateful: list
+    accelerator: Accelerator, folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer, stateful: dict
 ) -> None:
-    """Restore what `save_checkpoint` wrote; nothing in the folder is unpickled, whatever else it holds."""
+    """Restore what `save_checkpoint` wrote; nothing in the folder is unpickled, whatever else it holds.
+
+    The states are matched by name, so a run whose training terms differ from the checkpoint's is refused, naming
+    the difference. Checkpoints from before states were named (`state-0`, `state-1`, …) are read in the order
+    they were written, which was `stateful`'s.
+    """
     weights = folder / "model.safetensors"
     if not weights.is_file():
         raise FileNotFoundError(f"{weights}: missing from the checkpoint")
@@ -116,8 +121,18 @@ def load_checkpoint(
     # load_model refuses a model whose weights share a buffer).
     accelerator.unwrap_model(model).load_state_dict(load_file(str(weights), device=str(accelerator.device)))
     optimizer.load_state_dict(load_state(folder, "optimizer"))
-    for index, item in enumerate(stateful):
-        item.load_state_dict(load_state(folder, f"state-{index}"))
+    saved = sorted(path.name[len("state-"):-len(".json")] for path in folder.glob("state-*.json"))
+    if saved and all(name.isdigit() for name in saved):
+        logger.warning("%s names its states by position (an older checkpoint); reading them in the order %s",
+                       folder, list(stateful))
+        files = {name: f"state-{index}" for index, name in enumerate(stateful)}
+    else:
+        if sorted(stateful) != saved:
+            raise ValueError(f"{folder} holds the states of {saved} but this run has {sorted(stateful)}: resume with "
+                             "the objective and weights the checkpoint was trained with")
+        files = {name: f"state-{name}" for name in stateful}
+    for name, item in stateful.items():
+        item.load_state_dict(load_state(folder, files[name]))
     if accelerator.scaler is not None:
         accelerator.scaler.load_state_dict(load_state(folder, "scaler"))
     _set_random_states(load_state(folder, f"random-{accelerator.process_index}"))

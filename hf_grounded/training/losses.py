@@ -27,9 +27,10 @@ GROUP_OBJECTIVES = ("grounding", "projection")
 
 
 class StreamLoss(nn.Module, ABC):
-    """Weighted objectives over one stream's batch."""
+    """Weighted objectives over one stream's batch. `name` (the objective's) names its state in checkpoints."""
 
     stream: str
+    name: str
 
     @abstractmethod
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -41,9 +42,9 @@ class ImageTextLoss(StreamLoss):
 
     stream = "captions"
 
-    def __init__(self, objective: ImageTextObjective):
+    def __init__(self, objective: ImageTextObjective, name: str):
         super().__init__()
-        self.objective = objective
+        self.objective, self.name = objective, name
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         outputs = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
@@ -60,6 +61,7 @@ class CaptionGroupLoss(StreamLoss):
     def __init__(self, cluster_weight: float = 0.0, perceptual_weight: float = 0.0, projection_weight: float = 0.0,
                  margin: float = 0.5, passes_image_features: bool = True):
         super().__init__()
+        self.name = "projection" if projection_weight else "grounding"
         self.cluster_weight, self.perceptual_weight, self.projection_weight = (cluster_weight, perceptual_weight,
                                                                               projection_weight)
         self.cluster, self.perceptual = ClusterObjective(margin), PerceptualObjective()
@@ -91,6 +93,7 @@ class SkipThoughtLoss(StreamLoss):
     """SkipThought's L_T over a batch of book triples."""
 
     stream = "books"
+    name = "skipthought"
 
     def __init__(self, weight: float = 1.0):
         super().__init__()
@@ -120,7 +123,8 @@ def create_training_losses(model_args: ModelArguments, seed: int, has_image_map:
     if model_args.objective in OBJECTIVES:
         losses.append(ImageTextLoss(create_objective(
             model_args.objective, margin=model_args.margin, loss_reduction=model_args.loss_reduction,
-            hardest_negative=model_args.hardest_negative, kendall_alpha=model_args.kendall_alpha, seed=seed)))
+            hardest_negative=model_args.hardest_negative, kendall_alpha=model_args.kendall_alpha, seed=seed),
+            model_args.objective))
     elif model_args.objective == "grounding":
         losses.append(CaptionGroupLoss(model_args.cluster_weight, model_args.perceptual_weight,
                                        margin=model_args.grounding_margin, passes_image_features=has_image_map))

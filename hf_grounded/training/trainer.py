@@ -140,7 +140,7 @@ def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str
     model, optimizer = accelerator.prepare(model, optimizer)
 
     progress = TrainingProgress()
-    stateful = [scheduler, progress, *losses]
+    stateful = {"scheduler": scheduler, "progress": progress, **{f"loss-{loss.name}": loss for loss in losses}}
     arguments = {**asdict(model_args), **asdict(data_args), **asdict(training_args), "hub_token": None}
     if training_args.resume_from_checkpoint:
         checkpoint = resolve_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
