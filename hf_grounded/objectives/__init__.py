@@ -3,10 +3,14 @@ every process, so any encoder trains with any objective through configuration al
 
 - `image_text`: sentence–image pairs (Merkx & Frank's hinge; VETE's Pearson loss and its ablations);
 - `caption_groups`: captions grouped by what they describe (Bordes et al.'s cluster, perceptual and projection);
-- `text`: SkipThought's neighbouring-sentence likelihood.
+- `text`: SkipThought's neighbouring-sentence likelihood;
+- `functional`: the losses' maths, of which the model files carry generated copies for `forward(return_loss=True)`.
+
+Objectives never import models, and models never import objectives (each model folder runs alone).
 """
 
 from .caption_groups import ClusterObjective, PerceptualObjective, ProjectionObjective
+from .functional import hinge_loss, pearson_loss
 from .gather import gather_with_local_grad
 from .image_text import (
     CovarianceObjective,
@@ -35,4 +39,6 @@ __all__ = [
     "SkipThoughtObjective",
     "create_objective",
     "gather_with_local_grad",
+    "hinge_loss",
+    "pearson_loss",
 ]

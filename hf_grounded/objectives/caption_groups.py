@@ -9,7 +9,7 @@ so N processes compute the loss one process would compute on the global batch; s
 import torch
 from torch import nn
 
-from ..models.vete import pearson_loss
+from .functional import pearson_loss
 from .gather import gather_with_local_grad
 
 

@@ -10,8 +10,7 @@ from abc import ABC, abstractmethod
 import torch
 from torch import nn
 
-from ..models.char_gru import hinge_loss
-from ..models.vete import pearson_loss
+from .functional import hinge_loss, pearson_loss
 from .gather import gather_with_local_grad
 
 

@@ -58,6 +58,7 @@ class CharGRUOutput(ModelOutput):
     image_embeds: torch.FloatTensor | None = None
 
 
+# Copied from hf_grounded.objectives.functional.hinge_loss
 def hinge_loss(
     logits_per_text: torch.Tensor, margin: float = 0.2, reduction: str = "sum", hardest_negative: bool = False
 ) -> torch.Tensor:

@@ -58,6 +58,7 @@ class VETEOutput(ModelOutput):
     image_embeds: torch.FloatTensor | None = None
 
 
+# Copied from hf_grounded.objectives.functional.pearson_loss
 def pearson_loss(similarities: torch.Tensor, labels: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """Minus the Pearson correlation between similarities and labels; `eps` inside the square roots keeps the
     gradient finite when all similarities are equal."""

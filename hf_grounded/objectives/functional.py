@@ -1,0 +1,44 @@
+"""The losses' maths, as functions of similarities: the one source of the objectives here and of the copies that
+each model file carries for its `forward(return_loss=True)` (kept in step by utils/check_copies.py)."""
+
+import torch
+
+
+def hinge_loss(
+    logits_per_text: torch.Tensor, margin: float = 0.2, reduction: str = "sum", hardest_negative: bool = False
+) -> torch.Tensor:
+    """Bidirectional hinge loss over in-batch negatives; pair i is (caption i, image i).
+
+    For every caption the other images of the batch are negatives, and for every image the other captions, each
+    contributing max(0, margin - s(positive) + s(negative)). `reduction="sum"` adds all terms (Merkx & Frank's
+    formula); `"mean"` divides each direction by batch_size**2, the diagonal counted as zero (the authors' code).
+    `hardest_negative=True` keeps only the largest term per anchor (VSE++).
+    """
+    batch_size = logits_per_text.size(0)
+    if logits_per_text.size(1) != batch_size:
+        raise ValueError(f"hinge_loss needs one image per caption, got logits of shape {tuple(logits_per_text.shape)}")
+    positives = logits_per_text.diagonal()
+    off_diagonal = ~torch.eye(batch_size, dtype=torch.bool, device=logits_per_text.device)
+    # Rows: a caption against every image; columns: an image against every caption.
+    text_anchor = (margin - positives.unsqueeze(1) + logits_per_text).clamp(min=0) * off_diagonal
+    image_anchor = (margin - positives.unsqueeze(0) + logits_per_text).clamp(min=0) * off_diagonal
+    if hardest_negative:
+        text_terms, image_terms = text_anchor.max(dim=1).values, image_anchor.max(dim=0).values
+    else:
+        text_terms, image_terms = text_anchor, image_anchor
+    if reduction == "sum":
+        return text_terms.sum() + image_terms.sum()
+    if reduction == "mean":
+        denominator = batch_size if hardest_negative else batch_size * batch_size
+        return (text_terms.sum() + image_terms.sum()) / denominator
+    raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
+
+
+def pearson_loss(similarities: torch.Tensor, labels: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Minus the Pearson correlation between similarities and labels; `eps` inside the square roots keeps the
+    gradient finite when all similarities are equal."""
+    x, y = similarities - similarities.mean(), labels - labels.mean()
+    return -(x * y).sum() / (torch.sqrt((x * x).sum() + eps) * torch.sqrt((y * y).sum() + eps))
+
+
+__all__ = ["hinge_loss", "pearson_loss"]
