@@ -1,7 +1,9 @@
 """What differs between model families in training, one function per family: how a new model and its tokenizer
 are built from the arguments and the training text. The loop, checkpoints, snapshots, evaluation, cards and upload
 serve every family; the objectives come from `--objective` and the weights (`hf_grounded.training.losses`),
-whatever the encoder."""
+whatever the encoder.
+
+A family is its model folder plus its entry in `FAMILIES`."""
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,14 +15,13 @@ from ..models.grounded_skipthought import GroundedSkipThoughtConfig, GroundedSki
 from ..models.vete import VETEConfig, VETEModel
 from ..word_tokenizer import train_word_tokenizer
 from .arguments import DataArguments, ModelArguments
-from .losses import trains_text_objective
 
 Built = tuple[PreTrainedModel, PreTrainedTokenizerBase]
 SKIPTHOUGHT_VOCABULARY = 20000  # Kiros et al.'s and Bordes et al.'s vocabulary size
 
 
 def build_char_gru(model_args: ModelArguments, data_args: DataArguments, corpus: Sequence[str],
-                   image_feature_dim: int) -> Built:
+                   image_feature_dim: int, needs_image_map: bool) -> Built:
     """Merkx & Frank's char-GRU: a fixed printable-ASCII character vocabulary, or the training captions'."""
     if model_args.char_vocabulary == "corpus":
         tokenizer = CharTokenizer.from_corpus(corpus, min_count=model_args.vocab_min_frequency,
@@ -49,7 +50,7 @@ def _word_tokenizer(model_args: ModelArguments, data_args: DataArguments, corpus
 
 
 def build_vete(model_args: ModelArguments, data_args: DataArguments, corpus: Sequence[str],
-               image_feature_dim: int) -> Built:
+               image_feature_dim: int, needs_image_map: bool) -> Built:
     """Kurach et al.'s VETE: a word vocabulary learnt from the training captions alone."""
     tokenizer = _word_tokenizer(model_args, data_args, corpus)
     config = VETEConfig(
@@ -69,42 +70,47 @@ def build_vete(model_args: ModelArguments, data_args: DataArguments, corpus: Seq
 
 
 def build_grounded_skipthought(model_args: ModelArguments, data_args: DataArguments, corpus: Sequence[str],
-                               image_feature_dim: int) -> Built:
+                               image_feature_dim: int, needs_image_map: bool) -> Built:
     """Bordes et al.'s grounded SkipThought: a word vocabulary learnt from the training text (the books and the
     training captions), 20,000 words unless `--vocab_max_size` says otherwise; decoders only when the text objective
-    trains, an image map only for the baseline P."""
+    trains (`--text_weight` > 0), an image map only when the objective needs one (the baseline P)."""
     tokenizer = _word_tokenizer(model_args, data_args, corpus, max_size=SKIPTHOUGHT_VOCABULARY)
     config = GroundedSkipThoughtConfig(
         vocab_size=len(tokenizer),
         word_embedding_size=model_args.word_embedding_size,
         hidden_size=model_args.hidden_size,
-        decoders=trains_text_objective(model_args),
-        image_feature_dim=image_feature_dim if model_args.objective == "projection" else None,
+        decoders=model_args.text_weight > 0,
+        image_feature_dim=image_feature_dim if needs_image_map else None,
     )
     return GroundedSkipThoughtModel(config), tokenizer
 
 
 @dataclass(frozen=True)
 class ModelFamily:
-    build: Callable[[ModelArguments, DataArguments, Sequence[str], int], Built]
+    # A new model and its tokenizer from the arguments, the training text, the visual vectors' width and whether
+    # the objective needs an image map.
+    build: Callable[[ModelArguments, DataArguments, Sequence[str], int, bool], Built]
     # Sums snapshots into one model (Merkx & Frank's snapshot ensembles); None where the family has no such class.
     ensemble: Callable[[list[PreTrainedModel]], PreTrainedModel] | None = None
+    # Whether it trains SkipThought's text objective on books beside the captions (`--text_weight`).
+    has_text_objective: bool = False
 
 
 FAMILIES = {
     "char_gru": ModelFamily(build_char_gru, CharGRUEnsembleModel.from_members),
     "vete": ModelFamily(build_vete),
-    "grounded_skipthought": ModelFamily(build_grounded_skipthought),
+    "grounded_skipthought": ModelFamily(build_grounded_skipthought, has_text_objective=True),
 }
 
 
 def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, corpus: Sequence[str],
-                        image_feature_dim: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, ModelFamily]:
+                        image_feature_dim: int,
+                        needs_image_map: bool) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, ModelFamily]:
     """A new model of `--model_type` (its vocabulary, if it learns one, from `corpus`, the training text), or the
     saved one `--model_name_or_path` names, with its tokenizer."""
     if model_args.model_name_or_path is None:
         family = FAMILIES[model_args.model_type]
-        model, tokenizer = family.build(model_args, data_args, corpus, image_feature_dim)
+        model, tokenizer = family.build(model_args, data_args, corpus, image_feature_dim, needs_image_map)
         model.set_tokenizer(tokenizer)
         return model, tokenizer, family
     model = AutoModel.from_pretrained(model_args.model_name_or_path)

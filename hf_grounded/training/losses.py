@@ -1,15 +1,25 @@
-"""What one optimiser step minimises: objectives (`hf_grounded.objectives`) applied to the model's outputs on the
-batches of the run's data streams, each weighted; the trainer back-propagates each and sums their values.
+"""What one optimiser step minimises: training terms, each an objective (`hf_grounded.objectives`) applied to the
+model's outputs on the batches of one data stream, weighted; the trainer back-propagates each and sums their values.
 
-A stream is `captions` (captions with their image's or video's visual vector: one caption per image for the
-image-text objectives, whole groups for the caption-group ones) or `books` (SkipThought's sentence triples).
-Every term runs the model's own forward, so DistributedDataParallel synchronises its gradients.
+A term declares its name (its checkpoint state's), its stream and the sampler that draws it, whether it reads
+every parameter of the model (DistributedDataParallel must otherwise expect unused ones) and its loss. A stream is
+`captions` (captions with their image's or video's visual vector: one caption per image for the image-text
+objectives, whole groups for the caption-group ones) or `books` (SkipThought's sentence triples). Every term runs
+the model's own forward, so DistributedDataParallel synchronises its gradients.
+
+`CAPTION_OBJECTIVES` maps `--objective` to what it adds to a run; the text objective joins it for the families
+that have one (`--text_weight`). They are the only places that know an objective by its name.
 """
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.utils.data import Sampler
+
+from ..data import CaptionBatchSampler, GroupBatchSampler, TripleBatchSampler
 
 from ..objectives import (
     OBJECTIVES,
@@ -20,17 +30,24 @@ from ..objectives import (
     SkipThoughtObjective,
     create_objective,
 )
-from .arguments import ModelArguments
-
-# Bordes et al.'s objectives over caption groups; "none" trains the text objective alone.
-GROUP_OBJECTIVES = ("grounding", "projection")
+from .arguments import DataArguments, ModelArguments, TrainingArguments
+from .batches import EncodedSplit, EncodedTriples
 
 
 class StreamLoss(nn.Module, ABC):
-    """Weighted objectives over one stream's batch. `name` (the objective's) names its state in checkpoints."""
+    """A training term: weighted objectives over one stream's batch. `name` (the objective's) names its state in
+    checkpoints."""
 
     stream: str
     name: str
+    # Whether its forward reaches every parameter; if any term's does not, DistributedDataParallel must look for
+    # unused ones (SkipThought's decoders in a caption step, an image map under the caption-group objectives).
+    uses_every_parameter: bool = False
+
+    @abstractmethod
+    def sampler(self, split: EncodedSplit, triples: EncodedTriples | None, data_args: DataArguments,
+                training_args: TrainingArguments, distributed: dict) -> Sampler:
+        """The batches of indices into its stream that this term reads (`distributed`: seed, replicas, rank)."""
 
     @abstractmethod
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -41,10 +58,20 @@ class ImageTextLoss(StreamLoss):
     """An image-text objective (hinge, Pearson, ...) over a batch of captions, one per image."""
 
     stream = "captions"
+    uses_every_parameter = True
 
     def __init__(self, objective: ImageTextObjective, name: str):
         super().__init__()
         self.objective, self.name = objective, name
+
+    def sampler(self, split, triples, data_args, training_args, distributed) -> Sampler:
+        return CaptionBatchSampler(
+            split.captions_per_image,
+            training_args.per_device_train_batch_size,
+            policy="all" if data_args.training_unit == "word" else data_args.caption_policy,
+            lengths=[len(ids) for ids in split.input_ids] if training_args.group_by_length else None,
+            **distributed,
+        )
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         outputs = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
@@ -68,6 +95,10 @@ class CaptionGroupLoss(StreamLoss):
         self.projection = ProjectionObjective(margin)
         # Encoders with an image map take the visual vectors in their forward; SkipThought only for P.
         self.passes_image_features = passes_image_features
+
+    def sampler(self, split, triples, data_args, training_args, distributed) -> Sampler:
+        return GroupBatchSampler(split.captions_per_image, training_args.per_device_train_batch_size,
+                                 training_args.captions_per_group, **distributed)
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
@@ -100,38 +131,75 @@ class SkipThoughtLoss(StreamLoss):
         self.weight = weight
         self.objective = SkipThoughtObjective()
 
+    def sampler(self, split, triples, data_args, training_args, distributed) -> Sampler:
+        return TripleBatchSampler(
+            len(triples), training_args.per_device_text_batch_size or training_args.per_device_train_batch_size,
+            **distributed,
+        )
+
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         outputs = model(**batch)
         return self.weight * self.objective(outputs.previous_nll, outputs.next_nll)
 
 
+@dataclass(frozen=True)
+class CaptionObjective:
+    """What `--objective NAME` adds to a run: its term over the captions (None for `none`), from the arguments,
+    the seed and whether the model maps visual vectors into its space; whether it reads the visual vectors; and
+    whether a text-only encoder (grounded SkipThought) needs an image map for it."""
+
+    build: Callable[[ModelArguments, int, bool], StreamLoss | None]
+    reads_visual_vectors: Callable[[ModelArguments, bool], bool]
+    needs_image_map: bool = False
+
+
+def _image_text(name: str) -> CaptionObjective:
+    def build(model_args: ModelArguments, seed: int, has_image_map: bool) -> StreamLoss:
+        objective = create_objective(name, margin=model_args.margin, loss_reduction=model_args.loss_reduction,
+                                     hardest_negative=model_args.hardest_negative,
+                                     kendall_alpha=model_args.kendall_alpha, seed=seed)
+        return ImageTextLoss(objective, name)
+
+    return CaptionObjective(build, reads_visual_vectors=lambda model_args, has_image_map: True)
+
+
+CAPTION_OBJECTIVES: dict[str, CaptionObjective] = {
+    **{name: _image_text(name) for name in OBJECTIVES},
+    "grounding": CaptionObjective(
+        lambda model_args, seed, has_image_map: CaptionGroupLoss(
+            model_args.cluster_weight, model_args.perceptual_weight, margin=model_args.grounding_margin,
+            passes_image_features=has_image_map),
+        reads_visual_vectors=lambda model_args, has_image_map: model_args.perceptual_weight > 0 or has_image_map,
+    ),
+    "projection": CaptionObjective(
+        lambda model_args, seed, has_image_map: CaptionGroupLoss(
+            projection_weight=1.0, margin=model_args.grounding_margin, passes_image_features=True),
+        reads_visual_vectors=lambda model_args, has_image_map: True,
+        needs_image_map=True,
+    ),
+    # The text objective alone.
+    "none": CaptionObjective(lambda model_args, seed, has_image_map: None,
+                             reads_visual_vectors=lambda model_args, has_image_map: False),
+}
+
+
 def needs_visual_vectors(model_args: ModelArguments, has_image_map: bool) -> bool:
     """Whether the objectives read the visual vectors (`--visual_vectors none` serves the cluster loss alone)."""
-    if model_args.objective in GROUP_OBJECTIVES:
-        return model_args.objective == "projection" or model_args.perceptual_weight > 0 or has_image_map
-    return model_args.objective != "none"
+    return CAPTION_OBJECTIVES[model_args.objective].reads_visual_vectors(model_args, has_image_map)
 
 
-def trains_text_objective(model_args: ModelArguments) -> bool:
-    return model_args.model_type == "grounded_skipthought" and model_args.text_weight > 0
+def trains_text_objective(model_args: ModelArguments, has_text_objective: bool) -> bool:
+    """Whether SkipThought's text objective trains: for a family that has one, unless `--text_weight 0`."""
+    return has_text_objective and model_args.text_weight > 0
 
 
-def create_training_losses(model_args: ModelArguments, seed: int, has_image_map: bool) -> list[StreamLoss]:
+def create_training_losses(model_args: ModelArguments, seed: int, has_image_map: bool,
+                           has_text_objective: bool) -> list[StreamLoss]:
     """The terms `--objective` and the weights ask for. `has_image_map`: whether the model maps visual vectors
     into its space (the char-GRU and VETE always, SkipThought for the baseline P)."""
-    losses: list[StreamLoss] = []
-    if model_args.objective in OBJECTIVES:
-        losses.append(ImageTextLoss(create_objective(
-            model_args.objective, margin=model_args.margin, loss_reduction=model_args.loss_reduction,
-            hardest_negative=model_args.hardest_negative, kendall_alpha=model_args.kendall_alpha, seed=seed),
-            model_args.objective))
-    elif model_args.objective == "grounding":
-        losses.append(CaptionGroupLoss(model_args.cluster_weight, model_args.perceptual_weight,
-                                       margin=model_args.grounding_margin, passes_image_features=has_image_map))
-    elif model_args.objective == "projection":
-        losses.append(CaptionGroupLoss(projection_weight=1.0, margin=model_args.grounding_margin,
-                                       passes_image_features=True))
-    if trains_text_objective(model_args):
+    caption_term = CAPTION_OBJECTIVES[model_args.objective].build(model_args, seed, has_image_map)
+    losses = [caption_term] if caption_term is not None else []
+    if trains_text_objective(model_args, has_text_objective):
         losses.append(SkipThoughtLoss(model_args.text_weight))
     if not losses:
         raise ValueError(f"--objective {model_args.objective} with no text objective (--text_weight 0, or a model "
@@ -139,13 +207,23 @@ def create_training_losses(model_args: ModelArguments, seed: int, has_image_map:
     return losses
 
 
+def leaves_parameters_unused(model_args: ModelArguments, has_text_objective: bool) -> bool:
+    """Whether some step's terms leave parameters out of the graph, which DistributedDataParallel must be told of
+    before the terms exist: every caption objective but the image-text ones, and any run beside the books."""
+    caption_term = CAPTION_OBJECTIVES[model_args.objective].build(model_args, 0, True)
+    reaches_all = caption_term is not None and caption_term.uses_every_parameter
+    return not reaches_all or trains_text_objective(model_args, has_text_objective)
+
+
 __all__ = [
-    "GROUP_OBJECTIVES",
+    "CAPTION_OBJECTIVES",
     "CaptionGroupLoss",
+    "CaptionObjective",
     "ImageTextLoss",
     "SkipThoughtLoss",
     "StreamLoss",
     "create_training_losses",
+    "leaves_parameters_unused",
     "needs_visual_vectors",
     "trains_text_objective",
 ]

@@ -7,10 +7,10 @@ import torch
 from accelerate import Accelerator
 from torch.utils.data import DataLoader, Sampler
 
-from ..data import CaptionBatchSampler, GroupBatchSampler, TripleBatchSampler
+from ..data import TripleBatchSampler
 from .arguments import DataArguments, TrainingArguments
 from .batches import CaptionImagePairs, EncodedSplit, EncodedTriples, collate_captions
-from .losses import CaptionGroupLoss, ImageTextLoss, StreamLoss
+from .losses import StreamLoss
 
 
 @dataclass
@@ -37,28 +37,14 @@ def training_streams(losses: list[StreamLoss], train_split: EncodedSplit, triple
                      accelerator: Accelerator) -> TrainingStreams:
     distributed = {"seed": training_args.seed, "num_replicas": accelerator.num_processes,
                    "rank": accelerator.process_index}
-    caption_loss = next((loss for loss in losses if loss.stream == "captions"), None)
-    book_sampler = None
-    if triples is not None:
-        book_sampler = TripleBatchSampler(
-            len(triples), training_args.per_device_text_batch_size or training_args.per_device_train_batch_size,
-            **distributed,
-        )
-    if caption_loss is None:
+    samplers = {loss.stream: loss.sampler(train_split, triples, data_args, training_args, distributed)
+                for loss in losses}
+    book_sampler = samplers.get("books")
+    if "captions" not in samplers:
         loader = DataLoader(range(len(triples)), batch_sampler=book_sampler, collate_fn=triples.batch,
                             num_workers=training_args.dataloader_num_workers)
         return TrainingStreams("books", book_sampler, loader)
-    if isinstance(caption_loss, ImageTextLoss):
-        sampler = CaptionBatchSampler(
-            train_split.captions_per_image,
-            training_args.per_device_train_batch_size,
-            policy="all" if data_args.training_unit == "word" else data_args.caption_policy,
-            lengths=[len(ids) for ids in train_split.input_ids] if training_args.group_by_length else None,
-            **distributed,
-        )
-    elif isinstance(caption_loss, CaptionGroupLoss):
-        sampler = GroupBatchSampler(train_split.captions_per_image, training_args.per_device_train_batch_size,
-                                    training_args.captions_per_group, **distributed)
+    sampler = samplers["captions"]
     loader = DataLoader(CaptionImagePairs(train_split), batch_sampler=sampler, collate_fn=collate_captions,
                         num_workers=training_args.dataloader_num_workers)
     return TrainingStreams("captions", sampler, loader, triples, book_sampler)

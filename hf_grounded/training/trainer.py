@@ -18,7 +18,6 @@ from ..evaluation import format_retrieval_comparison, format_retrieval_table, me
 from ..files import write_json
 from ..hub import push_to_hub
 from ..model_card import write_model_card
-from ..objectives import OBJECTIVES
 from .arguments import DataArguments, ModelArguments, TrainingArguments, changed_arguments
 from .batches import Captions, EncodedSplit, EncodedTriples, collate_captions, length_sorted_batches, word_level_split
 from .checkpoints import (
@@ -28,9 +27,15 @@ from .checkpoints import (
     resolve_checkpoint,
     save_checkpoint,
 )
-from .families import model_and_tokenizer
+from .families import FAMILIES, model_and_tokenizer
 from .inputs import load_book_triples, load_dataset, visual_vectors
-from .losses import create_training_losses, needs_visual_vectors, trains_text_objective
+from .losses import (
+    CAPTION_OBJECTIVES,
+    create_training_losses,
+    leaves_parameters_unused,
+    needs_visual_vectors,
+    trains_text_objective,
+)
 from .output_folder import OutputFolder, claim_output_folder
 from .plots import plot_training
 from .saving import save_model, save_model_folder
@@ -44,14 +49,13 @@ logger = logging.getLogger(__name__)
 def train(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
     """Train a model as the arguments say, save it to `output_dir`, and return the test results."""
     report_to = None if training_args.report_to == "none" else training_args.report_to
-    # Terms that leave part of the model out of their graph (SkipThought's decoders in a caption step, an image
-    # map under the caption-group objectives) need DistributedDataParallel to expect unused parameters.
-    whole_model_each_term = model_args.objective in OBJECTIVES and not trains_text_objective(model_args)
+    has_text_objective = FAMILIES[model_args.model_type].has_text_objective
     accelerator = Accelerator(
         mixed_precision=training_args.mixed_precision,
         log_with=report_to,
         project_dir=training_args.output_dir if report_to else None,
-        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=not whole_model_each_term)],
+        kwargs_handlers=[DistributedDataParallelKwargs(
+            find_unused_parameters=leaves_parameters_unused(model_args, has_text_objective))],
     )
     if accelerator.gradient_accumulation_steps > 1:
         raise ValueError(
@@ -78,15 +82,17 @@ def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str
     features, frames = visual_vectors(dataset, data_args, training_args.seed, training_args.dataloader_num_workers,
                                       accelerator)
     corpus = [caption for captions in dataset["train"]["captions"] for caption in captions]
-    if trains_text_objective(model_args):
+    has_text_objective = FAMILIES[model_args.model_type].has_text_objective
+    if trains_text_objective(model_args, has_text_objective):
         if data_args.books_dir is None:
             raise ValueError("SkipThought's text objective (--text_weight > 0) reads the books of --books_dir")
         book_triples, book_sentences = load_book_triples(data_args)
         corpus = book_sentences + corpus
     elif data_args.books_dir is not None:
         raise ValueError("--books_dir is read by grounded_skipthought's text objective only (--text_weight > 0)")
-    model, tokenizer, family = model_and_tokenizer(model_args, data_args, corpus,
-                                                   image_feature_dim=features["train"].size(1))
+    model, tokenizer, family = model_and_tokenizer(
+        model_args, data_args, corpus, image_feature_dim=features["train"].size(1),
+        needs_image_map=CAPTION_OBJECTIVES[model_args.objective].needs_image_map)
     if frames is not None and getattr(model.config, "frame_feature_dim", None) is None:
         if model_args.model_type != "grounded_skipthought" or model_args.model_name_or_path is None:
             raise ValueError("--frame_pooling attention (T) weighs frames by fixed word vectors: start a "
@@ -108,9 +114,9 @@ def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str
         raise ValueError(f"--visual_vectors none leaves nothing for --objective {model_args.objective}"
                          f"{' with --perceptual_weight > 0' if model_args.objective == 'grounding' else ''} "
                          f"on a {model.config.model_type} model to read; use features or random")
-    losses = create_training_losses(model_args, training_args.seed, has_image_map)
+    losses = create_training_losses(model_args, training_args.seed, has_image_map, has_text_objective)
     triples = None
-    if trains_text_objective(model_args):
+    if trains_text_objective(model_args, has_text_objective):
         triples = EncodedTriples.from_dataset(book_triples, tokenizer, data_args.max_length)
     streams = training_streams(losses, splits["train"], triples, data_args, training_args, accelerator)
     sampler, train_loader = streams.sampler, streams.loader
