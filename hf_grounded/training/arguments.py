@@ -216,8 +216,9 @@ class TrainingArguments:
                           "training_args.json. Without it such a resume is refused."},
     )
     overwrite_output_dir: bool = field(
-        default=False, metadata={"help": "Empty a non-empty output_dir first (otherwise such a folder is refused "
-                                         "unless the run resumes from a checkpoint)."}
+        default=False, metadata={"help": "Empty a non-empty output_dir that an earlier run of this library wrote "
+                                         "(it holds .hf_grounded_run), once the data, features and model are built; "
+                                         "without it such a folder is refused unless the run resumes."}
     )
     report_to: str = field(
         default="none", metadata={"help": "Accelerate trackers: tensorboard, wandb, trackio, all or none."}

@@ -3,15 +3,17 @@
 import logging
 import math
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
 from accelerate import Accelerator, DistributedDataParallelKwargs
 from accelerate.data_loader import prepare_data_loader
 from accelerate.utils import set_seed
+from torch import nn
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
+from transformers import PreTrainedTokenizerBase
 
 from ..data import SPLITS
 from ..evaluation import format_retrieval_comparison, format_retrieval_table, mean_cosines, retrieval_metrics
@@ -27,10 +29,11 @@ from .checkpoints import (
     resolve_checkpoint,
     save_checkpoint,
 )
-from .families import FAMILIES, model_and_tokenizer
+from .families import FAMILIES, ModelFamily, model_and_tokenizer
 from .inputs import load_book_triples, load_dataset, visual_vectors
 from .losses import (
     CAPTION_OBJECTIVES,
+    StreamLoss,
     create_training_losses,
     leaves_parameters_unused,
     needs_visual_vectors,
@@ -41,7 +44,7 @@ from .plots import plot_training
 from .saving import save_model, save_model_folder
 from .schedules import create_scheduler
 from .snapshots import best_snapshots, load_snapshot_ensemble, snapshot_path, validation_score, validation_summary
-from .streams import training_streams
+from .streams import TrainingStreams, training_streams
 
 logger = logging.getLogger(__name__)
 
@@ -69,11 +72,74 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         return _train(accelerator, output_folder, report_to, model_args, data_args, training_args)
 
 
+@dataclass
+class Run:
+    """What a run trains with, built once before its first step; `progress` is what its checkpoints carry on."""
+
+    accelerator: Accelerator
+    model_args: ModelArguments
+    data_args: DataArguments
+    training_args: TrainingArguments
+    model: nn.Module
+    tokenizer: PreTrainedTokenizerBase
+    family: ModelFamily
+    splits: dict[str, EncodedSplit]
+    losses: list[StreamLoss]
+    streams: TrainingStreams
+    optimizer: torch.optim.Optimizer | None = None
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
+    total_steps: int = 0
+    num_epochs: int = 0
+    progress: TrainingProgress = field(default_factory=TrainingProgress)
+    stateful: dict = field(default_factory=dict)
+    arguments: dict = field(default_factory=dict)
+
+    def checkpoint(self) -> None:
+        save_checkpoint(self.accelerator, self.training_args.output_dir, self.progress.step,
+                        self.training_args.save_total_limit, self.model, self.optimizer, self.stateful, self.arguments)
+
+
 def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str | None, model_args: ModelArguments,
            data_args: DataArguments, training_args: TrainingArguments) -> dict:
+    """Build the run, then per epoch train and validate, then finish: choose what to save, write, card, push."""
     set_seed(training_args.seed)
     started = time.perf_counter()
+    run = _build_run(accelerator, model_args, data_args, training_args)
+    output_folder.empty_earlier_run()
+    _prepare_optimisation(run, report_to)
+    progress = run.progress
+    bar = tqdm(total=run.total_steps, initial=progress.step, desc="Training",
+               disable=not accelerator.is_local_main_process)
+    while progress.epoch < run.num_epochs:
+        _train_one_epoch(run, bar)
+        _validate_epoch(run)
+        if progress.step >= run.total_steps:
+            break
+    if progress.interval_steps:
+        _log_interval(progress, run.scheduler.get_last_lr()[0], accelerator, bar)
+    bar.close()
+    results, saved_model = _final_results(run)
+    results["run"] = {
+        "epochs": len(progress.history),
+        "steps": progress.step,
+        "global_batch_size": training_args.per_device_train_batch_size * accelerator.num_processes,
+        "num_processes": accelerator.num_processes,
+        "mixed_precision": accelerator.mixed_precision,
+        "wall_time_s": round(time.perf_counter() - started, 1),
+    }
+    if accelerator.is_main_process:
+        _write_outputs(saved_model, run.tokenizer, results, progress, (model_args, data_args, training_args))
+        _report(results, training_args)
+        print(f"finished in {time.perf_counter() - started:.0f} s; model saved to {training_args.output_dir}")
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return results
 
+
+def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: DataArguments,
+               training_args: TrainingArguments) -> Run:
+    """The data, visual vectors, model, tokenizer, encoded splits, training terms and streams: everything the
+    arguments could make fail, built before anything is written."""
     dataset = load_dataset(data_args, training_args.seed)
     for split in SPLITS:
         if len(dataset[split]) == 0:
@@ -102,7 +168,6 @@ def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str
         split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, data_args.max_length)
         for split in SPLITS
     }
-
     if data_args.training_unit == "word":
         # Every word of the kept captions is seen once per epoch, so the sampler goes through all of them.
         splits["train"] = word_level_split(dataset["train"], features["train"], tokenizer, data_args.max_length,
@@ -119,166 +184,171 @@ def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str
     if trains_text_objective(model_args, has_text_objective):
         triples = EncodedTriples.from_dataset(book_triples, tokenizer, data_args.max_length)
     streams = training_streams(losses, splits["train"], triples, data_args, training_args, accelerator)
-    sampler, train_loader = streams.sampler, streams.loader
     beside = " with the books beside it" if streams.primary == "captions" and streams.book_sampler else ""
     logger.info("training %s on the %s stream%s", " + ".join(type(loss).__name__ for loss in losses),
                 streams.primary, beside)
-    steps_per_epoch = len(sampler)
+    return Run(accelerator, model_args, data_args, training_args, model, tokenizer, family, splits, losses, streams)
+
+
+def _prepare_optimisation(run: Run, report_to: str | None) -> None:
+    """Length of the run, optimiser and schedule, the model on its devices, and the state of a checkpoint to
+    resume from."""
+    accelerator, training_args = run.accelerator, run.training_args
+    steps_per_epoch = len(run.streams.sampler)
     if training_args.max_steps > 0:
-        total_steps = training_args.max_steps
-        num_epochs = math.ceil(total_steps / steps_per_epoch)
+        run.total_steps = training_args.max_steps
+        run.num_epochs = math.ceil(run.total_steps / steps_per_epoch)
     else:
-        num_epochs = training_args.num_train_epochs
-        total_steps = num_epochs * steps_per_epoch
-    takes_snapshots = training_args.lr_scheduler_type == "cyclic_cosine"
-    output_folder.empty_earlier_run()
-    optimizer = torch.optim.Adam(model.parameters(), lr=training_args.learning_rate)
-    scheduler = create_scheduler(
+        run.num_epochs = training_args.num_train_epochs
+        run.total_steps = run.num_epochs * steps_per_epoch
+    optimizer = torch.optim.Adam(run.model.parameters(), lr=training_args.learning_rate)
+    run.scheduler = create_scheduler(
         training_args.lr_scheduler_type,
         optimizer,
-        num_training_steps=total_steps,
+        num_training_steps=run.total_steps,
         num_warmup_steps=training_args.warmup_steps,
         steps_per_cycle=training_args.cycle_epochs * steps_per_epoch,
         min_learning_rate=training_args.min_learning_rate,
     )
     # The sampler already gives each process its share of every global batch, and the schedule counts global
     # steps, so neither the loader nor the scheduler goes through Accelerate's wrappers.
-    model, optimizer = accelerator.prepare(model, optimizer)
-
-    progress = TrainingProgress()
-    stateful = {"scheduler": scheduler, "progress": progress, **{f"loss-{loss.name}": loss for loss in losses}}
-    arguments = {**asdict(model_args), **asdict(data_args), **asdict(training_args), "hub_token": None}
+    run.model, run.optimizer = accelerator.prepare(run.model, optimizer)
+    run.stateful = {"scheduler": run.scheduler, "progress": run.progress,
+                    **{f"loss-{loss.name}": loss for loss in run.losses}}
+    run.arguments = {**asdict(run.model_args), **asdict(run.data_args), **asdict(training_args), "hub_token": None}
     if training_args.resume_from_checkpoint:
         checkpoint = resolve_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
-        changes = _resumed_arguments_changes(checkpoint, arguments, training_args.allow_changed_arguments)
-        load_checkpoint(accelerator, checkpoint, model, optimizer, stateful)
-        progress.changed_arguments.update(changes)
-        logger.info("resumed from %s at step %d (epoch %d, batch %d)", checkpoint, progress.step,
-                    progress.epoch + 1, progress.batch_in_epoch)
-
+        changes = _resumed_arguments_changes(checkpoint, run.arguments, training_args.allow_changed_arguments)
+        load_checkpoint(accelerator, checkpoint, run.model, run.optimizer, run.stateful)
+        run.progress.changed_arguments.update(changes)
+        logger.info("resumed from %s at step %d (epoch %d, batch %d)", checkpoint, run.progress.step,
+                    run.progress.epoch + 1, run.progress.batch_in_epoch)
     if report_to:
-        hyperparameters = {**vars(model_args), **vars(data_args), **vars(training_args)}
         # Trackers such as TensorBoard take scalars only; lists (VETE's filter widths) go as their text.
         accelerator.init_trackers("hf_grounded", config={
             name: value if value is None or isinstance(value, (int, float, str, bool)) else str(value)
-            for name, value in hyperparameters.items()
+            for name, value in run.arguments.items() if name != "hub_token"
         })
-    logger.info("training on %d captions of %d images for %d steps (%d epochs)", len(splits["train"].input_ids),
-                len(splits["train"].captions_per_image), total_steps, num_epochs)
-    eval_batch_size = training_args.per_device_eval_batch_size
-    bar = tqdm(total=total_steps, initial=progress.step, desc="Training", disable=not accelerator.is_local_main_process)
-    while progress.epoch < num_epochs:
-        model.train()
-        sampler.set_epoch(progress.epoch, start_batch=progress.batch_in_epoch)
-        for batch in train_loader:
-            if progress.step >= total_steps:
-                break
-            loss_value = 0.0
-            for loss_term in losses:
-                term_batch = streams.batch(loss_term, batch, progress.step)
-                loss = loss_term(model, {name: tensor.to(accelerator.device) for name, tensor in term_batch.items()})
-                term_value = loss.item()
-                if not math.isfinite(term_value):
-                    raise FloatingPointError(
-                        f"the training loss ({type(loss_term).__name__}) is {term_value} at step "
-                        f"{progress.step + 1} (epoch {progress.epoch + 1}); stopping, the last checkpoint is the "
-                        "last good state. Lower the learning rate or enable --max_grad_norm."
-                    )
-                # Every process holds the global loss but gradients only through its own rows; DDP averages the
-                # processes' gradients, so scaling by their number gives the gradient of the global batch. Each
-                # term goes back on its own, so its graph is freed before the next term's forward.
-                accelerator.backward(loss * accelerator.num_processes)
-                loss_value += term_value
-            if training_args.max_grad_norm > 0:
-                accelerator.clip_grad_norm_(model.parameters(), training_args.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            progress.step += 1
-            progress.batch_in_epoch += 1
-            progress.epoch_loss += loss_value
-            progress.interval_loss += loss_value
-            progress.interval_steps += 1
-            bar.update(1)
-            if progress.step % training_args.logging_steps == 0:
-                _log_interval(progress, scheduler.get_last_lr()[0], accelerator, bar)
-            if training_args.save_steps and progress.step % training_args.save_steps == 0:
-                save_checkpoint(accelerator, training_args.output_dir, progress.step, training_args.save_total_limit,
-                                model, optimizer, stateful, arguments)
-        validation = evaluate_split(model, splits["validation"], accelerator, eval_batch_size)
-        progress.history.append({
-            "epoch": progress.epoch + 1, "step": progress.step,
-            "train_loss": progress.epoch_loss / max(progress.batch_in_epoch, 1),
-            "learning_rate": scheduler.get_last_lr()[0], "validation": validation,
-        })
-        if takes_snapshots and (progress.epoch + 1) % training_args.cycle_epochs == 0:
-            progress.history[-1]["snapshot"] = snapshot_path((progress.epoch + 1) // training_args.cycle_epochs)
-            if accelerator.is_main_process:
-                save_model_folder(accelerator.unwrap_model(model), tokenizer,
-                                  Path(training_args.output_dir) / progress.history[-1]["snapshot"])
-            accelerator.wait_for_everyone()
-        accelerator.log(_flat_metrics(validation, "validation"), step=progress.step)
-        logger.info("epoch %d: loss %.4f, %s", progress.epoch + 1, progress.history[-1]["train_loss"],
-                    ", ".join(f"{name} {value:.1f}" for name, value in validation_summary(validation).items()))
-        progress.epoch, progress.batch_in_epoch, progress.epoch_loss = progress.epoch + 1, 0, 0.0
-        save_checkpoint(accelerator, training_args.output_dir, progress.step, training_args.save_total_limit,
-                        model, optimizer, stateful, arguments)
-        if progress.step >= total_steps:
-            break
-    if progress.interval_steps:
-        _log_interval(progress, scheduler.get_last_lr()[0], accelerator, bar)
-    bar.close()
+    logger.info("training on %d captions of %d images for %d steps (%d epochs)", len(run.splits["train"].input_ids),
+                len(run.splits["train"].captions_per_image), run.total_steps, run.num_epochs)
 
-    final_model = accelerator.unwrap_model(model)
-    results = {"final": {"test": evaluate_split(final_model, splits["test"], accelerator, eval_batch_size),
+
+def _train_one_epoch(run: Run, bar: tqdm) -> None:
+    """The steps of the current epoch, from where a resumed run stopped, up to the run's last step."""
+    progress, training_args = run.progress, run.training_args
+    run.model.train()
+    run.streams.sampler.set_epoch(progress.epoch, start_batch=progress.batch_in_epoch)
+    for batch in run.streams.loader:
+        if progress.step >= run.total_steps:
+            break
+        loss_value = _training_step(run, batch)
+        progress.step += 1
+        progress.batch_in_epoch += 1
+        progress.epoch_loss += loss_value
+        progress.interval_loss += loss_value
+        progress.interval_steps += 1
+        bar.update(1)
+        if progress.step % training_args.logging_steps == 0:
+            _log_interval(progress, run.scheduler.get_last_lr()[0], run.accelerator, bar)
+        if training_args.save_steps and progress.step % training_args.save_steps == 0:
+            run.checkpoint()
+
+
+def _training_step(run: Run, batch: dict[str, torch.Tensor]) -> float:
+    """One optimiser step over every training term; returns the sum of their losses."""
+    accelerator, progress = run.accelerator, run.progress
+    loss_value = 0.0
+    for loss_term in run.losses:
+        term_batch = run.streams.batch(loss_term, batch, progress.step)
+        loss = loss_term(run.model, {name: tensor.to(accelerator.device) for name, tensor in term_batch.items()})
+        term_value = loss.item()
+        if not math.isfinite(term_value):
+            raise FloatingPointError(
+                f"the training loss ({type(loss_term).__name__}) is {term_value} at step "
+                f"{progress.step + 1} (epoch {progress.epoch + 1}); stopping, the last checkpoint is the "
+                "last good state. Lower the learning rate or enable --max_grad_norm."
+            )
+        # Every process holds the global loss but gradients only through its own rows; DDP averages the
+        # processes' gradients, so scaling by their number gives the gradient of the global batch. Each
+        # term goes back on its own, so its graph is freed before the next term's forward.
+        accelerator.backward(loss * accelerator.num_processes)
+        loss_value += term_value
+    if run.training_args.max_grad_norm > 0:
+        accelerator.clip_grad_norm_(run.model.parameters(), run.training_args.max_grad_norm)
+    run.optimizer.step()
+    run.scheduler.step()
+    run.optimizer.zero_grad()
+    return loss_value
+
+
+def _validate_epoch(run: Run) -> None:
+    """Validation at the end of an epoch, the cycle's snapshot when one ends, and the epoch's checkpoint."""
+    accelerator, progress, training_args = run.accelerator, run.progress, run.training_args
+    validation = evaluate_split(run.model, run.splits["validation"], accelerator,
+                                training_args.per_device_eval_batch_size)
+    progress.history.append({
+        "epoch": progress.epoch + 1, "step": progress.step,
+        "train_loss": progress.epoch_loss / max(progress.batch_in_epoch, 1),
+        "learning_rate": run.scheduler.get_last_lr()[0], "validation": validation,
+    })
+    if training_args.lr_scheduler_type == "cyclic_cosine" and (progress.epoch + 1) % training_args.cycle_epochs == 0:
+        progress.history[-1]["snapshot"] = snapshot_path((progress.epoch + 1) // training_args.cycle_epochs)
+        if accelerator.is_main_process:
+            save_model_folder(accelerator.unwrap_model(run.model), run.tokenizer,
+                              Path(training_args.output_dir) / progress.history[-1]["snapshot"])
+        accelerator.wait_for_everyone()
+    accelerator.log(_flat_metrics(validation, "validation"), step=progress.step)
+    logger.info("epoch %d: loss %.4f, %s", progress.epoch + 1, progress.history[-1]["train_loss"],
+                ", ".join(f"{name} {value:.1f}" for name, value in validation_summary(validation).items()))
+    progress.epoch, progress.batch_in_epoch, progress.epoch_loss = progress.epoch + 1, 0, 0.0
+    run.checkpoint()
+
+
+def _final_results(run: Run) -> tuple[dict, nn.Module]:
+    """Test results of the final model and, where the family has snapshot ensembles, of the best snapshot and the
+    ensemble; and the model `--saved_model` chooses among them."""
+    accelerator, progress, training_args = run.accelerator, run.progress, run.training_args
+    splits, batch_size = run.splits, training_args.per_device_eval_batch_size
+    final_model = accelerator.unwrap_model(run.model)
+    results = {"final": {"test": evaluate_split(final_model, splits["test"], accelerator, batch_size),
                          **validation_summary(progress.history[-1]["validation"])}}
     candidates = {"final": final_model}
     validation_scores = {"final": validation_score(progress.history[-1]["validation"])}
     chosen = best_snapshots(progress.history, training_args.snapshot_ensemble_size)
-    if family.ensemble is not None and training_args.snapshot_ensemble_size >= 2 and len(chosen) >= 2:
+    if run.family.ensemble is not None and training_args.snapshot_ensemble_size >= 2 and len(chosen) >= 2:
         members, ensemble = load_snapshot_ensemble(training_args.output_dir, chosen, accelerator.device,
-                                                   family.ensemble)
-        ensemble_validation = evaluate_split(ensemble, splits["validation"], accelerator, eval_batch_size)
+                                                   run.family.ensemble)
+        ensemble_validation = evaluate_split(ensemble, splits["validation"], accelerator, batch_size)
         results["best_snapshot"] = {
             **_snapshot_summary(chosen[0]),
-            "test": evaluate_split(members[0], splits["test"], accelerator, eval_batch_size),
+            "test": evaluate_split(members[0], splits["test"], accelerator, batch_size),
         }
         results["ensemble"] = {
             "members": [_snapshot_summary(entry) for entry in chosen],
             **validation_summary(ensemble_validation),
-            "test": evaluate_split(ensemble, splits["test"], accelerator, eval_batch_size),
+            "test": evaluate_split(ensemble, splits["test"], accelerator, batch_size),
         }
         candidates.update(best_snapshot=members[0], ensemble=ensemble)
         validation_scores.update(best_snapshot=validation_score(chosen[0]["validation"]),
                                  ensemble=validation_score(ensemble_validation))
     results["model"] = _saved_model_name(training_args.saved_model, validation_scores)
-    saved_model = candidates[results["model"]]
     results["test"] = results[results["model"]]["test"]
-    results["run"] = {
-        "epochs": len(progress.history),
-        "steps": progress.step,
-        "global_batch_size": training_args.per_device_train_batch_size * accelerator.num_processes,
-        "num_processes": accelerator.num_processes,
-        "mixed_precision": accelerator.mixed_precision,
-        "wall_time_s": round(time.perf_counter() - started, 1),
-    }
-    if accelerator.is_main_process:
-        _write_outputs(saved_model, tokenizer, results, progress, (model_args, data_args, training_args))
-        if "retrieval" in results["test"]:
-            print(format_retrieval_comparison({name: results[name]["test"]["retrieval"]
-                                               for name in ("final", "best_snapshot", "ensemble") if name in results}))
-            print(format_retrieval_table(results["test"]["retrieval"], title=f"test, saved {results['model']} model"))
-        else:
-            print(f"test captions, saved {results['model']} model: " + ", ".join(
-                f"{name} {value:.3f}" for name, value in results["test"]["structure"].items()))
-        if training_args.push_to_hub:
-            url = push_to_hub(training_args.output_dir, training_args.hub_model_id, token=training_args.hub_token,
-                              private=training_args.hub_private_repo)
-            print(f"pushed to {url}")
-        print(f"finished in {time.perf_counter() - started:.0f} s; model saved to {training_args.output_dir}")
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
-    return results
+    return results, candidates[results["model"]]
+
+
+def _report(results: dict, training_args: TrainingArguments) -> None:
+    """The test tables on the console, and the upload to the Hub when asked for."""
+    if "retrieval" in results["test"]:
+        print(format_retrieval_comparison({name: results[name]["test"]["retrieval"]
+                                           for name in ("final", "best_snapshot", "ensemble") if name in results}))
+        print(format_retrieval_table(results["test"]["retrieval"], title=f"test, saved {results['model']} model"))
+    else:
+        print(f"test captions, saved {results['model']} model: " + ", ".join(
+            f"{name} {value:.3f}" for name, value in results["test"]["structure"].items()))
+    if training_args.push_to_hub:
+        url = push_to_hub(training_args.output_dir, training_args.hub_model_id, token=training_args.hub_token,
+                          private=training_args.hub_private_repo)
+        print(f"pushed to {url}")
 
 
 def _resumed_arguments_changes(checkpoint: Path, arguments: dict, allowed: bool) -> dict[str, list]:
