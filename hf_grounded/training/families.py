@@ -94,12 +94,14 @@ class ModelFamily:
     ensemble: Callable[[list[PreTrainedModel]], PreTrainedModel] | None = None
     # Whether it trains SkipThought's text objective on books beside the captions (`--text_weight`).
     has_text_objective: bool = False
+    # Whether a model of it can weigh a video's frames by each caption's words (`--frame_pooling attention`).
+    attends_to_frames: bool = False
 
 
 FAMILIES = {
     "char_gru": ModelFamily(build_char_gru, CharGRUEnsembleModel.from_members),
     "vete": ModelFamily(build_vete),
-    "grounded_skipthought": ModelFamily(build_grounded_skipthought, has_text_objective=True),
+    "grounded_skipthought": ModelFamily(build_grounded_skipthought, has_text_objective=True, attends_to_frames=True),
 }
 
 

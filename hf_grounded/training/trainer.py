@@ -160,7 +160,7 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
         model_args, data_args, corpus, image_feature_dim=features["train"].size(1),
         needs_image_map=CAPTION_OBJECTIVES[model_args.objective].needs_image_map)
     if frames is not None and getattr(model.config, "frame_feature_dim", None) is None:
-        if model_args.model_type != "grounded_skipthought" or model_args.model_name_or_path is None:
+        if not family.attends_to_frames or model_args.model_name_or_path is None:
             raise ValueError("--frame_pooling attention (T) weighs frames by fixed word vectors: start a "
                              "grounded_skipthought model from a text-only checkpoint (--model_name_or_path)")
         model.add_frame_attention(features["train"].size(1))
@@ -176,9 +176,8 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
         splits = {split: replace(encoded, frames=frames[split]) for split, encoded in splits.items()}
     has_image_map = getattr(model.config, "image_feature_dim", None) is not None
     if data_args.visual_vectors == "none" and needs_visual_vectors(model_args, has_image_map):
-        raise ValueError(f"--visual_vectors none leaves nothing for --objective {model_args.objective}"
-                         f"{' with --perceptual_weight > 0' if model_args.objective == 'grounding' else ''} "
-                         f"on a {model.config.model_type} model to read; use features or random")
+        raise ValueError(f"--visual_vectors none leaves nothing for --objective {model_args.objective} (with these "
+                         f"weights) on a {model.config.model_type} model to read; use features or random")
     losses = create_training_losses(model_args, training_args.seed, has_image_map, has_text_objective)
     triples = None
     if trains_text_objective(model_args, has_text_objective):
