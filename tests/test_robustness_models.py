@@ -184,6 +184,18 @@ def test_over_long_text_is_cut_before_tokenizing_without_changing_what_truncatio
     np.testing.assert_allclose(model.encode(ADVERSARIAL, tokenizer=tokenizer), expected, atol=1e-5)
 
 
+def test_a_cut_never_falls_inside_a_run_of_combining_marks_that_normalisation_reorders():
+    """NFC sorts a run of marks by combining class: a prefix cut inside the run would sort only its part, and the
+    kept tokens would differ from the whole text's."""
+    from hf_grounded import CharGRUConfig, CharGRUModel
+
+    run = ("\u0301" * 9 + "\u0316") * 30  # classes 230 and 220: the 220s move to the front of the whole run
+    tokenizer = CharTokenizer.from_corpus(["a" + run], normalization="NFC", model_max_length=16)
+    model = CharGRUModel(CharGRUConfig(vocab_size=len(tokenizer), hidden_size=8, image_feature_dim=4))
+    expected = truncated_by_the_tokenizer(model, tokenizer, ["a" + run])
+    np.testing.assert_allclose(model.encode(["a" + run], tokenizer=tokenizer), expected, atol=1e-6)
+
+
 class RecordingTokenizer:
     """Delegates to a tokenizer and records the longest text it was handed."""
 

@@ -13,6 +13,7 @@ import os
 import operator
 import re
 import threading
+import unicodedata
 import warnings
 from pathlib import Path
 from dataclasses import dataclass
@@ -479,13 +480,17 @@ def _truncatable_prefix(sentence: str, tokenizer: PreTrainedTokenizerBase) -> tu
     it was cut), so that a megabyte of text is never tokenized whole.
 
     The prefix is grown by doubling until it holds two tokens more than truncation keeps: tokens are read left to
-    right, so only the last token of a prefix can differ from the whole text's (a word or a combining sequence cut
-    in two), and that one lies beyond what is kept.
+    right, so only the last token of a prefix can differ from the whole text's (a word cut in two), and that one
+    lies beyond what is kept. A cut never falls inside a run of combining marks, which Unicode normalisation
+    reorders as a whole.
     """
     needed = tokenizer.model_max_length + 2
     size = 4 * needed
     while size < len(sentence):
-        prefix = sentence[:size]
+        cut = size
+        while cut > 0 and unicodedata.combining(sentence[cut]):
+            cut -= 1
+        prefix = sentence[:cut]
         if len(tokenizer(prefix, add_special_tokens=False, verbose=False)["input_ids"]) >= needed:
             return prefix, True
         size *= 2
