@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader
 from common import alternate, rate_cell, training_images, write_results
 from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer, VETEConfig, VETEModel
 from hf_grounded.data import CaptionBatchSampler
-from hf_grounded.training.batches import CaptionImagePairs, EncodedSplit, collate_captions
+from hf_grounded.data.encoded import CaptionImagePairs, EncodedSplit, collate_captions
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
 FEATURE_DIM = 1280

@@ -22,12 +22,12 @@ CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "vete_bow
 # The RNN's learning rate, epochs and N are those recipes/search.py chose for it, as the config's are for the BOW
 # (and chosen again for the CNN), each on validation relatedness:
 #   python recipes/search.py --config recipes/configs/vete_bow_flickr8k.yaml --trials 8 -- --data_dir DIR \
-#       --image_features_file FEATURES --text_encoder rnn --hidden_size 512
+#       --image_features_file FEATURES --text_encoder rnn --rnn_hidden_size 512
 VARIANTS = {
     "BOW (mean), Pearson": [],
     "BOW (sum), Pearson": ["--bow_pooling", "sum"],
     "BOW (mean), word-level, Pearson": ["--training_unit", "word"],
-    "RNN (GRU), Pearson": ["--text_encoder", "rnn", "--hidden_size", "512", "--learning_rate", "4.15e-3",
+    "RNN (GRU), Pearson": ["--text_encoder", "rnn", "--rnn_hidden_size", "512", "--learning_rate", "4.15e-3",
                            "--num_train_epochs", "9", "--embed_dim", "128"],
     "CNN (Kim), Pearson": ["--text_encoder", "cnn"],
     "BOW (mean), hinge": ["--objective", "hinge"],

@@ -22,19 +22,25 @@ from .models import (
     pearson_loss,
 )
 
+from .families import FAMILIES
+
 __version__ = "0.1.0"
 
-AutoConfig.register(CharGRUConfig.model_type, CharGRUConfig, exist_ok=True)
-AutoModel.register(CharGRUConfig, CharGRUModel, exist_ok=True)
-AutoTokenizer.register(CharGRUConfig, tokenizer_class=CharTokenizer, exist_ok=True)
-AutoConfig.register(CharGRUEnsembleConfig.model_type, CharGRUEnsembleConfig, exist_ok=True)
-AutoModel.register(CharGRUEnsembleConfig, CharGRUEnsembleModel, exist_ok=True)
-AutoTokenizer.register(CharGRUEnsembleConfig, tokenizer_class=CharTokenizer, exist_ok=True)
-# The word tokenizer of VETE and grounded SkipThought is a plain tokenizer.json that AutoTokenizer loads by itself.
-AutoConfig.register(VETEConfig.model_type, VETEConfig, exist_ok=True)
-AutoModel.register(VETEConfig, VETEModel, exist_ok=True)
-AutoConfig.register(GroundedSkipThoughtConfig.model_type, GroundedSkipThoughtConfig, exist_ok=True)
-AutoModel.register(GroundedSkipThoughtConfig, GroundedSkipThoughtModel, exist_ok=True)
+
+def _register_auto_classes() -> None:
+    """Every family's model (and snapshot ensemble) with the Auto classes, and its tokenizer where the family has a
+    class of its own: the word tokenizer of VETE and grounded SkipThought is a tokenizer.json that AutoTokenizer
+    loads by itself."""
+    for family in FAMILIES.values():
+        for model_class in (family.model_class, *([family.ensemble_class] if family.ensemble_class else [])):
+            AutoConfig.register(model_class.config_class.model_type, model_class.config_class, exist_ok=True)
+            AutoModel.register(model_class.config_class, model_class, exist_ok=True)
+            if family.tokenizer_class is not None:
+                AutoTokenizer.register(model_class.config_class, tokenizer_class=family.tokenizer_class,
+                                       exist_ok=True)
+
+
+_register_auto_classes()
 
 __all__ = [
     "CharGRUConfig",

@@ -1,8 +1,10 @@
 """Model cards rendered from the templates in `model_cards/` with huggingface_hub's `ModelCard`.
 
-A card is a function of its model folder: `config.json`, `results.json`, `training_args.json` and the plots
-that training wrote there, and `evaluation.json` when `recipes/evaluate.py --update_model_card` has run. So a
-folder can be re-carded at any time, e.g. with its Hub id before an upload.
+A card is a function of its model folder: `config.json`, `results.json`, `training_args.json` (which records what
+the objective is, in words) and the plots that training wrote there, and `evaluation.json` when
+`recipes/evaluate.py --update_model_card` has run. So a folder can be re-carded at any time, e.g. with its Hub id
+before an upload. The family's registry entry (`hf_grounded.families`) gives the template, tags and what the
+introduction says of the architecture.
 """
 
 import json
@@ -11,8 +13,9 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from .evaluation import format_results_tables, format_retrieval_comparison, format_retrieval_table
+from .families import family_of
 from .files import write_text
+from .tables import format_results_tables, format_retrieval_comparison, format_retrieval_table
 
 RETRIEVAL_DIRECTIONS = {"c2i": "caption-to-image", "i2c": "image-to-caption"}
 # The headline metrics of each evaluation task that go into the model-index (counts and bounds stay in the card).
@@ -20,28 +23,6 @@ INDEXED_METRICS = {"pearson", "spearman", "mse", "rho_vis", "c_intra", "c_inter"
 DATASET_NAMES = {"stsb": "STS Benchmark", "sick": "SICK-R", **{f"sts{year}": f"STS{year}" for year in range(12, 17)}}
 TASK_TYPES = {"coco_test": "sentence-similarity", "structure": "feature-extraction", "human": "feature-extraction"}
 COMPARED_MODELS = {"final": "final model", "best_snapshot": "best snapshot", "ensemble": "snapshot ensemble"}
-# Per model type: the card template (its own introduction, limitations and citation around the shared body.md)
-# and the family's tags.
-FAMILY_CARDS = {
-    "char_gru": ("char_gru.md", ["char-gru"]),
-    "char_gru_ensemble": ("char_gru.md", ["char-gru", "snapshot-ensemble"]),
-    "vete": ("vete.md", ["vete"]),
-    "grounded_skipthought": ("grounded_skipthought.md", ["skip-thought", "grounded-skipthought"]),
-}
-OBJECTIVE_DESCRIPTIONS = {
-    "hinge": "a bidirectional hinge loss (margin {margin}) over in-batch negatives",
-    "pearson": "VETE's loss, minus the Pearson correlation of matching and mismatched pairs' cosines with their labels",
-    "covariance": "minus the covariance of matching and mismatched pairs' cosines with their labels",
-    "kendall": "a surrogate Kendall tau (alpha {kendall_alpha}) between the cosines of matching and mismatched pairs "
-               "and their labels",
-    "rank": "a pairwise rank loss (margin {margin}) between matching and mismatched pairs",
-    "grounding": "Bordes et al.'s grounding over captions grouped by image or video: the cluster loss (weight "
-                 "{cluster_weight}, margin {grounding_margin}) and the perceptual loss (weight {perceptual_weight})",
-    "projection": "Bordes et al.'s cross-modal projection baseline P (margin {grounding_margin})",
-    "none": "no caption objective",
-}
-
-
 def retrieval_eval_results(retrieval: dict, dataset: str) -> list[EvalResult]:
     """model-index entries for every R@K and rank of a test-split retrieval result."""
     entries = []
@@ -106,7 +87,8 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
     evaluation_file = folder / "evaluation.json"
     evaluation = json.loads(evaluation_file.read_text()) if evaluation_file.is_file() else None
     architecture = config.get("member_config", config)
-    template_name, family_tags = FAMILY_CARDS[config["model_type"]]
+    _, family = family_of(config["model_type"])
+    family_tags = [*family.card_tags, *(["snapshot-ensemble"] if "member_config" in config else [])]
     model_id = model_id or str(folder.resolve())
     model_name = Path(model_id).name
     dataset = arguments["data"]["dataset"]
@@ -123,9 +105,9 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
     compared = {label: results[key]["test"]["retrieval"] for key, label in COMPARED_MODELS.items()
                 if key in results and "retrieval" in results[key]["test"]}
     templates = resources.files("hf_grounded.model_cards")
-    template = templates.joinpath(template_name).read_text(encoding="utf-8").replace(
+    template = templates.joinpath(family.card_template).read_text(encoding="utf-8").replace(
         "<!-- body -->\n", templates.joinpath("body.md").read_text(encoding="utf-8"))
-    model_arguments = {"objective": "hinge", "margin": architecture.get("margin"), **arguments["model"]}
+    model_arguments = arguments["model"]
     return ModelCard.from_template(
         card_data,
         template_str=template,
@@ -145,9 +127,10 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
         results_table=_results_table(results["test"]),
         comparison_table=format_retrieval_comparison(compared) if len(compared) > 1 else None,
         plots={kind: name for kind, name in results.get("plots", {}).items() if (folder / name).is_file()},
-        objective_description=OBJECTIVE_DESCRIPTIONS[model_arguments["objective"]].format(**model_arguments),
-        text_weight=model_arguments.get("text_weight") if config["model_type"] == "grounded_skipthought" else None,
-        **_architecture(architecture),
+        objective_description=arguments.get("objective_description",
+                                            f"the {model_arguments.get('objective', 'hinge')} objective"),
+        text_weight=model_arguments.get("text_weight") if family.has_text_objective else None,
+        **family.card_architecture(architecture),
         evaluation=evaluation,
         evaluation_tables=format_results_tables(evaluation["results"]) if evaluation else None,
     )
@@ -157,18 +140,6 @@ def _results_table(test: dict) -> str:
     if "retrieval" in test:
         return format_retrieval_table(test["retrieval"], title="direction")
     return format_results_tables({"structure": {"test captions": test["structure"]}})
-
-
-def _architecture(config: dict) -> dict:
-    """What a card's introduction says of the architecture, as the config (or an ensemble's member) records it."""
-    if config.get("model_type") == "grounded_skipthought":
-        return {name: config[name] for name in ("hidden_size", "word_embedding_size", "decoders")}
-    if config.get("model_type") == "vete":
-        return {name: config[name] for name in ("text_encoder", "bow_pooling", "rnn_type", "rnn_num_layers",
-                                                "cnn_filter_widths", "embed_dim")}
-    heads = config["attention_heads"] if config["pooling"] == "attention" else 1
-    return {"rnn_type": config["rnn_type"], "hidden_size": config["hidden_size"], "pooling": config["pooling"],
-            "embed_dim": 2 * config["hidden_size"] * heads}
 
 
 def _eval_results(results: dict, evaluation: dict | None, dataset: str) -> list[EvalResult]:

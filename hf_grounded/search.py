@@ -1,49 +1,17 @@
 """Kurach et al.'s hyperparameter protocol (Algorithm 1): sample configurations in ranges, train each, keep the
-best on a validation metric. Optuna's random sampler draws them; every model family has its ranges."""
+best on a validation metric. Optuna's random sampler draws them; every model family has its ranges, in its registry
+entry (`hf_grounded.families`, `search_space`)."""
 
-from collections.abc import Callable
 from pathlib import Path
 
 import optuna
 from transformers import AutoModel
 
 from .evaluation import BinaryRelatednessEvaluator, STSEvaluator, load_sick, load_sts_year
+from .families import FAMILIES
 from .files import write_json, write_text
 from .training import parse_arguments, train
-from .training.inputs import load_dataset
-
-
-def _vete_space(trial: optuna.Trial) -> dict:
-    return {
-        "learning_rate": trial.suggest_float("learning_rate", 1e-4, 3e-2, log=True),
-        "per_device_train_batch_size": trial.suggest_categorical("per_device_train_batch_size", [32, 64, 128]),
-        "num_train_epochs": trial.suggest_int("num_train_epochs", 5, 30),
-        "embed_dim": trial.suggest_categorical("embed_dim", [64, 128, 256]),
-    }
-
-
-def _char_gru_space(trial: optuna.Trial) -> dict:
-    return {
-        "learning_rate": trial.suggest_float("learning_rate", 1e-4, 3e-3, log=True),
-        "hidden_size": trial.suggest_categorical("hidden_size", [64, 128, 256]),
-        "initializer_range": trial.suggest_float("initializer_range", 1.0, 16.0, log=True),
-        "margin": trial.suggest_float("margin", 0.1, 0.4),
-    }
-
-
-def _grounded_skipthought_space(trial: optuna.Trial) -> dict:
-    return {
-        "learning_rate": trial.suggest_float("learning_rate", 1e-4, 3e-3, log=True),
-        "cluster_weight": trial.suggest_float("cluster_weight", 0.1, 10.0, log=True),
-        "perceptual_weight": trial.suggest_float("perceptual_weight", 0.01, 10.0, log=True),
-    }
-
-
-SEARCH_SPACES: dict[str, Callable[[optuna.Trial], dict]] = {
-    "vete": _vete_space,
-    "char_gru": _char_gru_space,
-    "grounded_skipthought": _grounded_skipthought_space,
-}
+from .inputs import load_dataset
 
 
 def validation_score(model, argv: list[str], validation_sts_dir: str | None, seed: int,
@@ -70,7 +38,7 @@ def run_search(argv: list[str], trials: int, output_dir: str | Path, validation_
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ValueError(f"--trials must be at least 1, got {trials!r}")
     model_type = parse_arguments(argv)[0].model_type
-    space = SEARCH_SPACES[model_type]
+    space = FAMILIES[model_type].search_space
     output_dir = Path(output_dir)
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=seed))
 
@@ -107,4 +75,4 @@ def _write_trials(study: optuna.Study, output_dir: Path) -> None:
                                           "value": study.best_value, "params": study.best_params})
 
 
-__all__ = ["SEARCH_SPACES", "run_search", "validation_score"]
+__all__ = ["run_search", "validation_score"]

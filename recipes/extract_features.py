@@ -11,10 +11,9 @@ import time
 from dataclasses import dataclass, field
 
 from accelerate import Accelerator
-from transformers import HfArgumentParser
 
-from hf_grounded.training.arguments import DataArguments
-from hf_grounded.training.inputs import frame_features, load_dataset
+from hf_grounded.argument_values import ArgumentParser
+from hf_grounded.inputs import DataArguments, frame_features, load_dataset
 
 
 @dataclass
@@ -25,7 +24,7 @@ class ExtractionArguments:
 
 def main() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    parser = HfArgumentParser((DataArguments, ExtractionArguments), allow_abbrev=False)
+    parser = ArgumentParser((DataArguments, ExtractionArguments))
     data_args, extraction_args = parser.parse_args_into_dataclasses()
     accelerator = Accelerator()
     dataset = load_dataset(data_args, extraction_args.seed)

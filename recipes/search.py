@@ -3,9 +3,9 @@
     python recipes/search.py --config recipes/configs/vete_bow_flickr8k.yaml --trials 8 \
         --search_dir outputs/search-vete-bow --validation_sts_dir STS_DIR -- --data_dir DIR
 
-Training flags after `--` (or unknown to this script) go to every trial. The ranges per model family are in
-hf_grounded.search.SEARCH_SPACES. Writes a table of trials (trials.md, trials.json) and the best configuration
-(best.json) to --search_dir.
+Training flags after `--` (or unknown to this script) go to every trial. The ranges per model family are its
+registry entry's search_space (hf_grounded.families). Writes a table of trials (trials.md, trials.json) and the
+best configuration (best.json) to --search_dir.
 """
 
 import argparse

@@ -10,7 +10,7 @@ from accelerate import Accelerator, DistributedDataParallelKwargs
 
 from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer
 from hf_grounded.objectives import ClusterObjective, PerceptualObjective, ProjectionObjective, create_objective
-from hf_grounded.training.batches import collate_captions
+from hf_grounded.data.encoded import collate_captions
 
 CAPTIONS = ["a red square", "two blue circles", "a tiny violet plus sign", "a box", "green", "a large golden wedge",
             "an emerald disc next to a crimson box", "a small cross"]

@@ -29,10 +29,11 @@ def books_dir(tmp_path_factory):
 
 def small_run(output_dir, books_dir=None, **options):
     model = {"model_type": "grounded_skipthought", "hidden_size": 24, "word_embedding_size": 12}
-    model.update({key: options.pop(key) for key in list(options) if key in ModelArguments.__dataclass_fields__})
     data = {"backbone": "test_efficientnet", "synthetic_train_images": 40, "synthetic_eval_images": 12,
             "books_dir": books_dir, "max_length": 30}
     data.update({key: options.pop(key) for key in list(options) if key in DataArguments.__dataclass_fields__})
+    # The model's options depend on its family and objective: whatever is not a data or training argument.
+    model.update({key: options.pop(key) for key in list(options) if key not in TrainingArguments.__dataclass_fields__})
     training = {"output_dir": str(output_dir), "per_device_train_batch_size": 8, "learning_rate": 3e-3, **options}
     return train(ModelArguments(**model), DataArguments(**data), TrainingArguments(**training))
 

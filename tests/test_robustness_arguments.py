@@ -24,8 +24,8 @@ TINY = ["--backbone", "test_efficientnet", "--hidden_size", "8", "--synthetic_tr
     ("learning_rate: .nan", "--learning_rate must be a finite number, got nan"),
     ("learning_rate: 0.0", "--learning_rate must be above 0"),
     ("group_by_length: 1", "--group_by_length must be true or false, got 1"),
-    ("cnn_filter_widths: [3, four]", "--cnn_filter_widths must be a list of an integer"),
-    ("vocab_max_size: 0", "--vocab_max_size must be at least 1, got 0"),
+    ("model_type: vete\ncnn_filter_widths: [3, four]", "--cnn_filter_widths must be a list of an integer"),
+    ("model_type: vete\nvocab_max_size: 0", "--vocab_max_size must be at least 1, got 0"),
 ])
 def test_a_config_gets_the_command_lines_validation(line, message, tmp_path):
     config = tmp_path / "config.yaml"
@@ -53,7 +53,7 @@ def test_an_oversized_config_is_refused(tmp_path):
 
 @pytest.mark.parametrize("flags", [["--num_train_epochs", "0"], ["--logging_steps", "0"],
                                    ["--per_device_eval_batch_size", "0"], ["--max_length", "0"],
-                                   ["--vocab_max_size", "0"], ["--max_steps", "0"], ["--hidden_size", "-3"]])
+                                   ["--vocab_max_size", "0", "--model_type", "vete"], ["--max_steps", "0"], ["--hidden_size", "-3"]])
 def test_nonsensical_sizes_are_refused_on_the_command_line_before_anything_runs(flags):
     with pytest.raises(ValueError, match=f"{flags[0]} must be"):
         parse_arguments(flags)
@@ -63,7 +63,7 @@ def test_python_callers_get_the_same_checks():
     with pytest.raises(ValueError, match="--per_device_eval_batch_size must be at least 1"):
         TrainingArguments(per_device_eval_batch_size=0)
     with pytest.raises(ValueError, match="--text_encoder must be one of"):
-        ModelArguments(text_encoder="transformer")
+        ModelArguments(model_type="vete", text_encoder="transformer")
     with pytest.raises(ValueError, match="--max_length must be at least 1"):
         DataArguments(max_length=0)
 

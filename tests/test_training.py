@@ -206,9 +206,9 @@ def test_the_final_model_is_saved_by_default_and_the_snapshots_are_still_compare
 
 
 def test_best_validation_saves_the_candidate_with_the_best_validation_retrieval(tmp_path, monkeypatch):
-    import hf_grounded.training.trainer as trainer
+    import hf_grounded.evaluation.splits as splits
 
-    evaluate_retrieval = trainer.evaluate_retrieval
+    evaluate_retrieval = splits.evaluate_retrieval
     calls = []
 
     def first_epoch_and_ensembles_rigged(model, *args):
@@ -221,7 +221,7 @@ def test_best_validation_saves_the_candidate_with_the_best_validation_retrieval(
             return {direction: {**values, "R@10": 100.0} for direction, values in metrics.items()}
         return metrics
 
-    monkeypatch.setattr(trainer, "evaluate_retrieval", first_epoch_and_ensembles_rigged)
+    monkeypatch.setattr(splits, "evaluate_retrieval", first_epoch_and_ensembles_rigged)
     output_dir = tmp_path / "cyclic"
     results = train(
         ModelArguments(hidden_size=8),
@@ -415,7 +415,7 @@ def test_vete_trains_with_the_hinge_objective_through_the_same_trainer(tmp_path)
     assert "visually enhanced text embedding (VETE)" in card and "a bidirectional hinge loss (margin 0.2)" in card
     assert model.encode(["a red square", "a blue circle"]).shape == (2, 16)
     # The vocabulary is exactly the training captions' words: nothing from validation or test.
-    from hf_grounded.training.inputs import load_dataset
+    from hf_grounded.inputs import load_dataset
 
     dataset = load_dataset(DataArguments(synthetic_train_images=40, synthetic_eval_images=10), seed=42)
     train_words = {word for captions in dataset["train"]["captions"] for caption in captions
@@ -428,7 +428,7 @@ def test_word_level_split_makes_each_word_of_the_kept_caption_a_caption_of_its_i
     from datasets import Dataset
 
     from hf_grounded.data import fixed_captions
-    from hf_grounded.training.batches import word_level_split
+    from hf_grounded.data.encoded import word_level_split
     from hf_grounded.word_tokenizer import train_word_tokenizer
 
     captions = [["A dog runs.", "a brown dog"], ["Two cats sleep", "cats, sleeping"]]
@@ -464,7 +464,7 @@ def test_vete_trains_word_level_through_the_same_trainer(tmp_path):
     # One caption kept per image, every word of it a step's pair: as many passes over the 40 images as the
     # longest kept caption has words, 5 batches of 8 each.
     from hf_grounded.data import fixed_captions
-    from hf_grounded.training.inputs import load_dataset
+    from hf_grounded.inputs import load_dataset
 
     dataset = load_dataset(DataArguments(synthetic_train_images=40, synthetic_eval_images=10), seed=42)
     captions = dataset["train"]["captions"]

@@ -2,9 +2,10 @@
 relatedness, Bordes et al.'s structural measures and Flickr8k's human judgements.
 
 `hf_grounded.evaluation.suite` (what `recipes/evaluate.py` runs) is imported on its own: it loads datasets and
-image features through the training inputs.
+image features through `hf_grounded.inputs`.
 """
 
+from ..tables import format_results_tables, format_retrieval_comparison, format_retrieval_table
 from .correlation import average_ranks, pearson, spearman, unit_rows
 from .evaluators import (
     BinaryRelatednessEvaluator,
@@ -19,12 +20,9 @@ from .evaluators import (
 )
 from .human import HumanJudgements, human_judgement_correlation, load_flickr8k_judgements
 from .probe import ProbeConfig, RelatednessProbe, pair_features, soft_targets, supervised_relatedness
-from .report import format_results_tables
 from .retrieval import (
     chance_recall,
     fold_retrieval_metrics,
-    format_retrieval_comparison,
-    format_retrieval_table,
     retrieval_metrics,
     retrieval_ranks,
     summarize_ranks,

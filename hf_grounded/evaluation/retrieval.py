@@ -131,26 +131,6 @@ def chance_recall(num_images: int, captions_per_image: int, k: int) -> dict[str,
     return {"c2i": 100.0 * c2i, "i2c": 100.0 * (1.0 - miss)}
 
 
-def format_retrieval_table(metrics: dict[str, dict[str, float]], title: str = "") -> str:
-    """A markdown table with one row per direction."""
-    columns = [f"R@{k}" for k in RECALL_AT] + ["median_rank", "mean_rank"]
-    lines = [f"| {title or 'direction'} | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
-    names = {"c2i": "caption → image", "i2c": "image → caption"}
-    for direction, values in metrics.items():
-        lines.append(f"| {names.get(direction, direction)} | " + " | ".join(f"{values[c]:.1f}" for c in columns) + " |")
-    return "\n".join(lines)
-
-
-def format_retrieval_comparison(rows: dict[str, dict[str, dict[str, float]]]) -> str:
-    """A markdown table with one row per model (e.g. final, best snapshot, ensemble) and R@K of both directions."""
-    columns = [(direction, f"R@{k}") for direction in ("c2i", "i2c") for k in RECALL_AT]
-    lines = ["| model | " + " | ".join(f"{direction} {metric}" for direction, metric in columns) + " |",
-             "|---" * (len(columns) + 1) + "|"]
-    for name, metrics in rows.items():
-        lines.append(f"| {name} | " + " | ".join(f"{metrics[d][m]:.1f}" for d, m in columns) + " |")
-    return "\n".join(lines)
-
-
 __all__ = [
     "fold_retrieval_metrics",
     "wilson_interval",
@@ -158,6 +138,4 @@ __all__ = [
     "summarize_ranks",
     "retrieval_metrics",
     "chance_recall",
-    "format_retrieval_comparison",
-    "format_retrieval_table",
 ]

@@ -14,13 +14,13 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator
 from datasets import DatasetDict
-from transformers import AutoConfig, AutoModel, HfArgumentParser
+from transformers import AutoConfig, AutoModel
 
+from ..argument_values import ArgumentParser
 from ..data import SPLITS
 from ..files import copy_file, refuse_symlink, write_json
 from ..model_card import write_model_card
-from ..training.arguments import DataArguments
-from ..training.inputs import image_features, load_dataset
+from ..inputs import DataArguments, image_features, load_dataset
 from .evaluators import (
     BinaryRelatednessEvaluator,
     Evaluator,
@@ -92,7 +92,7 @@ def parse_evaluation_arguments(argv: list[str] | None = None) -> tuple[Evaluatio
     """Parse the command line. Data and feature settings (and `--data_seed`) default to those in a local model
     folder's training_args.json, so captions and images are prepared as the model saw them in training (for a Hub
     id, give them as flags); `--dataset` has no default."""
-    parser = HfArgumentParser((EvaluationArguments, DataArguments), allow_abbrev=False)
+    parser = ArgumentParser((EvaluationArguments, DataArguments))
     parser.set_defaults(dataset=None)
     known, _ = parser.parse_known_args(argv)
     recorded = Path(known.model) / "training_args.json"

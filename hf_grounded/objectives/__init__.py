@@ -21,11 +21,11 @@ from .image_text import (
     PearsonObjective,
     RankObjective,
 )
-from .registry import OBJECTIVES, create_objective
+from .registry import IMAGE_TEXT_OBJECTIVES, create_objective
 from .text import SkipThoughtObjective
 
 __all__ = [
-    "OBJECTIVES",
+    "IMAGE_TEXT_OBJECTIVES",
     "ClusterObjective",
     "CovarianceObjective",
     "HingeObjective",

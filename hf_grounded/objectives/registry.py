@@ -12,7 +12,7 @@ from .image_text import (
 )
 
 # Each objective from the options that concern it.
-OBJECTIVES: dict[str, Callable[..., ImageTextObjective]] = {
+IMAGE_TEXT_OBJECTIVES: dict[str, Callable[..., ImageTextObjective]] = {
     "hinge": lambda margin, loss_reduction, hardest_negative, **_: HingeObjective(margin, loss_reduction,
                                                                                   hardest_negative),
     "pearson": lambda seed, **_: PearsonObjective(seed),
@@ -30,14 +30,14 @@ def create_objective(
     kendall_alpha: float = 1.0,
     seed: int = 0,
 ) -> ImageTextObjective:
-    """The image–text objective `name` (one of `OBJECTIVES`); each takes the options that concern it.
+    """The image–text objective `name` (one of `IMAGE_TEXT_OBJECTIVES`); each takes the options that concern it.
 
     `seed` seeds the mismatched pairs of VETE's objectives; it must be the same on every process.
     """
-    if name not in OBJECTIVES:
-        raise ValueError(f"unknown objective {name!r}; choose one of {sorted(OBJECTIVES)}")
-    return OBJECTIVES[name](margin=margin, loss_reduction=loss_reduction, hardest_negative=hardest_negative,
+    if name not in IMAGE_TEXT_OBJECTIVES:
+        raise ValueError(f"unknown objective {name!r}; choose one of {sorted(IMAGE_TEXT_OBJECTIVES)}")
+    return IMAGE_TEXT_OBJECTIVES[name](margin=margin, loss_reduction=loss_reduction, hardest_negative=hardest_negative,
                             kendall_alpha=kendall_alpha, seed=seed)
 
 
-__all__ = ["OBJECTIVES", "create_objective"]
+__all__ = ["IMAGE_TEXT_OBJECTIVES", "create_objective"]

@@ -1,12 +1,12 @@
-from .arguments import DataArguments, ModelArguments, TrainingArguments, parse_arguments
+from ..inputs import DataArguments
+from .arguments import ModelArguments, TrainingArguments, parse_arguments
 from .saving import save_model, save_model_folder
-from .trainer import evaluate_retrieval, train
+from .trainer import train
 
 __all__ = [
     "DataArguments",
     "ModelArguments",
     "TrainingArguments",
-    "evaluate_retrieval",
     "parse_arguments",
     "save_model",
     "save_model_folder",

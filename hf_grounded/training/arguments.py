@@ -1,193 +1,171 @@
 """Command-line arguments of recipes/train.py: dataclasses for `HfArgumentParser`, optionally seeded by a YAML file.
 
-The defaults describe the quick run on the embedded synthetic set; the papers' settings live in
+`--model_type` and `--objective` choose which options exist: each family's are declared in its registry entry
+(`hf_grounded.families`), each objective's in its (`hf_grounded.training.losses`), so every option has one home and
+one meaning. The defaults describe the quick run on the embedded synthetic set; the papers' settings live in
 `recipes/configs/*.yaml`.
 """
 
-import math
-import types
-from dataclasses import dataclass, field, fields
+import sys
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Literal, Union, get_args, get_origin, get_type_hints
+from typing import Literal
 
 import yaml
-from transformers import HfArgumentParser
 
-from ..models.char_gru import CharGRUConfig
+from ..argument_values import ArgumentParser, check_argument_values
+from ..families import FAMILIES
+from ..inputs import DataArguments
+from .losses import CAPTION_OBJECTIVES, SkipThoughtOptions
 
 
 @dataclass
-class ModelArguments:
+class ModelChoice:
     model_name_or_path: str | None = field(
         default=None, metadata={"help": "Start from this saved model (folder or Hub id) instead of a new one."}
     )
-    model_type: Literal["char_gru", "vete", "grounded_skipthought"] = field(
+    model_type: str = field(
         default="char_gru",
-        metadata={"help": "Model family: Merkx & Frank's char-GRU, Kurach et al.'s VETE or Bordes et al.'s grounded "
-                          "SkipThought."},
+        metadata={"help": "Model family: " + "; ".join(f"{name} ({family.description})"
+                                                       for name, family in FAMILIES.items())
+                          + ". Its options (--hidden_size, ...) are listed by --model_type NAME --help."},
     )
-    rnn_type: Literal["gru", "lstm"] = field(default="gru", metadata={"help": "Recurrent cell (char-GRU; VETE rnn)."})
-    hidden_size: int = field(
-        default=128, metadata={"help": "Recurrent units: per direction for the char-GRU (the paper uses 1024), per "
-                                       "layer for VETE's rnn encoder, SkipThought's encoder (the paper's 2400)."}
-    )
-    pooling: Literal["attention", "max"] = field(default="attention", metadata={"help": "Pooling over time."})
-    attention_heads: int = field(default=1, metadata={"help": "Attention heads, concatenated."})
-    objective: Literal["hinge", "pearson", "covariance", "kendall", "rank", "grounding", "projection",
-                       "none"] = field(
+    objective: str = field(
         default="hinge",
-        metadata={"help": "Objective on the captions: Merkx & Frank's bidirectional hinge loss; one of VETE's over "
-                          "matching and mismatched pairs (Pearson correlation, covariance, surrogate Kendall tau, "
-                          "pairwise rank); Bordes et al.'s grounding over caption groups (cluster and perceptual "
-                          "losses, weighted by --cluster_weight and --perceptual_weight) or their cross-modal "
-                          "projection baseline P; or none (SkipThought's text objective alone)."},
-    )
-    cluster_weight: float = field(default=1.0, metadata={"help": "grounding: alpha_C of the cluster loss L_C."})
-    perceptual_weight: float = field(
-        default=0.1, metadata={"help": "grounding: alpha_P of the perceptual loss L_P."}
-    )
-    grounding_margin: float = field(default=0.5, metadata={"help": "grounding and projection: the margin m."})
-    text_weight: float = field(
-        default=1.0,
-        metadata={"help": "grounded_skipthought: alpha_T of SkipThought's loss on --books_dir; 0 trains grounding "
-                          "alone."},
-    )
-    margin: float = field(default=0.2, metadata={"help": "Margin of the hinge and the pairwise rank losses."})
-    loss_reduction: Literal["sum", "mean"] = field(
-        default="sum", metadata={"help": "Hinge: 'sum' (the paper's formula) or 'mean' (the authors' code)."}
-    )
-    hardest_negative: bool = field(default=False, metadata={"help": "Hinge: VSE++ max-violation loss."})
-    kendall_alpha: float = field(default=1.0, metadata={"help": "Kendall: the slope alpha of the surrogate tau."})
-    initializer_range: float = field(
-        default=CharGRUConfig.initializer_range,
-        metadata={"help": "char-GRU: standard deviation of the character embeddings at initialisation."},
-    )
-    char_vocabulary: Literal["ascii", "corpus"] = field(
-        default="ascii",
-        metadata={"help": "char-GRU: printable ASCII, accents stripped (the paper's alphabet), or every character seen "
-                          "at least --vocab_min_frequency times in the training captions (other scripts)."},
-    )
-    text_encoder: Literal["bow", "rnn", "cnn"] = field(
-        default="bow", metadata={"help": "VETE: bag of words, stacked RNN or Kim's CNN."}
-    )
-    bow_pooling: Literal["mean", "sum"] = field(default="mean", metadata={"help": "VETE bow: mean or sum."})
-    word_embedding_size: int = field(
-        default=300, metadata={"help": "Word embedding width: VETE rnn/cnn; SkipThought (the paper's 620)."}
-    )
-    rnn_num_layers: int = field(default=1, metadata={"help": "VETE rnn: stacked layers."})
-    cnn_filter_widths: list[int] = field(
-        default_factory=lambda: [3, 4, 5], metadata={"help": "VETE cnn: filter widths in words."}
-    )
-    cnn_num_filters: int = field(default=100, metadata={"help": "VETE cnn: filters per width."})
-    embed_dim: int = field(default=128, metadata={"help": "VETE: width N of the joint space."})
-    vocab_min_frequency: int = field(
-        default=1,
-        metadata={"help": "Learnt vocabularies: keep training words (or characters) seen at least this often."},
-    )
-    vocab_max_size: int | None = field(
-        default=None,
-        metadata={"help": "Word vocabularies: keep at most this many words (grounded_skipthought: 20000 if unset)."},
+        metadata={"help": "Objective on the captions: " + "; ".join(f"{name} ({objective.description.split(' (')[0]})"
+                                                                    for name, objective in CAPTION_OBJECTIVES.items())
+                          + ". Its options are listed by --objective NAME --help."},
     )
 
     def __post_init__(self):
         check_argument_values(self)
+        for name, registry in (("model_type", FAMILIES), ("objective", CAPTION_OBJECTIVES)):
+            if getattr(self, name) not in registry:
+                raise ValueError(f"--{name} must be one of {', '.join(registry)}, got {getattr(self, name)!r}")
 
 
-@dataclass
-class DataArguments:
-    dataset: str | None = field(
-        default="synthetic",
-        metadata={"help": "Dataset name; see hf_grounded.data.DATASETS (recipes/evaluate.py: none by default)."},
-    )
-    data_dir: str | None = field(default=None, metadata={"help": "Local folder of the dataset."})
-    synthetic_train_images: int = field(default=1000, metadata={"help": "Synthetic set: training images."})
-    synthetic_eval_images: int = field(
-        default=100, metadata={"help": "Synthetic set: validation and test images, each."}
-    )
-    caption_policy: Literal["all", "one"] = field(
-        default="all", metadata={"help": "'all' captions per image per epoch (Merkx & Frank) or a fixed 'one'."}
-    )
-    books_dir: str | None = field(
-        default=None,
-        metadata={"help": "grounded_skipthought: folder of plain-text books, SkipThought's ordered corpus."},
-    )
-    visual_vectors: Literal["features", "random", "none"] = field(
-        default="features",
-        metadata={"help": "Each image's or video's visual vector: its --backbone features; random normal vectors "
-                          "(Bordes et al.'s control R); or none, for objectives that need only the groups (L_C)."},
-    )
-    random_visual_dim: int = field(default=2048, metadata={"help": "visual_vectors random: their width."})
-    training_unit: Literal["sentence", "word"] = field(
-        default="sentence",
-        metadata={"help": "'word' trains each word of the training captions against the image as a one-word "
-                          "caption (VETE's word-level training, Table 6); sentences are still encoded whole."},
-    )
-    char_gru_preprocessing: bool = field(
-        default=False, metadata={"help": "COCO: tokens joined by single spaces plus ' .' (Merkx & Frank)."}
-    )
-    skip_invalid: bool = field(
-        default=False, metadata={"help": "Log and skip bad samples (missing or corrupt files, empty captions)."}
-    )
-    backbone: str = field(default="efficientnet_lite0", metadata={"help": "timm model giving image features."})
-    pretrained_file: str | None = field(
-        default=None, metadata={"help": "Local weights for the backbone (safetensors); random weights without."}
-    )
-    pretrained_backbone: bool = field(
-        default=False, metadata={"help": "Fetch the backbone's weights from the Hub when no file is given."}
-    )
-    image_preprocessing: Literal["center", "ten_crop"] = field(
-        default="center", metadata={"help": "'center' crop at the backbone's size, or 'ten_crop' averaged."}
-    )
-    frame_pooling: Literal["first", "mean", "attention"] = field(
-        default="mean",
-        metadata={"help": "Videos: the first frame's features (F), the mean over frames (A), or (grounded_skipthought "
-                          "from a text-only checkpoint) frames attended by each caption's words (T)."},
-    )
-    image_features_file: str | None = field(
-        default=None,
-        metadata={"help": "Precomputed features (safetensors in the feature cache's format, keyed by image or video "
-                          "id) to use instead of extracting them with --backbone."},
-    )
-    feature_cache_dir: str | None = field(
-        default=None,
-        metadata={"help": "Where extracted features are cached; default $HF_GROUNDED_CACHE or "
-                          "$HF_HOME/hf_grounded, then /features. 'none' disables the cache."},
-    )
-    feature_batch_size: int = field(default=16, metadata={"help": "Backbone batch size during feature extraction."})
-    max_length: int = field(
-        default=512, metadata={"help": "Tokens kept per sentence: characters for the char-GRU, words otherwise."}
-    )
+def option_groups(model_type: str, objective: str) -> dict[str, type]:
+    """The dataclasses of options that `--model_type` and `--objective` bring: the family's, the objective's and,
+    for a family with a text objective, SkipThought's."""
+    groups = {f"--model_type {model_type}": FAMILIES[model_type].arguments,
+              f"--objective {objective}": CAPTION_OBJECTIVES[objective].options}
+    if FAMILIES[model_type].has_text_objective:
+        groups[f"--model_type {model_type}'s text objective"] = SkipThoughtOptions
+    return groups
 
-    def __post_init__(self):
-        check_argument_values(self)
+
+class ModelArguments:
+    """What model a run trains and with which objective: `model_name_or_path`, `model_type` and `objective`, and
+    the options they bring, each in its group (`family_options`, `objective_options`, `text_options`, None for a
+    family without a text objective). Options are given by name, as on the command line:
+
+    ```python
+    >>> ModelArguments(model_type="vete", text_encoder="cnn", objective="pearson").family_options.text_encoder
+    'cnn'
+
+    ```
+    An option of another family or objective is refused, naming where it belongs."""
+
+    def __init__(self, model_name_or_path: str | None = None, model_type: str = "char_gru",
+                 objective: str = "hinge", **options):
+        self.choice = ModelChoice(model_name_or_path, model_type, objective)
+        groups = list(option_groups(model_type, objective).values())
+        unknown = set(options) - {spec.name for group in groups for spec in fields(group)}
+        if unknown:
+            raise ValueError(_foreign_options_message(sorted(unknown), model_type, objective))
+        chosen = [group(**{spec.name: options[spec.name] for spec in fields(group) if spec.name in options})
+                  for group in groups]
+        self.family_options, self.objective_options = chosen[:2]
+        self.text_options = chosen[2] if len(chosen) > 2 else None
+
+    @property
+    def model_name_or_path(self) -> str | None:
+        return self.choice.model_name_or_path
+
+    @property
+    def model_type(self) -> str:
+        return self.choice.model_type
+
+    @property
+    def objective(self) -> str:
+        return self.choice.objective
+
+    def groups(self) -> list:
+        return [group for group in (self.choice, self.family_options, self.objective_options, self.text_options)
+                if group is not None]
+
+    def to_dict(self) -> dict:
+        """Every value by its argument's name, as training_args.json records them."""
+        return {name: value for group in self.groups() for name, value in asdict(group).items()}
+
+    def __getattr__(self, name: str):
+        # Only reached for names that are not attributes: the options, by name (and, while copying or unpickling,
+        # the groups themselves, before they are set).
+        if name in ("choice", "family_options", "objective_options", "text_options"):
+            raise AttributeError(name)
+        for group in self.groups():
+            if name in {spec.name for spec in fields(group)}:
+                return getattr(group, name)
+        raise AttributeError(f"--{name} is not an argument of --model_type {self.model_type} with --objective "
+                             f"{self.objective}")
+
+    def __repr__(self) -> str:
+        return f"ModelArguments({', '.join(f'{name}={value!r}' for name, value in self.to_dict().items())})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ModelArguments) and self.to_dict() == other.to_dict()
+
+
+def _option_homes() -> dict[str, list[str]]:
+    """Each family's and objective's option names, with where they belong."""
+    homes = {}
+    for family_name, family in FAMILIES.items():
+        for spec in fields(family.arguments):
+            homes.setdefault(spec.name, []).append(f"--model_type {family_name}")
+    for objective_name, entry in CAPTION_OBJECTIVES.items():
+        for spec in fields(entry.options):
+            homes.setdefault(spec.name, []).append(f"--objective {objective_name}")
+    for spec in fields(SkipThoughtOptions):
+        homes.setdefault(spec.name, []).append("a family with a text objective")
+    return homes
+
+
+def _foreign_options_message(names: list[str], model_type: str, objective: str) -> str:
+    """Which families or objectives the options `names` belong to, for the error that refuses them."""
+    homes = _option_homes()
+    foreign = [f"--{name} (an option of {', '.join(homes[name])})" for name in names if name in homes]
+    unknown = [name for name in names if name not in homes]
+    return "; ".join(
+        ([f"not options of --model_type {model_type} with --objective {objective}: {', '.join(foreign)}"]
+         if foreign else []) + ([f"unknown arguments {unknown}"] if unknown else []))
 
 
 @dataclass
 class TrainingArguments:
     output_dir: str = field(default="outputs/char-gru-synthetic", metadata={"help": "Where the model is saved."})
-    num_train_epochs: int = field(default=8, metadata={"help": "Training epochs."})
+    num_train_epochs: int = field(default=8, metadata={"minimum": 1, "help": "Training epochs."})
     max_steps: int = field(default=-1, metadata={"help": "If positive, stop after this many optimiser steps."})
     per_device_train_batch_size: int = field(
-        default=32, metadata={"help": "Caption-image pairs per batch; images (or videos) for caption-group objectives."}
+        default=32, metadata={"minimum": 1, "help": "Caption-image pairs per batch; images (or videos) for caption-group objectives."}
     )
     captions_per_group: int = field(
-        default=2, metadata={"help": "Caption-group objectives: captions of each image or video in a batch."}
+        default=2, metadata={"minimum": 1, "help": "Caption-group objectives: captions of each image or video in a batch."}
     )
     per_device_text_batch_size: int | None = field(
-        default=None, metadata={"help": "grounded_skipthought: book triples per batch; default the caption batch."}
+        default=None, metadata={"minimum": 1, "help": "grounded_skipthought: book triples per batch; default the caption batch."}
     )
-    per_device_eval_batch_size: int = field(default=128, metadata={"help": "Batch size when encoding."})
-    learning_rate: float = field(default=1e-3, metadata={"help": "Peak learning rate of Adam."})
+    per_device_eval_batch_size: int = field(default=128, metadata={"minimum": 1, "help": "Batch size when encoding."})
+    learning_rate: float = field(default=1e-3, metadata={"positive": True, "help": "Peak learning rate of Adam."})
     lr_scheduler_type: str = field(
         default="cosine",
         metadata={"help": "'cyclic_cosine' (Merkx & Frank) or any name accepted by transformers.get_scheduler."},
     )
     cycle_epochs: int = field(
-        default=4, metadata={"help": "cyclic_cosine: epochs per cycle; a snapshot is saved at the end of each."}
+        default=4, metadata={"minimum": 1, "help": "cyclic_cosine: epochs per cycle; a snapshot is saved at the end of each."}
     )
     snapshot_ensemble_size: int = field(
         default=2,
-        metadata={"help": "cyclic_cosine: the best k cycle-end snapshots by validation mean R@10 form the snapshot "
+        metadata={"minimum": 1, "help": "cyclic_cosine: the best k cycle-end snapshots by validation mean R@10 form the snapshot "
                           "ensemble, which is evaluated and, with --saved_model snapshot_ensemble, saved."},
     )
     saved_model: Literal["final", "snapshot_ensemble", "best_validation"] = field(
@@ -196,15 +174,15 @@ class TrainingArguments:
                           "whichever of the final model, the best snapshot and the ensemble has the best validation "
                           "mean R@10."},
     )
-    min_learning_rate: float = field(default=1e-6, metadata={"help": "cyclic_cosine: the rate at cycle ends."})
-    max_grad_norm: float = field(default=0.0, metadata={"help": "Clip gradients to this norm; 0 disables."})
-    warmup_steps: int = field(default=0, metadata={"help": "Linear warm-up steps."})
+    min_learning_rate: float = field(default=1e-6, metadata={"minimum": 0, "help": "cyclic_cosine: the rate at cycle ends."})
+    max_grad_norm: float = field(default=0.0, metadata={"minimum": 0, "help": "Clip gradients to this norm; 0 disables."})
+    warmup_steps: int = field(default=0, metadata={"minimum": 0, "help": "Linear warm-up steps."})
     seed: int = field(default=42, metadata={"help": "Seed of model initialisation, sampling and the data."})
     save_steps: int = field(
-        default=0, metadata={"help": "Also checkpoint every this many steps (checkpoints are written each epoch)."}
+        default=0, metadata={"minimum": 0, "help": "Also checkpoint every this many steps (checkpoints are written each epoch)."}
     )
     save_total_limit: int | None = field(
-        default=2, metadata={"help": "Keep only the newest N checkpoints (each holds model and optimiser state)."}
+        default=2, metadata={"minimum": 0, "help": "Keep only the newest N checkpoints (each holds model and optimiser state)."}
     )
     resume_from_checkpoint: str | None = field(
         default=None, metadata={"help": "'latest' (in output_dir/checkpoints) or a checkpoint folder."}
@@ -223,7 +201,7 @@ class TrainingArguments:
     report_to: str = field(
         default="none", metadata={"help": "Accelerate trackers: tensorboard, wandb, trackio, all or none."}
     )
-    logging_steps: int = field(default=50, metadata={"help": "Log the training loss every this many steps."})
+    logging_steps: int = field(default=50, metadata={"minimum": 1, "help": "Log the training loss every this many steps."})
     group_by_length: bool = field(
         default=True,
         metadata={"help": "Batch captions of similar length, sorted within random chunks of 50 batches, so batches "
@@ -232,7 +210,7 @@ class TrainingArguments:
     mixed_precision: Literal["no", "fp16", "bf16"] | None = field(
         default=None, metadata={"help": "Autocast precision; by default what `accelerate launch` was given."}
     )
-    dataloader_num_workers: int = field(default=0, metadata={"help": "DataLoader worker processes."})
+    dataloader_num_workers: int = field(default=0, metadata={"minimum": 0, "help": "DataLoader worker processes."})
     push_to_hub: bool = field(default=False, metadata={"help": "Upload the saved model folder to the Hub."})
     hub_model_id: str | None = field(default=None, metadata={"help": "ORG/NAME of the Hub repository."})
     hub_token: str | None = field(default=None, metadata={"help": "Hub token; by default the logged-in one."})
@@ -247,89 +225,51 @@ class TrainingArguments:
             raise ValueError("--push_to_hub needs --hub_model_id ORG/NAME")
 
 
-# The smallest value of every argument with a lower bound; those not listed take any value of their type.
-_MINIMUM = {
-    "hidden_size": 1, "attention_heads": 1, "word_embedding_size": 1, "rnn_num_layers": 1, "cnn_filter_widths": 1,
-    "cnn_num_filters": 1, "embed_dim": 1, "vocab_min_frequency": 1, "vocab_max_size": 1, "margin": 0,
-    "cluster_weight": 0, "perceptual_weight": 0, "text_weight": 0, "grounding_margin": 0,
-    "synthetic_train_images": 1, "synthetic_eval_images": 1, "random_visual_dim": 1, "feature_batch_size": 1,
-    "max_length": 1, "num_train_epochs": 1, "per_device_train_batch_size": 1, "captions_per_group": 1,
-    "per_device_text_batch_size": 1, "per_device_eval_batch_size": 1, "cycle_epochs": 1, "snapshot_ensemble_size": 1,
-    "min_learning_rate": 0, "max_grad_norm": 0, "warmup_steps": 0, "save_steps": 0, "save_total_limit": 0,
-    "logging_steps": 1, "dataloader_num_workers": 0,
-}
-# Arguments that must be above zero, not merely at least zero.
-_POSITIVE = ("learning_rate", "kendall_alpha", "initializer_range")
-
-
-def check_argument_values(arguments) -> None:
-    """Refuse a value that is not of its field's type or out of its range, whichever way it came: argparse
-    converts and checks the command line's, but a YAML config's values and a Python caller's reach the dataclass
-    as they are, so this is the one check that all three paths go through."""
-    # The annotations, not `fields()`: HfArgumentParser rewrites a field's `type` (`int | None` becomes `int`).
-    for spec in fields(arguments):
-        value, annotation = getattr(arguments, spec.name), get_type_hints(type(arguments))[spec.name]
-        if not _is_of_type(value, annotation):
-            raise ValueError(f"--{spec.name} must be {_describe(annotation)}, got {value!r}")
-        values = value if isinstance(value, list) else [value]
-        if spec.name in _MINIMUM and value is not None:
-            if spec.name == "cnn_filter_widths" and not values:
-                raise ValueError("--cnn_filter_widths needs at least one width")
-            if any(item < _MINIMUM[spec.name] for item in values):
-                raise ValueError(f"--{spec.name} must be at least {_MINIMUM[spec.name]}, got {value!r}")
-        if spec.name in _POSITIVE and not value > 0:
-            raise ValueError(f"--{spec.name} must be above 0, got {value!r}")
-
-
-def _is_of_type(value, annotation) -> bool:
-    origin = get_origin(annotation)
-    if origin is Literal:
-        return any(type(value) is type(choice) and value == choice for choice in get_args(annotation))
-    if origin in (Union, types.UnionType):
-        return any(_is_of_type(value, option) for option in get_args(annotation))
-    if origin is list:
-        return isinstance(value, list) and all(_is_of_type(item, get_args(annotation)[0]) for item in value)
-    if annotation is type(None):
-        return value is None
-    if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, annotation)
-
-
-def _describe(annotation) -> str:
-    origin = get_origin(annotation)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(choice) for choice in get_args(annotation))
-    if origin in (Union, types.UnionType):
-        return " or ".join(_describe(option) for option in get_args(annotation))
-    if origin is list:
-        return f"a list of {_describe(get_args(annotation)[0])}"
-    return {type(None): "null", float: "a finite number", int: "an integer", bool: "true or false",
-            str: "a string"}.get(annotation, str(annotation))
-
-
-ARGUMENT_CLASSES = (ModelArguments, DataArguments, TrainingArguments)
 # A config is a page of settings; anything larger is a mistake or an attack.
 _LARGEST_CONFIG_BYTES = 1 << 20
 
 
 def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, DataArguments, TrainingArguments]:
-    """Parse `--config FILE.yaml` first, use its values as defaults, then apply the other command-line flags."""
-    # No abbreviations: `--num_train_epoch` must be an error, not silently `--num_train_epochs`.
-    parser = HfArgumentParser(ARGUMENT_CLASSES, allow_abbrev=False)
+    """Parse `--config FILE.yaml` first and use its values as defaults; then `--model_type` and `--objective`,
+    which choose the option groups; then every flag, each group's among them."""
+    choice_parser = ArgumentParser(ModelChoice)
+    choice_parser.add_argument("--config", type=str, default=None, help="YAML file of argument values.")
+    known, _ = choice_parser.parse_known_args(argv)
+    values = read_config(known.config) if known.config is not None else {}
+    choice_parser.set_defaults(**{name: values[name] for name in ("model_type", "objective") if name in values})
+    known, _ = choice_parser.parse_known_args(argv)
+    ModelChoice(known.model_name_or_path, known.model_type, known.objective)  # refuses an unknown family or objective
+    groups = option_groups(known.model_type, known.objective)
+    classes = (ModelChoice, *groups.values(), DataArguments, TrainingArguments)
+    arguments = {spec.name for cls in classes for spec in fields(cls)}
+    unknown = sorted(set(values) - arguments)
+    if unknown:
+        raise ValueError(f"{known.config}: {_foreign_options_message(unknown, known.model_type, known.objective)}")
+    _refuse_foreign_flags(argv, arguments, known.model_type, known.objective)
+    parser = ArgumentParser(classes)
     parser.add_argument("--config", type=str, default=None, help="YAML file of argument values.")
-    known, _ = parser.parse_known_args(argv)
-    if known.config is not None:
-        parser.set_defaults(**read_config(known.config))
-    *arguments, _namespace_config = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=False,
-                                                                       look_for_args_file=False)
-    return tuple(arguments)
+    parser.set_defaults(**values)
+    choice, *options, data_args, training_args = parser.parse_args_into_dataclasses(
+        args=argv, return_remaining_strings=False, look_for_args_file=False)[:-1]
+    model_args = ModelArguments(**asdict(choice), **{name: value for group in options
+                                                    for name, value in asdict(group).items()})
+    return model_args, data_args, training_args
+
+
+def _refuse_foreign_flags(argv: list[str] | None, arguments: set[str], model_type: str, objective: str) -> None:
+    """The parser would say only that a flag is not used; for an option of another family or objective, say which
+    it belongs to."""
+    flags = {item[2:].split("=")[0].replace("-", "_") for item in (sys.argv[1:] if argv is None else argv)
+             if item.startswith("--") and len(item) > 2}
+    # Unknown everywhere (a typo, an abbreviation) is left to the parser's own error.
+    foreign = sorted((flags - arguments) & set(_option_homes()))
+    if foreign:
+        raise ValueError(_foreign_options_message(foreign, model_type, objective))
 
 
 def read_config(path: str) -> dict:
-    """The YAML file's mapping, refusing keys that are not arguments so a typo never goes unnoticed."""
+    """The YAML file's mapping of argument names to values (which arguments exist depends on its model_type and
+    objective: `parse_arguments` refuses the others)."""
     config_path = Path(path)
     if not config_path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
@@ -345,10 +285,6 @@ def read_config(path: str) -> dict:
         raise ValueError(f"{path}: not a readable YAML file ({error})") from error
     if not isinstance(values, dict):
         raise ValueError(f"{path}: expected a mapping of argument names to values")
-    known = {f.name for cls in ARGUMENT_CLASSES for f in fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(f"{path}: unknown arguments {unknown}")
     return values
 
 
@@ -365,10 +301,12 @@ RESUMABLE_CHANGES = frozenset({
 
 def changed_arguments(recorded: dict, current: dict) -> dict[str, list]:
     """The arguments that change what is trained whose values differ between a checkpoint's run (`recorded`) and
-    this one: `{name: [recorded value, current value]}`."""
-    return {name: [recorded.get(name), value] for name, value in current.items()
-            if name not in RESUMABLE_CHANGES and recorded.get(name) != value}
+    this one: `{name: [recorded value, current value]}`. An argument the checkpoint does not record (it predates
+    the argument, or the option had another name then) cannot be compared; the weights' shapes still are, when
+    they load."""
+    return {name: [recorded[name], value] for name, value in current.items()
+            if name not in RESUMABLE_CHANGES and name in recorded and recorded[name] != value}
 
 
-__all__ = ["ModelArguments", "DataArguments", "TrainingArguments", "changed_arguments", "check_argument_values",
+__all__ = ["DataArguments", "ModelArguments", "ModelChoice", "TrainingArguments", "changed_arguments", "option_groups",
            "parse_arguments", "read_config"]

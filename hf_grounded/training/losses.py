@@ -7,22 +7,27 @@ every parameter of the model (DistributedDataParallel must otherwise expect unus
 objectives, whole groups for the caption-group ones) or `books` (SkipThought's sentence triples). Every term runs
 the model's own forward, so DistributedDataParallel synchronises its gradients.
 
-`CAPTION_OBJECTIVES` maps `--objective` to what it adds to a run; the text objective joins it for the families
-that have one (`--text_weight`). They are the only places that know an objective by its name.
+`CAPTION_OBJECTIVES` maps `--objective` to what it adds to a run: its options (a dataclass of command-line
+arguments, parsed once `--objective` has chosen it), its term, what the model card says of it and what the run
+needs for it. SkipThought's text objective (`SkipThoughtOptions`, `--text_weight`) joins it for the families that
+have one. They are the only places that know an objective by its name: a new objective is its maths in
+`hf_grounded.objectives` (or a term here) and one entry.
 """
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from torch import nn
 from torch.utils.data import Sampler
 
+from ..argument_values import check_argument_values
 from ..data import CaptionBatchSampler, GroupBatchSampler, TripleBatchSampler
-
+from ..data.encoded import EncodedSplit, EncodedTriples
 from ..objectives import (
-    OBJECTIVES,
+    IMAGE_TEXT_OBJECTIVES,
     ClusterObjective,
     ImageTextObjective,
     PerceptualObjective,
@@ -30,8 +35,11 @@ from ..objectives import (
     SkipThoughtObjective,
     create_objective,
 )
-from .arguments import DataArguments, ModelArguments, TrainingArguments
-from .batches import EncodedSplit, EncodedTriples
+
+from ..inputs import DataArguments
+
+if TYPE_CHECKING:
+    from .arguments import TrainingArguments
 
 
 class StreamLoss(nn.Module, ABC):
@@ -46,7 +54,7 @@ class StreamLoss(nn.Module, ABC):
 
     @abstractmethod
     def sampler(self, split: EncodedSplit, triples: EncodedTriples | None, data_args: DataArguments,
-                training_args: TrainingArguments, distributed: dict) -> Sampler:
+                training_args: "TrainingArguments", distributed: dict) -> Sampler:
         """The batches of indices into its stream that this term reads (`distributed`: seed, replicas, rank)."""
 
     @abstractmethod
@@ -142,88 +150,195 @@ class SkipThoughtLoss(StreamLoss):
         return self.weight * self.objective(outputs.previous_nll, outputs.next_nll)
 
 
+@dataclass
+class NoOptions:
+    """The options of an objective that has none."""
+
+
+@dataclass
+class HingeOptions:
+    margin: float = field(default=0.2, metadata={"minimum": 0, "help": "The hinge's margin."})
+    loss_reduction: Literal["sum", "mean"] = field(
+        default="sum", metadata={"help": "'sum' (the paper's formula) or 'mean' (the authors' code)."}
+    )
+    hardest_negative: bool = field(default=False, metadata={"help": "VSE++'s max-violation loss."})
+
+    def __post_init__(self):
+        check_argument_values(self)
+
+
+@dataclass
+class KendallOptions:
+    kendall_alpha: float = field(
+        default=1.0, metadata={"positive": True, "help": "The slope alpha of the surrogate tau."}
+    )
+
+    def __post_init__(self):
+        check_argument_values(self)
+
+
+@dataclass
+class RankOptions:
+    margin: float = field(default=0.2, metadata={"minimum": 0, "help": "The pairwise rank loss's margin."})
+
+    def __post_init__(self):
+        check_argument_values(self)
+
+
+@dataclass
+class GroundingOptions:
+    cluster_weight: float = field(default=1.0, metadata={"minimum": 0, "help": "alpha_C of the cluster loss L_C."})
+    perceptual_weight: float = field(
+        default=0.1, metadata={"minimum": 0, "help": "alpha_P of the perceptual loss L_P."}
+    )
+    grounding_margin: float = field(default=0.5, metadata={"minimum": 0, "help": "The cluster loss's margin m."})
+
+    def __post_init__(self):
+        check_argument_values(self)
+
+
+@dataclass
+class ProjectionOptions:
+    grounding_margin: float = field(default=0.5, metadata={"minimum": 0, "help": "The projection's margin m."})
+
+    def __post_init__(self):
+        check_argument_values(self)
+
+
+@dataclass
+class SkipThoughtOptions:
+    text_weight: float = field(
+        default=1.0,
+        metadata={"minimum": 0, "help": "alpha_T of SkipThought's loss on --books_dir; 0 trains the caption "
+                                        "objective alone."},
+    )
+
+    def __post_init__(self):
+        check_argument_values(self)
+
+
+def _always(options: Any, has_image_map: bool) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class CaptionObjective:
-    """What `--objective NAME` adds to a run: its term over the captions (None for `none`), from the arguments,
-    the seed and whether the model maps visual vectors into its space; whether it reads the visual vectors; and
-    whether a text-only encoder (grounded SkipThought) needs an image map for it."""
+    """What `--objective NAME` adds to a run: what the model card says of it (formatted with its options) and whom
+    it cites; its options; its term over the captions (None for `none`), from the options, the seed and whether
+    the model maps visual vectors into its space; whether it reads the visual vectors; whether a text-only encoder
+    (grounded SkipThought) needs an image map for it; and whether it is the loss of the model's own
+    `forward(return_loss=True)`, whose options the model's config then records."""
 
-    build: Callable[[ModelArguments, int, bool], StreamLoss | None]
-    reads_visual_vectors: Callable[[ModelArguments, bool], bool]
+    description: str
+    citation: str
+    options: type
+    build: Callable[[Any, int, bool], StreamLoss | None]
+    reads_visual_vectors: Callable[[Any, bool], bool] = _always
     needs_image_map: bool = False
+    is_model_loss: bool = False
 
 
-def _image_text(name: str) -> CaptionObjective:
-    def build(model_args: ModelArguments, seed: int, has_image_map: bool) -> StreamLoss:
-        objective = create_objective(name, margin=model_args.margin, loss_reduction=model_args.loss_reduction,
-                                     hardest_negative=model_args.hardest_negative,
-                                     kendall_alpha=model_args.kendall_alpha, seed=seed)
-        return ImageTextLoss(objective, name)
+def _image_text(name: str, description: str, citation: str, options: type = NoOptions,
+                is_model_loss: bool = False) -> CaptionObjective:
+    def build(options: Any, seed: int, has_image_map: bool) -> StreamLoss:
+        return ImageTextLoss(create_objective(name, seed=seed, **asdict(options)), name)
 
-    return CaptionObjective(build, reads_visual_vectors=lambda model_args, has_image_map: True)
+    return CaptionObjective(description, citation, options, build, is_model_loss=is_model_loss)
+
+
+MERKX_AND_FRANK, KURACH_ET_AL, BORDES_ET_AL = "Merkx & Frank, 2019", "Kurach et al., 2017", "Bordes et al., 2019"
 
 
 CAPTION_OBJECTIVES: dict[str, CaptionObjective] = {
-    **{name: _image_text(name) for name in OBJECTIVES},
+    "hinge": _image_text("hinge", "a bidirectional hinge loss (margin {margin}) over in-batch negatives",
+                         MERKX_AND_FRANK, HingeOptions, is_model_loss=True),
+    "pearson": _image_text("pearson", "VETE's loss, minus the Pearson correlation of matching and mismatched pairs' "
+                                      "cosines with their labels", KURACH_ET_AL),
+    "covariance": _image_text("covariance", "minus the covariance of matching and mismatched pairs' cosines with "
+                                            "their labels", KURACH_ET_AL),
+    "kendall": _image_text("kendall", "a surrogate Kendall tau (alpha {kendall_alpha}) between the cosines of "
+                                      "matching and mismatched pairs and their labels", KURACH_ET_AL, KendallOptions),
+    "rank": _image_text("rank", "a pairwise rank loss (margin {margin}) between matching and mismatched pairs",
+                        KURACH_ET_AL, RankOptions),
     "grounding": CaptionObjective(
-        lambda model_args, seed, has_image_map: CaptionGroupLoss(
-            model_args.cluster_weight, model_args.perceptual_weight, margin=model_args.grounding_margin,
+        "Bordes et al.'s grounding over captions grouped by image or video: the cluster loss (weight "
+        "{cluster_weight}, margin {grounding_margin}) and the perceptual loss (weight {perceptual_weight})",
+        BORDES_ET_AL, GroundingOptions,
+        lambda options, seed, has_image_map: CaptionGroupLoss(
+            options.cluster_weight, options.perceptual_weight, margin=options.grounding_margin,
             passes_image_features=has_image_map),
-        reads_visual_vectors=lambda model_args, has_image_map: model_args.perceptual_weight > 0 or has_image_map,
+        reads_visual_vectors=lambda options, has_image_map: options.perceptual_weight > 0 or has_image_map,
     ),
     "projection": CaptionObjective(
-        lambda model_args, seed, has_image_map: CaptionGroupLoss(
-            projection_weight=1.0, margin=model_args.grounding_margin, passes_image_features=True),
-        reads_visual_vectors=lambda model_args, has_image_map: True,
+        "Bordes et al.'s cross-modal projection baseline P (margin {grounding_margin})",
+        BORDES_ET_AL, ProjectionOptions,
+        lambda options, seed, has_image_map: CaptionGroupLoss(
+            projection_weight=1.0, margin=options.grounding_margin, passes_image_features=True),
         needs_image_map=True,
     ),
     # The text objective alone.
-    "none": CaptionObjective(lambda model_args, seed, has_image_map: None,
-                             reads_visual_vectors=lambda model_args, has_image_map: False),
+    "none": CaptionObjective("no caption objective", "", NoOptions, lambda options, seed, has_image_map: None,
+                             reads_visual_vectors=lambda options, has_image_map: False),
 }
 
 
-def needs_visual_vectors(model_args: ModelArguments, has_image_map: bool) -> bool:
-    """Whether the objectives read the visual vectors (`--visual_vectors none` serves the cluster loss alone)."""
-    return CAPTION_OBJECTIVES[model_args.objective].reads_visual_vectors(model_args, has_image_map)
+def objective_description(objective: str, options: Any) -> str:
+    """What the model card says of `--objective` with these options, and whom it cites."""
+    entry = CAPTION_OBJECTIVES[objective]
+    described = entry.description.format(**asdict(options))
+    return f"{described} ({entry.citation})" if entry.citation else described
 
 
-def trains_text_objective(model_args: ModelArguments, has_text_objective: bool) -> bool:
-    """Whether SkipThought's text objective trains: for a family that has one, unless `--text_weight 0`."""
-    return has_text_objective and model_args.text_weight > 0
+def needs_visual_vectors(objective: str, options: Any, has_image_map: bool) -> bool:
+    """Whether the objective reads the visual vectors (`--visual_vectors none` serves the cluster loss alone)."""
+    return CAPTION_OBJECTIVES[objective].reads_visual_vectors(options, has_image_map)
 
 
-def create_training_losses(model_args: ModelArguments, seed: int, has_image_map: bool,
-                           has_text_objective: bool) -> list[StreamLoss]:
-    """The terms `--objective` and the weights ask for. `has_image_map`: whether the model maps visual vectors
-    into its space (the char-GRU and VETE always, SkipThought for the baseline P)."""
-    caption_term = CAPTION_OBJECTIVES[model_args.objective].build(model_args, seed, has_image_map)
+def trains_text_objective(text_options: SkipThoughtOptions | None) -> bool:
+    """Whether SkipThought's text objective trains: for a family that has one (`text_options` given), unless
+    `--text_weight 0`."""
+    return text_options is not None and text_options.text_weight > 0
+
+
+def create_training_losses(objective: str, options: Any, text_options: SkipThoughtOptions | None, seed: int,
+                           has_image_map: bool) -> list[StreamLoss]:
+    """The terms `--objective` and the text objective ask for. `has_image_map`: whether the model maps visual
+    vectors into its space (the char-GRU and VETE always, SkipThought for the baseline P)."""
+    caption_term = CAPTION_OBJECTIVES[objective].build(options, seed, has_image_map)
     losses = [caption_term] if caption_term is not None else []
-    if trains_text_objective(model_args, has_text_objective):
-        losses.append(SkipThoughtLoss(model_args.text_weight))
+    if trains_text_objective(text_options):
+        losses.append(SkipThoughtLoss(text_options.text_weight))
     if not losses:
-        raise ValueError(f"--objective {model_args.objective} with no text objective (--text_weight 0, or a model "
-                         f"other than grounded_skipthought) leaves nothing to train")
+        raise ValueError(f"--objective {objective} with no text objective (--text_weight 0, or a model without one) "
+                         f"leaves nothing to train")
     return losses
 
 
-def leaves_parameters_unused(model_args: ModelArguments, has_text_objective: bool) -> bool:
+def leaves_parameters_unused(objective: str, options: Any, text_options: SkipThoughtOptions | None) -> bool:
     """Whether some step's terms leave parameters out of the graph, which DistributedDataParallel must be told of
     before the terms exist: every caption objective but the image-text ones, and any run beside the books."""
-    caption_term = CAPTION_OBJECTIVES[model_args.objective].build(model_args, 0, True)
+    caption_term = CAPTION_OBJECTIVES[objective].build(options, 0, True)
     reaches_all = caption_term is not None and caption_term.uses_every_parameter
-    return not reaches_all or trains_text_objective(model_args, has_text_objective)
+    return not reaches_all or trains_text_objective(text_options)
 
 
 __all__ = [
     "CAPTION_OBJECTIVES",
     "CaptionGroupLoss",
     "CaptionObjective",
+    "GroundingOptions",
+    "HingeOptions",
     "ImageTextLoss",
+    "KendallOptions",
+    "NoOptions",
+    "ProjectionOptions",
+    "RankOptions",
     "SkipThoughtLoss",
+    "SkipThoughtOptions",
     "StreamLoss",
     "create_training_losses",
     "leaves_parameters_unused",
     "needs_visual_vectors",
+    "objective_description",
     "trains_text_objective",
 ]

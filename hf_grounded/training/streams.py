@@ -8,8 +8,9 @@ from accelerate import Accelerator
 from torch.utils.data import DataLoader, Sampler
 
 from ..data import TripleBatchSampler
-from .arguments import DataArguments, TrainingArguments
-from .batches import CaptionImagePairs, EncodedSplit, EncodedTriples, collate_captions
+from ..inputs import DataArguments
+from .arguments import TrainingArguments
+from ..data.encoded import CaptionImagePairs, EncodedSplit, EncodedTriples, collate_captions
 from .losses import StreamLoss
 
 

@@ -8,20 +8,21 @@ from pathlib import Path
 
 import torch
 from accelerate import Accelerator, DistributedDataParallelKwargs
-from accelerate.data_loader import prepare_data_loader
 from accelerate.utils import set_seed
 from torch import nn
-from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
 from ..data import SPLITS
-from ..evaluation import format_retrieval_comparison, format_retrieval_table, mean_cosines, retrieval_metrics
+from ..data.encoded import EncodedSplit, EncodedTriples, word_level_split
+from ..evaluation.splits import evaluate_split
+from ..families import ModelFamily
 from ..files import write_json
 from ..hub import push_to_hub
+from ..inputs import DataArguments, load_book_triples, load_dataset, visual_vectors
 from ..model_card import write_model_card
-from .arguments import DataArguments, ModelArguments, TrainingArguments, changed_arguments
-from .batches import Captions, EncodedSplit, EncodedTriples, collate_captions, length_sorted_batches, word_level_split
+from ..tables import format_retrieval_comparison, format_retrieval_table
+from .arguments import ModelArguments, TrainingArguments, changed_arguments
 from .checkpoints import (
     TrainingProgress,
     checkpoint_arguments,
@@ -29,16 +30,15 @@ from .checkpoints import (
     resolve_checkpoint,
     save_checkpoint,
 )
-from .families import FAMILIES, ModelFamily, model_and_tokenizer
-from .inputs import load_book_triples, load_dataset, visual_vectors
 from .losses import (
-    CAPTION_OBJECTIVES,
     StreamLoss,
     create_training_losses,
     leaves_parameters_unused,
     needs_visual_vectors,
+    objective_description,
     trains_text_objective,
 )
+from .model_setup import model_and_tokenizer
 from .output_folder import OutputFolder, claim_output_folder
 from .plots import plot_training
 from .saving import save_model, save_model_folder
@@ -52,13 +52,13 @@ logger = logging.getLogger(__name__)
 def train(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
     """Train a model as the arguments say, save it to `output_dir`, and return the test results."""
     report_to = None if training_args.report_to == "none" else training_args.report_to
-    has_text_objective = FAMILIES[model_args.model_type].has_text_objective
     accelerator = Accelerator(
         mixed_precision=training_args.mixed_precision,
         log_with=report_to,
         project_dir=training_args.output_dir if report_to else None,
         kwargs_handlers=[DistributedDataParallelKwargs(
-            find_unused_parameters=leaves_parameters_unused(model_args, has_text_objective))],
+            find_unused_parameters=leaves_parameters_unused(model_args.objective, model_args.objective_options,
+                                                           model_args.text_options))],
     )
     if accelerator.gradient_accumulation_steps > 1:
         raise ValueError(
@@ -148,17 +148,14 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     features, frames = visual_vectors(dataset, data_args, training_args.seed, training_args.dataloader_num_workers,
                                       accelerator)
     corpus = [caption for captions in dataset["train"]["captions"] for caption in captions]
-    has_text_objective = FAMILIES[model_args.model_type].has_text_objective
-    if trains_text_objective(model_args, has_text_objective):
+    if trains_text_objective(model_args.text_options):
         if data_args.books_dir is None:
             raise ValueError("SkipThought's text objective (--text_weight > 0) reads the books of --books_dir")
         book_triples, book_sentences = load_book_triples(data_args)
         corpus = book_sentences + corpus
     elif data_args.books_dir is not None:
         raise ValueError("--books_dir is read by grounded_skipthought's text objective only (--text_weight > 0)")
-    model, tokenizer, family = model_and_tokenizer(
-        model_args, data_args, corpus, image_feature_dim=features["train"].size(1),
-        needs_image_map=CAPTION_OBJECTIVES[model_args.objective].needs_image_map)
+    model, tokenizer, family = model_and_tokenizer(model_args, data_args, corpus, features["train"].size(1))
     if frames is not None and getattr(model.config, "frame_feature_dim", None) is None:
         if not family.attends_to_frames or model_args.model_name_or_path is None:
             raise ValueError("--frame_pooling attention (T) weighs frames by fixed word vectors: start a "
@@ -175,12 +172,14 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     if frames is not None:
         splits = {split: replace(encoded, frames=frames[split]) for split, encoded in splits.items()}
     has_image_map = getattr(model.config, "image_feature_dim", None) is not None
-    if data_args.visual_vectors == "none" and needs_visual_vectors(model_args, has_image_map):
+    if data_args.visual_vectors == "none" and needs_visual_vectors(model_args.objective, model_args.objective_options,
+                                                                        has_image_map):
         raise ValueError(f"--visual_vectors none leaves nothing for --objective {model_args.objective} (with these "
                          f"weights) on a {model.config.model_type} model to read; use features or random")
-    losses = create_training_losses(model_args, training_args.seed, has_image_map, has_text_objective)
+    losses = create_training_losses(model_args.objective, model_args.objective_options, model_args.text_options,
+                                    training_args.seed, has_image_map)
     triples = None
-    if trains_text_objective(model_args, has_text_objective):
+    if trains_text_objective(model_args.text_options):
         triples = EncodedTriples.from_dataset(book_triples, tokenizer, data_args.max_length)
     streams = training_streams(losses, splits["train"], triples, data_args, training_args, accelerator)
     beside = " with the books beside it" if streams.primary == "captions" and streams.book_sampler else ""
@@ -214,7 +213,7 @@ def _prepare_optimisation(run: Run, report_to: str | None) -> None:
     run.model, run.optimizer = accelerator.prepare(run.model, optimizer)
     run.stateful = {"scheduler": run.scheduler, "progress": run.progress,
                     **{f"loss-{loss.name}": loss for loss in run.losses}}
-    run.arguments = {**asdict(run.model_args), **asdict(run.data_args), **asdict(training_args), "hub_token": None}
+    run.arguments = {**run.model_args.to_dict(), **asdict(run.data_args), **asdict(training_args), "hub_token": None}
     if training_args.resume_from_checkpoint:
         checkpoint = resolve_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
         changes = _resumed_arguments_changes(checkpoint, run.arguments, training_args.allow_changed_arguments)
@@ -314,9 +313,9 @@ def _final_results(run: Run) -> tuple[dict, nn.Module]:
     candidates = {"final": final_model}
     validation_scores = {"final": validation_score(progress.history[-1]["validation"])}
     chosen = best_snapshots(progress.history, training_args.snapshot_ensemble_size)
-    if run.family.ensemble is not None and training_args.snapshot_ensemble_size >= 2 and len(chosen) >= 2:
+    if run.family.ensemble_class is not None and training_args.snapshot_ensemble_size >= 2 and len(chosen) >= 2:
         members, ensemble = load_snapshot_ensemble(training_args.output_dir, chosen, accelerator.device,
-                                                   run.family.ensemble)
+                                                   run.family.ensemble_class.from_members)
         ensemble_validation = evaluate_split(ensemble, splits["validation"], accelerator, batch_size)
         results["best_snapshot"] = {
             **_snapshot_summary(chosen[0]),
@@ -415,8 +414,9 @@ def _write_outputs(model, tokenizer, results: dict, progress: TrainingProgress, 
     model_args, data_args, training_args = arguments
     output_dir = Path(training_args.output_dir)
     save_model(model, tokenizer, output_dir)
-    recorded = {"model": asdict(model_args), "data": asdict(data_args),
-                "training": {**asdict(training_args), "hub_token": None}}
+    recorded = {"model": model_args.to_dict(), "data": asdict(data_args),
+                "training": {**asdict(training_args), "hub_token": None},
+                "objective_description": objective_description(model_args.objective, model_args.objective_options)}
     if progress.changed_arguments:
         recorded["changed_on_resume"] = progress.changed_arguments
     write_json(output_dir / "training_args.json", recorded)
@@ -426,51 +426,4 @@ def _write_outputs(model, tokenizer, results: dict, progress: TrainingProgress, 
     write_model_card(output_dir, model_id=training_args.hub_model_id if training_args.push_to_hub else None)
 
 
-@torch.no_grad()
-def encode_captions(model, split: EncodedSplit, accelerator: Accelerator, batch_size: int) -> torch.Tensor:
-    """The text embeddings of a split's captions, in caption order; encoded on all processes and gathered by
-    position, which also absorbs the samples Accelerate repeats to even out the last batches."""
-    was_training = model.training
-    model.eval()
-    # accelerate's module-level function shards without registering the loader with the Accelerator, whose
-    # checkpoints would otherwise carry one more sampler state per evaluation.
-    loader = prepare_data_loader(
-        DataLoader(
-            Captions(split.input_ids),
-            batch_sampler=length_sorted_batches(split.input_ids, batch_size),
-            collate_fn=collate_captions,
-        ),
-        device=accelerator.device,
-        num_processes=accelerator.num_processes,
-        process_index=accelerator.process_index,
-        put_on_device=True,
-    )
-    unwrapped = accelerator.unwrap_model(model)
-    text_embeds = torch.empty(len(split.input_ids), unwrapped.config.embed_dim, device=accelerator.device)
-    for batch in loader:
-        embeddings = unwrapped.get_text_features(batch["input_ids"], batch["attention_mask"])
-        text_embeds[accelerator.gather(batch["index"])] = accelerator.gather(embeddings)
-    model.train(was_training)
-    return text_embeds
-
-
-@torch.no_grad()
-def evaluate_retrieval(model, split: EncodedSplit, accelerator: Accelerator, batch_size: int) -> dict:
-    """Retrieval metrics on a split, between its captions and its images."""
-    text_embeds = encode_captions(model, split, accelerator, batch_size)
-    image_embeds = accelerator.unwrap_model(model).get_image_features(split.image_features.to(accelerator.device))
-    return retrieval_metrics(text_embeds, image_embeds, split.caption_to_image.to(accelerator.device))
-
-
-def evaluate_split(model, split: EncodedSplit, accelerator: Accelerator, batch_size: int) -> dict:
-    """`{"retrieval": ...}` for a model that maps images into its space; otherwise, for a sentence encoder that
-    never sees images, `{"structure": ...}`: Bordes et al.'s mean cosines within (C_intra) and across (C_inter)
-    the captions' images or videos."""
-    if getattr(accelerator.unwrap_model(model).config, "image_feature_dim", None) is not None:
-        return {"retrieval": evaluate_retrieval(model, split, accelerator, batch_size)}
-    text_embeds = encode_captions(model, split, accelerator, batch_size)
-    structure = mean_cosines(text_embeds.float().cpu().numpy(), split.caption_to_image.numpy())
-    return {"structure": structure}
-
-
-__all__ = ["train", "encode_captions", "evaluate_retrieval", "evaluate_split"]
+__all__ = ["train"]

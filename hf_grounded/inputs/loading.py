@@ -109,5 +109,5 @@ def load_book_triples(data_args: DataArguments) -> tuple[Dataset, list[str]]:
     return sentence_triples(sentences), list(sentences["text"])
 
 
-__all__ = ["feature_spec", "frame_features", "image_features", "load_book_triples", "load_dataset",
+__all__ = ["feature_spec", "frame_features", "image_features", "load_book_triples", "load_dataset", "pooled_features",
            "visual_vectors"]

@@ -8,7 +8,7 @@ from tokenizers import pre_tokenizers
 from torch.utils.data import Dataset as TorchDataset
 from transformers import PreTrainedTokenizerBase
 
-from ..data import fixed_captions
+from .sampling import fixed_captions
 
 
 @dataclass

@@ -1,0 +1,248 @@
+"""The registry of model families: what differs between them outside their model folders. A family is its folder
+under `hf_grounded/models/` plus its entry in `FAMILIES`, which says
+
+- its classes, which `hf_grounded` registers with the Auto classes;
+- its options (`--hidden_size`, `--text_encoder`, ...): a dataclass of command-line arguments, each with its help
+  and bounds, parsed once `--model_type` has chosen the family. An option named as a field of the family's
+  config reaches the config by that name; the others (the vocabulary's) serve the tokenizer;
+- how a new tokenizer is built from the training text, and what the config takes besides the options;
+- its model card: template, tags and what the introduction says of the architecture;
+- its hyperparameter search space (Kurach et al.'s protocol, `hf_grounded.search`);
+- its snapshot ensemble class, if it has one, and whether it trains a text objective or attends over frames.
+
+The trainer, the losses, the model card and the search know a family only through this entry.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+
+from .argument_values import check_argument_values
+from .models.char_gru import CharGRUConfig, CharGRUEnsembleModel, CharGRUModel, CharTokenizer
+from .models.grounded_skipthought import GroundedSkipThoughtConfig, GroundedSkipThoughtModel
+from .models.vete import VETEConfig, VETEModel
+from .word_tokenizer import train_word_tokenizer
+
+
+@dataclass
+class CharGRUArguments:
+    rnn_type: Literal["gru", "lstm"] = field(default="gru", metadata={"help": "Recurrent cell."})
+    hidden_size: int = field(
+        default=128, metadata={"minimum": 1, "help": "Recurrent units per direction (the paper uses 1024)."}
+    )
+    pooling: Literal["attention", "max"] = field(default="attention", metadata={"help": "Pooling over time."})
+    attention_heads: int = field(default=1, metadata={"minimum": 1, "help": "Attention heads, concatenated."})
+    initializer_range: float = field(
+        default=CharGRUConfig.initializer_range,
+        metadata={"positive": True, "help": "Standard deviation of the character embeddings at initialisation."},
+    )
+    char_vocabulary: Literal["ascii", "corpus"] = field(
+        default="ascii",
+        metadata={"help": "Printable ASCII, accents stripped (the paper's alphabet), or every character seen at least "
+                          "--vocab_min_frequency times in the training captions (other scripts)."},
+    )
+    vocab_min_frequency: int = field(
+        default=1, metadata={"minimum": 1, "help": "--char_vocabulary corpus: keep characters seen this often."}
+    )
+
+    def __post_init__(self):
+        check_argument_values(self)
+
+
+@dataclass
+class VETEArguments:
+    text_encoder: Literal["bow", "rnn", "cnn"] = field(
+        default="bow", metadata={"help": "Bag of words, stacked RNN or Kim's CNN."}
+    )
+    bow_pooling: Literal["mean", "sum"] = field(default="mean", metadata={"help": "bow: mean or sum."})
+    word_embedding_size: int = field(default=300, metadata={"minimum": 1, "help": "Word embedding width."})
+    rnn_type: Literal["gru", "lstm"] = field(default="gru", metadata={"help": "rnn: recurrent cell."})
+    rnn_hidden_size: int = field(default=128, metadata={"minimum": 1, "help": "rnn: units per layer."})
+    rnn_num_layers: int = field(default=1, metadata={"minimum": 1, "help": "rnn: stacked layers."})
+    cnn_filter_widths: list[int] = field(
+        default_factory=lambda: [3, 4, 5], metadata={"minimum": 1, "help": "cnn: filter widths in words."}
+    )
+    cnn_num_filters: int = field(default=100, metadata={"minimum": 1, "help": "cnn: filters per width."})
+    embed_dim: int = field(default=128, metadata={"minimum": 1, "help": "Width N of the joint space."})
+    vocab_min_frequency: int = field(
+        default=1, metadata={"minimum": 1, "help": "Keep training words seen at least this often."}
+    )
+    vocab_max_size: int | None = field(
+        default=None, metadata={"minimum": 1, "help": "Keep at most this many words; all by default."}
+    )
+
+    def __post_init__(self):
+        check_argument_values(self)
+
+
+@dataclass
+class GroundedSkipThoughtArguments:
+    hidden_size: int = field(
+        default=128, metadata={"minimum": 1, "help": "Encoder and decoder units (the paper's 2400)."}
+    )
+    word_embedding_size: int = field(
+        default=300, metadata={"minimum": 1, "help": "Word embedding width (the paper's 620)."}
+    )
+    vocab_min_frequency: int = field(
+        default=1, metadata={"minimum": 1, "help": "Keep words of the books and captions seen at least this often."}
+    )
+    vocab_max_size: int = field(
+        default=20000,
+        metadata={"minimum": 1, "help": "Keep at most this many words (Kiros et al.'s and Bordes et al.'s 20,000)."},
+    )
+
+    def __post_init__(self):
+        check_argument_values(self)
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """What a new model and tokenizer are built from besides the family's options."""
+
+    corpus: Sequence[str]  # the training text, which learnt vocabularies come from
+    max_length: int  # tokens kept per sentence
+    image_feature_dim: int  # the width of the visual vectors
+    needs_image_map: bool  # whether the objective reads a map of visual vectors into the text space
+    trains_text_objective: bool  # whether the family's text objective trains (`--text_weight` > 0)
+    objective_options: dict = field(default_factory=dict)  # the objective's options, which a config may carry
+
+
+def config_from_options(config_class: type[PreTrainedConfig], options: dict, **values) -> PreTrainedConfig:
+    """`config_class` with every option that names one of its own fields (not `PreTrainedConfig`'s), and
+    `values`."""
+    names = {name for cls in config_class.__mro__ if issubclass(cls, PreTrainedConfig) and cls is not PreTrainedConfig
+             for name in vars(cls).get("__annotations__", {})}
+    return config_class(**{name: value for name, value in options.items() if name in names}, **values)
+
+
+def _char_gru(options: CharGRUArguments, inputs: BuildInputs) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Merkx & Frank's char-GRU: a fixed printable-ASCII character vocabulary, or the training captions'; the
+    hinge options (`forward(return_loss=True)`) come from the objective when it has them."""
+    if options.char_vocabulary == "corpus":
+        tokenizer = CharTokenizer.from_corpus(inputs.corpus, min_count=options.vocab_min_frequency,
+                                              model_max_length=inputs.max_length)
+    else:
+        tokenizer = CharTokenizer(model_max_length=inputs.max_length)
+    config = config_from_options(CharGRUConfig, {**asdict(options), **inputs.objective_options},
+                                 vocab_size=len(tokenizer), image_feature_dim=inputs.image_feature_dim)
+    return CharGRUModel(config), tokenizer
+
+
+def _vete(options: VETEArguments, inputs: BuildInputs) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Kurach et al.'s VETE: a word vocabulary learnt from the training captions alone."""
+    tokenizer = train_word_tokenizer(inputs.corpus, min_frequency=options.vocab_min_frequency,
+                                     max_size=options.vocab_max_size, model_max_length=inputs.max_length)
+    config = config_from_options(VETEConfig, asdict(options), vocab_size=len(tokenizer),
+                                 image_feature_dim=inputs.image_feature_dim)
+    return VETEModel(config), tokenizer
+
+
+def _grounded_skipthought(options: GroundedSkipThoughtArguments,
+                          inputs: BuildInputs) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Bordes et al.'s grounded SkipThought: a word vocabulary learnt from the training text (the books and the
+    training captions); decoders only when the text objective trains, an image map only when the objective needs
+    one (the baseline P)."""
+    tokenizer = train_word_tokenizer(inputs.corpus, min_frequency=options.vocab_min_frequency,
+                                     max_size=options.vocab_max_size, model_max_length=inputs.max_length)
+    config = config_from_options(
+        GroundedSkipThoughtConfig, asdict(options), vocab_size=len(tokenizer), decoders=inputs.trains_text_objective,
+        image_feature_dim=inputs.image_feature_dim if inputs.needs_image_map else None,
+    )
+    return GroundedSkipThoughtModel(config), tokenizer
+
+
+def _char_gru_search_space(trial) -> dict:
+    return {
+        "learning_rate": trial.suggest_float("learning_rate", 1e-4, 3e-3, log=True),
+        "hidden_size": trial.suggest_categorical("hidden_size", [64, 128, 256]),
+        "initializer_range": trial.suggest_float("initializer_range", 1.0, 16.0, log=True),
+        "margin": trial.suggest_float("margin", 0.1, 0.4),
+    }
+
+
+def _vete_search_space(trial) -> dict:
+    return {
+        "learning_rate": trial.suggest_float("learning_rate", 1e-4, 3e-2, log=True),
+        "per_device_train_batch_size": trial.suggest_categorical("per_device_train_batch_size", [32, 64, 128]),
+        "num_train_epochs": trial.suggest_int("num_train_epochs", 5, 30),
+        "embed_dim": trial.suggest_categorical("embed_dim", [64, 128, 256]),
+    }
+
+
+def _grounded_skipthought_search_space(trial) -> dict:
+    return {
+        "learning_rate": trial.suggest_float("learning_rate", 1e-4, 3e-3, log=True),
+        "cluster_weight": trial.suggest_float("cluster_weight", 0.1, 10.0, log=True),
+        "perceptual_weight": trial.suggest_float("perceptual_weight", 0.01, 10.0, log=True),
+    }
+
+
+def _char_gru_card(config: dict) -> dict:
+    heads = config["attention_heads"] if config["pooling"] == "attention" else 1
+    return {"rnn_type": config["rnn_type"], "hidden_size": config["hidden_size"], "pooling": config["pooling"],
+            "embed_dim": 2 * config["hidden_size"] * heads}
+
+
+def _fields(*names: str) -> Callable[[dict], dict]:
+    return lambda config: {name: config[name] for name in names}
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """A model family's registry entry (see the module's docstring)."""
+
+    description: str  # for `--model_type`'s help
+    model_class: type[PreTrainedModel]
+    arguments: type  # the dataclass of the family's options
+    build: Callable[[Any, BuildInputs], tuple[PreTrainedModel, PreTrainedTokenizerBase]]
+    card_template: str  # in hf_grounded/model_cards/: the introduction, limitations and citation around body.md
+    card_tags: tuple[str, ...]
+    card_architecture: Callable[[dict], dict]  # what the card's introduction says, from config.json
+    search_space: Callable[[Any], dict]  # an optuna trial → {argument: value}
+    tokenizer_class: type[PreTrainedTokenizerBase] | None = None  # None: a tokenizer.json AutoTokenizer loads alone
+    # Sums snapshots into one model (Merkx & Frank's snapshot ensembles): a class with `from_members`.
+    ensemble_class: type[PreTrainedModel] | None = None
+    # Whether it trains SkipThought's text objective on books beside the captions (`--text_weight`).
+    has_text_objective: bool = False
+    # Whether a model of it can weigh a video's frames by each caption's words (`--frame_pooling attention`).
+    attends_to_frames: bool = False
+
+    @property
+    def model_types(self) -> tuple[str, ...]:
+        """The `model_type`s of its saved folders: its model's and its ensemble's."""
+        classes = (self.model_class, *([self.ensemble_class] if self.ensemble_class else []))
+        return tuple(cls.config_class.model_type for cls in classes)
+
+
+FAMILIES: dict[str, ModelFamily] = {
+    "char_gru": ModelFamily(
+        "Merkx & Frank's char-GRU", CharGRUModel, CharGRUArguments, _char_gru, "char_gru.md", ("char-gru",),
+        _char_gru_card, _char_gru_search_space, tokenizer_class=CharTokenizer, ensemble_class=CharGRUEnsembleModel,
+    ),
+    "vete": ModelFamily(
+        "Kurach et al.'s VETE", VETEModel, VETEArguments, _vete, "vete.md", ("vete",),
+        _fields("text_encoder", "bow_pooling", "rnn_type", "rnn_num_layers", "cnn_filter_widths", "embed_dim"),
+        _vete_search_space,
+    ),
+    "grounded_skipthought": ModelFamily(
+        "Bordes et al.'s grounded SkipThought", GroundedSkipThoughtModel, GroundedSkipThoughtArguments,
+        _grounded_skipthought, "grounded_skipthought.md", ("skip-thought", "grounded-skipthought"),
+        _fields("hidden_size", "word_embedding_size", "decoders"), _grounded_skipthought_search_space,
+        has_text_objective=True, attends_to_frames=True,
+    ),
+}
+
+
+def family_of(model_type: str) -> tuple[str, ModelFamily]:
+    """The family (name and entry) whose model or ensemble a saved folder's `model_type` is."""
+    for name, family in FAMILIES.items():
+        if model_type in family.model_types:
+            return name, family
+    known = sorted(model_type for family in FAMILIES.values() for model_type in family.model_types)
+    raise ValueError(f"{model_type!r} is no model type of hf_grounded's families ({', '.join(known)})")
+
+
+__all__ = ["FAMILIES", "BuildInputs", "CharGRUArguments", "GroundedSkipThoughtArguments", "ModelFamily",
+           "VETEArguments", "config_from_options", "family_of"]

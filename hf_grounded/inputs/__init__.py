@@ -1,0 +1,16 @@
+"""A run's inputs from its arguments, for training and evaluation alike: `DataArguments`, and the dataset, its
+visual vectors (through the feature cache) and the books they name."""
+
+from .arguments import DataArguments
+from .loading import (
+    feature_spec,
+    frame_features,
+    image_features,
+    load_book_triples,
+    load_dataset,
+    pooled_features,
+    visual_vectors,
+)
+
+__all__ = ["DataArguments", "feature_spec", "frame_features", "image_features", "load_book_triples", "load_dataset",
+           "pooled_features", "visual_vectors"]

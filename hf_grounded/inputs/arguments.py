@@ -1,0 +1,79 @@
+"""What a run reads: the dataset, its visual vectors and the books, as `--dataset`, `--backbone`, ... say; for
+training (recipes/train.py) and evaluation (recipes/evaluate.py) alike."""
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..argument_values import check_argument_values
+
+
+@dataclass
+class DataArguments:
+    dataset: str | None = field(
+        default="synthetic",
+        metadata={"help": "Dataset name; see hf_grounded.data.DATASETS (recipes/evaluate.py: none by default)."},
+    )
+    data_dir: str | None = field(default=None, metadata={"help": "Local folder of the dataset."})
+    synthetic_train_images: int = field(default=1000, metadata={"minimum": 1, "help": "Synthetic set: training images."})
+    synthetic_eval_images: int = field(
+        default=100, metadata={"minimum": 1, "help": "Synthetic set: validation and test images, each."}
+    )
+    caption_policy: Literal["all", "one"] = field(
+        default="all", metadata={"help": "'all' captions per image per epoch (Merkx & Frank) or a fixed 'one'."}
+    )
+    books_dir: str | None = field(
+        default=None,
+        metadata={"help": "grounded_skipthought: folder of plain-text books, SkipThought's ordered corpus."},
+    )
+    visual_vectors: Literal["features", "random", "none"] = field(
+        default="features",
+        metadata={"help": "Each image's or video's visual vector: its --backbone features; random normal vectors "
+                          "(Bordes et al.'s control R); or none, for objectives that need only the groups (L_C)."},
+    )
+    random_visual_dim: int = field(default=2048, metadata={"minimum": 1, "help": "visual_vectors random: their width."})
+    training_unit: Literal["sentence", "word"] = field(
+        default="sentence",
+        metadata={"help": "'word' trains each word of the training captions against the image as a one-word "
+                          "caption (VETE's word-level training, Table 6); sentences are still encoded whole."},
+    )
+    char_gru_preprocessing: bool = field(
+        default=False, metadata={"help": "COCO: tokens joined by single spaces plus ' .' (Merkx & Frank)."}
+    )
+    skip_invalid: bool = field(
+        default=False, metadata={"help": "Log and skip bad samples (missing or corrupt files, empty captions)."}
+    )
+    backbone: str = field(default="efficientnet_lite0", metadata={"help": "timm model giving image features."})
+    pretrained_file: str | None = field(
+        default=None, metadata={"help": "Local weights for the backbone (safetensors); random weights without."}
+    )
+    pretrained_backbone: bool = field(
+        default=False, metadata={"help": "Fetch the backbone's weights from the Hub when no file is given."}
+    )
+    image_preprocessing: Literal["center", "ten_crop"] = field(
+        default="center", metadata={"help": "'center' crop at the backbone's size, or 'ten_crop' averaged."}
+    )
+    frame_pooling: Literal["first", "mean", "attention"] = field(
+        default="mean",
+        metadata={"help": "Videos: the first frame's features (F), the mean over frames (A), or (grounded_skipthought "
+                          "from a text-only checkpoint) frames attended by each caption's words (T)."},
+    )
+    image_features_file: str | None = field(
+        default=None,
+        metadata={"help": "Precomputed features (safetensors in the feature cache's format, keyed by image or video "
+                          "id) to use instead of extracting them with --backbone."},
+    )
+    feature_cache_dir: str | None = field(
+        default=None,
+        metadata={"help": "Where extracted features are cached; default $HF_GROUNDED_CACHE or "
+                          "$HF_HOME/hf_grounded, then /features. 'none' disables the cache."},
+    )
+    feature_batch_size: int = field(default=16, metadata={"minimum": 1, "help": "Backbone batch size during feature extraction."})
+    max_length: int = field(
+        default=512, metadata={"minimum": 1, "help": "Tokens kept per sentence: characters for the char-GRU, words otherwise."}
+    )
+
+    def __post_init__(self):
+        check_argument_values(self)
+
+
+__all__ = ["DataArguments"]

@@ -1,0 +1,45 @@
+"""The model a run trains and its tokenizer: a new one of `--model_type`, built by its family's registry entry, or
+the saved one `--model_name_or_path` names."""
+
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from ..families import FAMILIES, BuildInputs, ModelFamily, family_of
+from ..inputs import DataArguments
+from .arguments import ModelArguments
+from .losses import CAPTION_OBJECTIVES, trains_text_objective
+
+
+def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, corpus: Sequence[str],
+                        image_feature_dim: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, ModelFamily]:
+    """A new model of `--model_type` (its vocabulary, if it learns one, from `corpus`, the training text), or the
+    saved one `--model_name_or_path` names, with its tokenizer and its family."""
+    family = FAMILIES[model_args.model_type]
+    objective = CAPTION_OBJECTIVES[model_args.objective]
+    if model_args.model_name_or_path is None:
+        inputs = BuildInputs(
+            corpus, data_args.max_length, image_feature_dim, needs_image_map=objective.needs_image_map,
+            trains_text_objective=trains_text_objective(model_args.text_options),
+            objective_options=asdict(model_args.objective_options) if objective.is_model_loss else {},
+        )
+        model, tokenizer = family.build(model_args.family_options, inputs)
+        model.set_tokenizer(tokenizer)
+        return model, tokenizer, family
+    model = AutoModel.from_pretrained(model_args.model_name_or_path)
+    saved_family, _ = family_of(model.config.model_type)
+    if saved_family != model_args.model_type:
+        raise ValueError(f"{model_args.model_name_or_path} is a {saved_family} model; continue it with --model_type "
+                         f"{saved_family} (its objectives and options follow from it)")
+    if model.config.image_feature_dim not in (None, image_feature_dim):
+        raise ValueError(
+            f"{model_args.model_name_or_path} expects {model.config.image_feature_dim}-d image features but "
+            f"backbone {data_args.backbone} gives {image_feature_dim}"
+        )
+    tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
+    model.set_tokenizer(tokenizer)
+    return model, tokenizer, family
+
+
+__all__ = ["model_and_tokenizer"]

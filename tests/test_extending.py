@@ -1,0 +1,150 @@
+"""README "Extending": a new objective is one term plus one registry entry, a new family one model plus one registry
+entry. Both are defined here, in the test, and trained through recipes/train.py's own code path; nothing else of
+the library is touched, which proves the registries are the only places to."""
+
+import json
+import runpy
+import sys
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file
+from torch import nn
+from transformers import PreTrainedConfig, PreTrainedModel
+from transformers.utils import ModelOutput
+
+from hf_grounded import CharTokenizer
+from hf_grounded.families import FAMILIES, ModelFamily, config_from_options
+from hf_grounded.training.losses import CAPTION_OBJECTIVES, CaptionObjective, ImageTextLoss
+
+from .conftest import REPO_ROOT
+
+TINY_RUN = ["--backbone", "test_efficientnet", "--synthetic_train_images", "24", "--synthetic_eval_images", "8",
+            "--max_steps", "4", "--per_device_train_batch_size", "8", "--logging_steps", "1"]
+
+
+@dataclass
+class CosineOptions:
+    cosine_scale: float = field(default=1.0, metadata={"positive": True, "help": "The toy loss's scale."})
+
+
+class CosineDistance(nn.Module):
+    """The toy objective: each caption pulled towards its own image, nothing pushed apart."""
+
+    def __init__(self, scale: float):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, text_embeds: torch.Tensor, image_embeds: torch.Tensor) -> torch.Tensor:
+        return self.scale * (1 - (text_embeds * image_embeds).sum(-1)).mean()
+
+
+TOY_OBJECTIVE = CaptionObjective(
+    "a toy cosine distance (scale {cosine_scale})", "the test, 2026", CosineOptions,
+    lambda options, seed, has_image_map: ImageTextLoss(CosineDistance(options.cosine_scale), "cosine"),
+)
+
+
+class BagConfig(PreTrainedConfig):
+    model_type = "toy_bag"
+    vocab_size: int = 97
+    embed_dim: int = 8
+    image_feature_dim: int = 16
+    pad_token_id: int = 0
+
+
+@dataclass
+class ToyOutput(ModelOutput):
+    text_embeds: torch.Tensor | None = None
+    image_embeds: torch.Tensor | None = None
+
+
+class BagModel(PreTrainedModel):
+    """The toy family: the mean of a sentence's character embeddings, and a linear map of the images."""
+
+    config_class = BagConfig
+
+    def __init__(self, config: BagConfig):
+        super().__init__(config)
+        self.embeddings = nn.Embedding(config.vocab_size, config.embed_dim, padding_idx=config.pad_token_id)
+        self.image_projection = nn.Linear(config.image_feature_dim, config.embed_dim)
+        self.post_init()
+
+    def set_tokenizer(self, tokenizer) -> None:
+        self._tokenizer = tokenizer
+
+    def get_text_features(self, input_ids, attention_mask):
+        mask = attention_mask.unsqueeze(-1).float()
+        return F.normalize((self.embeddings(input_ids) * mask).sum(1) / mask.sum(1).clamp(min=1), dim=-1)
+
+    def get_image_features(self, image_features):
+        return F.normalize(self.image_projection(image_features), dim=-1)
+
+    def forward(self, input_ids, attention_mask, image_features=None):
+        return ToyOutput(text_embeds=self.get_text_features(input_ids, attention_mask),
+                         image_embeds=self.get_image_features(image_features))
+
+
+@dataclass
+class BagOptions:
+    embed_dim: int = field(default=8, metadata={"minimum": 1, "help": "Width of the toy's space."})
+
+
+def build_bag(options: BagOptions, inputs):
+    tokenizer = CharTokenizer(model_max_length=inputs.max_length)
+    config = config_from_options(BagConfig, {"embed_dim": options.embed_dim}, vocab_size=len(tokenizer),
+                                 image_feature_dim=inputs.image_feature_dim)
+    return BagModel(config), tokenizer
+
+
+TOY_FAMILY = ModelFamily(
+    "a toy bag of characters", BagModel, BagOptions, build_bag, "vete.md", ("toy",),
+    lambda config: {"text_encoder": "bow", "bow_pooling": "mean", "rnn_type": "gru", "rnn_num_layers": 1,
+                    "cnn_filter_widths": [3], "embed_dim": config["embed_dim"]},
+    lambda trial: {"embed_dim": trial.suggest_categorical("embed_dim", [4, 8])},
+)
+
+
+def train_recipe(argv: list[str], monkeypatch) -> None:
+    """recipes/train.py as `python recipes/train.py ARGV` runs it, in this process (so the registries above hold)."""
+    monkeypatch.setattr(sys, "argv", ["recipes/train.py", *argv])
+    runpy.run_path(str(REPO_ROOT / "recipes" / "train.py"), run_name="__main__")
+
+
+def test_a_new_objective_is_one_registry_entry(tmp_path, monkeypatch):
+    monkeypatch.setitem(CAPTION_OBJECTIVES, "cosine", TOY_OBJECTIVE)
+    output_dir = tmp_path / "cosine"
+    train_recipe([*TINY_RUN, "--hidden_size", "8", "--objective", "cosine", "--cosine_scale", "2.5",
+                  "--output_dir", str(output_dir)], monkeypatch)
+    recorded = json.loads((output_dir / "training_args.json").read_text())
+    assert recorded["model"]["objective"] == "cosine" and recorded["model"]["cosine_scale"] == 2.5
+    assert "a toy cosine distance (scale 2.5) (the test, 2026)" in (output_dir / "README.md").read_text()
+    losses = [entry["loss"] for entry in json.loads((output_dir / "training_history.json").read_text())["steps"]]
+    # Each caption starts far from its image (cosines near 0: a loss near the scale) and moves towards it.
+    assert len(losses) == 4 and losses[-1] < losses[0] <= 2.5 * 1.5, losses
+    checkpoint = sorted((output_dir / "checkpoints").iterdir())[-1]
+    assert any(path.name.startswith("state-loss-cosine") for path in checkpoint.iterdir())
+
+
+def test_a_new_family_is_one_model_and_one_registry_entry(tmp_path, monkeypatch):
+    monkeypatch.setitem(FAMILIES, "toy_bag", TOY_FAMILY)
+    output_dir = tmp_path / "bag"
+    train_recipe([*TINY_RUN, "--model_type", "toy_bag", "--embed_dim", "6", "--output_dir", str(output_dir)],
+                 monkeypatch)
+    config = json.loads((output_dir / "config.json").read_text())
+    assert config["model_type"] == "toy_bag" and config["embed_dim"] == 6
+    weights = load_file(output_dir / "model.safetensors")
+    assert weights["embeddings.weight"].shape == (97, 6)
+    results = json.loads((output_dir / "results.json").read_text())
+    assert set(results["test"]["retrieval"]) == {"c2i", "i2c"}
+    card = (output_dir / "README.md").read_text()
+    assert "- toy" in card and "a bidirectional hinge loss (margin 0.2)" in card
+
+
+def test_an_option_of_another_family_is_refused_naming_its_home(monkeypatch):
+    monkeypatch.setitem(FAMILIES, "toy_bag", TOY_FAMILY)
+    with pytest.raises(ValueError, match=r"--hidden_size \(an option of --model_type char_gru, --model_type "
+                                         r"grounded_skipthought\)"):
+        train_recipe(["--model_type", "toy_bag", "--hidden_size", "8"], monkeypatch)

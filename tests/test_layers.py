@@ -1,0 +1,85 @@
+"""The library's layers, bottom to top; no module imports from a layer above its own, and each model folder imports
+nothing of the library outside itself (it must run alone under `trust_remote_code`)."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "hf_grounded"
+LAYERS = [
+    ("helpers", ["hf_grounded.files", "hf_grounded.argument_values", "hf_grounded.tables", "hf_grounded.word_tokenizer"]),
+    ("models", ["hf_grounded.models", "hf_grounded.families", "hf_grounded"]),
+    ("objectives", ["hf_grounded.objectives"]),
+    ("data and features", ["hf_grounded.data", "hf_grounded.features", "hf_grounded.inputs"]),
+    ("cards", ["hf_grounded.model_card", "hf_grounded.hub"]),
+    ("evaluation", ["hf_grounded.evaluation", "hf_grounded.metrics"]),
+    ("training", ["hf_grounded.training"]),
+    ("search", ["hf_grounded.search"]),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer(module: str) -> int:
+    """The index of the layer of the longest prefix that names `module` or a package holding it."""
+    matches = [(len(prefix), index) for index, (_, prefixes) in enumerate(LAYERS) for prefix in prefixes
+               if module == prefix or module.startswith(prefix + ".")]
+    assert matches, f"{module} is in no layer: add it to LAYERS"
+    return max(matches)[1]
+
+
+def library_imports(path: Path) -> set[str]:
+    """The hf_grounded modules `path` imports, relative imports resolved, lazy ones inside functions included."""
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module
+            imported.add(name)
+    return {name for name in imported if name == "hf_grounded" or name.startswith("hf_grounded.")}
+
+
+SOURCES = sorted(PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda path: module_name(path))
+def test_no_module_imports_a_higher_layer(path):
+    own = layer(module_name(path))
+    upward = {name: LAYERS[layer(name)][0] for name in library_imports(path) if layer(name) > own}
+    assert not upward, f"{module_name(path)} ({LAYERS[own][0]}) imports from higher layers: {upward}"
+
+
+@pytest.mark.parametrize("folder", sorted(path for path in (PACKAGE / "models").iterdir()
+                                          if (path / "__init__.py").is_file()), ids=lambda path: path.name)
+def test_a_model_folder_imports_nothing_of_the_library_outside_itself(folder):
+    for path in folder.glob("*.py"):
+        outside = {name for name in library_imports(path)
+                   if not name.startswith(module_name(folder / "__init__.py"))}
+        assert not outside, f"{path.relative_to(PACKAGE)} imports {outside}"
+
+
+def test_objectives_never_import_models():
+    for path in (PACKAGE / "objectives").glob("*.py"):
+        models = {name for name in library_imports(path) if layer(name) == 1}
+        assert not models, f"{path.relative_to(PACKAGE)} imports {models}"
+
+
+def test_the_layer_test_sees_an_upward_import(tmp_path, monkeypatch):
+    """A check that cannot fail proves nothing: an evaluation module importing the trainer is caught."""
+    module = PACKAGE / "evaluation" / "_probe_upward.py"
+    module.write_text("from ..training import train\n")
+    try:
+        with pytest.raises(AssertionError, match="imports from higher layers"):
+            test_no_module_imports_a_higher_layer(module)
+    finally:
+        module.unlink()
