@@ -70,10 +70,15 @@ def _describe(annotation) -> str:
 
 class ArgumentParser(HfArgumentParser):
     """transformers' parser of argument dataclasses, for dataclasses whose fields carry bounds in their metadata;
-    without abbreviations, so that `--num_train_epoch` is an error and not silently `--num_train_epochs`."""
+    without abbreviations, so that `--num_train_epoch` is an error and not silently `--num_train_epochs`; its
+    errors are one line."""
 
     def __init__(self, dataclass_types, **kwargs):
         super().__init__(dataclass_types, allow_abbrev=False, **kwargs)
+
+    def error(self, message: str):
+        # One line, as the recipes end on every other mistake (hf_grounded.command_line): --help shows the usage.
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
     @staticmethod
     def _parse_dataclass_field(parser, field: Field):

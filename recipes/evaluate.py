@@ -7,6 +7,7 @@
 
 import logging
 
+from hf_grounded.command_line import run_recipe
 from hf_grounded.evaluation import format_results_tables
 from hf_grounded.evaluation.suite import evaluate_model, parse_evaluation_arguments
 
@@ -18,4 +19,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main)

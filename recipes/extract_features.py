@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from accelerate import Accelerator
 
 from hf_grounded.argument_values import ArgumentParser
+from hf_grounded.command_line import run_recipe
 from hf_grounded.inputs import DataArguments, frame_features, load_dataset
 
 
@@ -41,4 +42,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main)

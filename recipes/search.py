@@ -11,6 +11,7 @@ best configuration (best.json) to --search_dir.
 import argparse
 import logging
 
+from hf_grounded.command_line import run_recipe
 from hf_grounded.search import run_search
 
 
@@ -36,4 +37,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main)

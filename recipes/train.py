@@ -6,6 +6,7 @@
 
 import logging
 
+from hf_grounded.command_line import run_recipe
 from hf_grounded.training import parse_arguments, train
 
 
@@ -15,4 +16,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main)

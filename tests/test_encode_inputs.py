@@ -70,6 +70,18 @@ def test_long_sentences_are_truncated_with_one_warning_per_call(encoder, caplog)
     assert not [record for record in caplog.records if "truncated" in record.getMessage()]
 
 
+def test_truncation_is_said_once_per_model_not_on_every_call(encoder, caplog):
+    """Issue 25: encoding long sentences one at a time must not flood the log."""
+    model, tokenizer = encoder
+    long = "dog " * (2 * tokenizer.model_max_length)
+    model._warned_truncation = False
+    with caplog.at_level(logging.DEBUG):
+        for _ in range(3):
+            model.encode(long, tokenizer=tokenizer)
+    said = [record for record in caplog.records if "truncated" in record.getMessage()]
+    assert [record.levelno for record in said] == [logging.WARNING, logging.DEBUG, logging.DEBUG]
+
+
 def test_sentence_transformers_keywords(encoder):
     model, tokenizer = encoder
     as_tensor = model.encode(["a dog", "run"], tokenizer=tokenizer, convert_to_tensor=True,

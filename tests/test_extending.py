@@ -143,8 +143,11 @@ def test_a_new_family_is_one_model_and_one_registry_entry(tmp_path, monkeypatch)
     assert "- toy" in card and "a bidirectional hinge loss (margin 0.2)" in card
 
 
-def test_an_option_of_another_family_is_refused_naming_its_home(monkeypatch):
+def test_an_option_of_another_family_is_refused_naming_its_home(monkeypatch, capsys):
     monkeypatch.setitem(FAMILIES, "toy_bag", TOY_FAMILY)
-    with pytest.raises(ValueError, match=r"--hidden_size \(an option of --model_type char_gru, --model_type "
-                                         r"grounded_skipthought\)"):
+    with pytest.raises(SystemExit) as exit_info:
         train_recipe(["--model_type", "toy_bag", "--hidden_size", "8"], monkeypatch)
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "train.py: error: not options of --model_type toy_bag with --objective hinge: --hidden_size (an option of "
+        "--model_type char_gru, --model_type grounded_skipthought) (--debug shows where)"]

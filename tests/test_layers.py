@@ -16,6 +16,7 @@ LAYERS = [
     ("evaluation", ["hf_grounded.evaluation", "hf_grounded.metrics"]),
     ("training", ["hf_grounded.training"]),
     ("search", ["hf_grounded.search"]),
+    ("recipes' command line", ["hf_grounded.command_line"]),
 ]
 
 

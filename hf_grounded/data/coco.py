@@ -38,6 +38,7 @@ def load_coco(
     split_dir: str | Path | None = None,
     char_gru_preprocessing: bool = False,
     skip_invalid: bool = False,
+    features_only: bool = False,
 ) -> DatasetDict:
     """MS-COCO 2014 in Karpathy's split: 113,287 / 5,000 / 5,000 images ('restval' joins train), ~5 captions each.
 
@@ -49,6 +50,8 @@ def load_coco(
     naming unknown images or not in UTF-8, and an image or caption id met twice (in one split or in two) raise
     `InvalidSampleError` naming the file (and line or image), unless `skip_invalid=True`, which logs and skips them
     (a repeat after its first occurrence); malformed JSON is always an error naming the file and line.
+    `features_only=True` (visual vectors from `--image_features_file`): rows hold `image_id` and `captions` only,
+    and neither `train2014/` nor `val2014/` is looked at.
     """
     data_dir = Path(data_dir)
     problems = InvalidSamples("coco", skip_invalid)
@@ -62,9 +65,14 @@ def load_coco(
     else:
         raise FileNotFoundError(f"{data_dir}: expected dataset_coco.json or annotations/captions_*2014.json")
 
+    folders = sorted({entry["filepath"] for entry in entries})
+    if not features_only and folders and not any((data_dir / folder).is_dir() for folder in folders):
+        raise FileNotFoundError(f"{data_dir}: no image folder ({', '.join(folders)}); with precomputed features, "
+                                f"--image_features_file FILE trains and evaluates without the images")
     rows = defaultdict(list)
     image_paths = [data_dir / entry["filepath"] / entry["filename"] for entry in entries]
-    for entry, image_path, problem in zip(entries, image_paths, image_file_problems(image_paths)):
+    image_problems = [None] * len(entries) if features_only else image_file_problems(image_paths)
+    for entry, image_path, problem in zip(entries, image_paths, image_problems):
         if problem is not None:
             problems.report(problem)
             continue
@@ -74,9 +82,10 @@ def load_coco(
             for raw in problems.valid_captions(entry["raw"], f"{source}, image {entry['image_id']}")
         ]
         if captions:
-            rows[entry["split"]].append({"image": str(image_path), "captions": captions, "image_id": entry["image_id"]})
+            row = {"captions": captions, "image_id": entry["image_id"]}
+            rows[entry["split"]].append(row if features_only else {"image": str(image_path), **row})
     problems.log_summary()
-    return build_dataset_dict(rows, image_features_schema())
+    return build_dataset_dict(rows, image_features_schema(with_images=not features_only))
 
 
 def _official_entries(data_dir: Path, split_dir: Path, problems: InvalidSamples) -> list[dict]:

@@ -17,7 +17,7 @@ SPLIT_FILES = {"train": "Flickr_8k.trainImages.txt", "validation": "Flickr_8k.de
                "test": "Flickr_8k.testImages.txt"}
 
 
-def load_flickr8k(data_dir: str | Path, skip_invalid: bool = False) -> DatasetDict:
+def load_flickr8k(data_dir: str | Path, skip_invalid: bool = False, features_only: bool = False) -> DatasetDict:
     """Flickr8k as train / validation / test (6,000 / 1,000 / 1,000 images for the full set), 5 captions each.
 
     `data_dir` holds the images (`Flicker8k_Dataset/`, as the official archive spells it) and either
@@ -26,9 +26,13 @@ def load_flickr8k(data_dir: str | Path, skip_invalid: bool = False) -> DatasetDi
     captions, split lists naming unknown images, and an image or caption id met twice (in one split or in two)
     raise `InvalidSampleError` naming the file, unless `skip_invalid=True`, which logs and skips them (a repeat
     after its first occurrence).
+
+    `features_only=True` is for visual vectors read from elsewhere (`--image_features_file`): rows hold
+    `image_id` and `captions` only, and no image is looked for, so `data_dir` needs only the text. Captions of names
+    that no split lists (the official token file's `2258277193_586949ec62.jpg.1`) are ignored either way.
     """
     data_dir = Path(data_dir)
-    image_dir = _image_folder(data_dir)
+    image_dir = None if features_only else _image_folder(data_dir)
     problems = InvalidSamples("flickr8k", skip_invalid)
     karpathy = data_dir / "dataset_flickr8k.json"
     if (data_dir / "Flickr8k_text" / "Flickr8k.token.txt").is_file():
@@ -42,26 +46,28 @@ def load_flickr8k(data_dir: str | Path, skip_invalid: bool = False) -> DatasetDi
             f"{data_dir}: expected Flickr8k_text/Flickr8k.token.txt (official layout) or dataset_flickr8k.json"
         )
     rows = {split: [] for split in splits}
-    image_problems = iter(image_file_problems([image_dir / filename for entries in splits.values()
-                                               for filename, _, _ in entries]))
+    files = [image_dir / filename for entries in splits.values() for filename, _, _ in entries] if image_dir else []
+    image_problems = iter(image_file_problems(files) if image_dir else [])
     for split, entries in splits.items():
         for filename, captions, where in entries:
-            problem = next(image_problems)
+            problem = next(image_problems, None)
             if problem is not None:
                 problems.report(problem)
                 continue
             kept = problems.valid_captions(captions, f"{where}, image {filename}")
             if kept:
-                rows[split].append({"image": str(image_dir / filename), "captions": kept, "image_id": filename})
+                row = {"captions": kept, "image_id": filename}
+                rows[split].append(row if image_dir is None else {"image": str(image_dir / filename), **row})
     problems.log_summary()
-    return build_dataset_dict(rows, image_features_schema())
+    return build_dataset_dict(rows, image_features_schema(with_images=image_dir is not None))
 
 
 def _image_folder(data_dir: Path) -> Path:
     for name in IMAGE_FOLDERS:
         if (data_dir / name).is_dir():
             return data_dir / name
-    raise FileNotFoundError(f"{data_dir}: no image folder (looked for {', '.join(IMAGE_FOLDERS)})")
+    raise FileNotFoundError(f"{data_dir}: no image folder (looked for {', '.join(IMAGE_FOLDERS)}); with precomputed "
+                            f"features, --image_features_file FILE trains and evaluates without the images")
 
 
 def read_flickr8k_captions(

@@ -20,13 +20,14 @@ CSV_COLUMNS = ("VideoID", "Start", "End", "Language", "Description")
 SPLIT_BOUNDS = (("train", 1200), ("validation", 1300), ("test", 1970))
 
 
-def load_msvd(data_dir: str | Path, skip_invalid: bool = False) -> DatasetDict:
+def load_msvd(data_dir: str | Path, skip_invalid: bool = False, features_only: bool = False) -> DatasetDict:
     """MSVD as train / validation / test (1,200 / 100 / 670 videos), one row per video with all its captions.
 
     Captions come from the per-split `MSVD_{train,val,test}.tsv` files (captions joined by ', ', a tab, the clip
     name) or from the official `MSR Video Description Corpus.csv` (English rows) split by `youtube_mapping.txt`.
     If `YouTubeClips/` exists, each row also gets its `video` path; without it the loader gives captions only,
-    which is all the same-video groups of the cluster loss need. `video_id` is the clip name
+    which is all the same-video groups of the cluster loss need; so does `features_only=True` (visual vectors from
+    `--image_features_file`) even where the clips exist. `video_id` is the clip name
     (`YouTubeID_start_end`). A clip named twice (on two TSV lines, in one split or in two, or twice in the mapping)
     raises `InvalidSampleError` naming both lines, unless `skip_invalid=True`, which logs and skips the repeat.
     """
@@ -39,7 +40,7 @@ def load_msvd(data_dir: str | Path, skip_invalid: bool = False) -> DatasetDict:
     else:
         raise FileNotFoundError(f"{data_dir}: expected MSVD_{{train,val,test}}.tsv or '{CSV_NAME}'")
     clip_dir = data_dir / "YouTubeClips"
-    with_video = clip_dir.is_dir()
+    with_video = clip_dir.is_dir() and not features_only
     rows = defaultdict(list)
     for split, clips in captions_by_split.items():
         for clip, (captions, where) in clips.items():

@@ -10,7 +10,9 @@ from .msvd import load_msvd
 from .synthetic import make_synthetic_dataset
 
 
-def _synthetic(data_dir: str | None, seed: int = 0, num_train: int = 1000, num_eval: int = 100) -> DatasetDict:
+def _synthetic(data_dir: str | None, seed: int = 0, num_train: int = 1000, num_eval: int = 100,
+               features_only: bool = False) -> DatasetDict:
+    # Its images are drawn in memory, so rows keep them even when the features come from elsewhere.
     if data_dir is not None:
         raise ValueError("the synthetic dataset is generated in memory and takes no data_dir")
     return make_synthetic_dataset(num_train=num_train, num_validation=num_eval, num_test=num_eval, seed=seed)
@@ -37,7 +39,8 @@ def load_captioned_images(name: str, data_dir: str | None = None, **options) -> 
     """A `DatasetDict` (train / validation / test), one row per image (or video) with its `captions` and id.
 
     `options` go to the dataset's loader: `seed`, `num_train`, `num_eval` for the synthetic set;
-    `skip_invalid` (and `char_gru_preprocessing` for COCO) for the real ones.
+    `skip_invalid` (and `char_gru_preprocessing` for COCO) for the real ones; `features_only` for every dataset,
+    when the visual vectors come from elsewhere: the real ones then neither look for nor check images or videos.
     """
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; available: {sorted(DATASETS)}")

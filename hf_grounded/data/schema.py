@@ -7,8 +7,11 @@ from datasets import Dataset, DatasetDict, Features, Image, Sequence, Value
 SPLITS = ("train", "validation", "test")
 
 
-def image_features_schema() -> Features:
-    return Features({"image": Image(), "captions": Sequence(Value("string")), "image_id": Value("string")})
+def image_features_schema(with_images: bool = True) -> Features:
+    """Rows of an image dataset: the image (a path, decoded when read), unless its features come from elsewhere,
+    its captions and its id."""
+    columns = {"captions": Sequence(Value("string")), "image_id": Value("string")}
+    return Features({"image": Image(), **columns} if with_images else columns)
 
 
 def video_features_schema(with_video: bool) -> Features:

@@ -11,6 +11,7 @@ from .splits import (
     feature_cache_file,
     source_name,
     stored_features,
+    without_rows_lacking_features,
 )
 from .video import FRAME_POOLINGS, pool_frames, sample_frames
 
@@ -32,4 +33,5 @@ __all__ = [
     "sample_frames",
     "source_name",
     "stored_features",
+    "without_rows_lacking_features",
 ]

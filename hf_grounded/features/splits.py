@@ -2,6 +2,7 @@
 the evaluation and the extract_features recipe call."""
 
 import hashlib
+import logging
 import os
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from huggingface_hub import constants
 
 from .cache import FeatureCache
 from .extraction import FeatureSpec, cached_features
+
+logger = logging.getLogger(__name__)
 
 
 def default_cache_dir() -> Path:
@@ -33,13 +36,15 @@ def source_name(dataset: str, data_dir: str | None, **options) -> str:
 
 
 def _item_column(dataset: DatasetDict) -> tuple[str, str]:
-    """Whether rows hold images or videos, and the column of their ids."""
+    """Whether rows hold images or videos, and the column of their ids (rows loaded for precomputed features have
+    the ids alone)."""
     columns = next(iter(dataset.values())).column_names
-    if "image" in columns:
+    if "image" in columns or "image_id" in columns:
         return "image", "image_id"
-    if "video" in columns:
+    if "video" in columns or "video_id" in columns:
         return "video", "video_id"
-    raise ValueError("the dataset has neither an 'image' nor a 'video' column to take features from")
+    raise ValueError("the dataset has neither images nor videos (no image_id or video_id column) to take features "
+                     "from")
 
 
 def _split_bounds(dataset: DatasetDict, id_column: str) -> tuple[list[str], dict[str, tuple[int, int]]]:
@@ -93,8 +98,28 @@ def stored_features(dataset: DatasetDict, features_file: str | Path) -> dict[str
     if missing:
         raise ValueError(f"{features_file} has no features for {len(missing)} of the dataset's {len(ids)} "
                          f"{kind}s, e.g. {missing[:5]}")
+    unused = len(cache.items) - len(set(ids))
+    if unused:
+        logger.info("%s: %d feature rows are of %ss in no split of the dataset; they are ignored", features_file,
+                    unused, kind)
     features = cache.get(ids)
     return {split: features[start:end] for split, (start, end) in bounds.items()}
+
+
+def without_rows_lacking_features(dataset: DatasetDict, features_file: str | Path) -> DatasetDict:
+    """The dataset without the rows whose image or video has no row in `features_file` (`--skip_invalid`), their
+    number logged with a few of their ids."""
+    if not Path(features_file).is_file():
+        raise FileNotFoundError(f"{features_file}: features file does not exist")
+    kind, id_column = _item_column(dataset)
+    stored = FeatureCache(features_file).items
+    kept = DatasetDict({split: rows.filter(lambda item_id: item_id in stored, input_columns=id_column)
+                        for split, rows in dataset.items()})
+    skipped = [item_id for rows in dataset.values() for item_id in rows[id_column] if item_id not in stored]
+    if skipped:
+        logger.warning("skipped %d %ss that have no row in %s (--skip_invalid), e.g. %s", len(skipped), kind,
+                       features_file, skipped[:5])
+    return kept
 
 
 def check_features(dataset: DatasetDict, features: dict[str, list[torch.Tensor]], source: str) -> None:
@@ -120,4 +145,4 @@ def check_features(dataset: DatasetDict, features: dict[str, list[torch.Tensor]]
 
 
 __all__ = ["check_features", "dataset_features", "default_cache_dir", "feature_cache_file", "source_name",
-           "stored_features"]
+           "stored_features", "without_rows_lacking_features"]

@@ -14,13 +14,25 @@ from ..features import (
     pool_frames,
     source_name,
     stored_features,
+    without_rows_lacking_features,
 )
 from .arguments import DataArguments
 
 
 def load_dataset(data_args: DataArguments, seed: int) -> DatasetDict:
-    """The `--dataset` / `--data_dir` dataset with the loader options the arguments set."""
-    return load_captioned_images(data_args.dataset, data_args.data_dir, **_dataset_options(data_args, seed))
+    """The `--dataset` / `--data_dir` dataset with the loader options the arguments set. With
+    `--image_features_file` (or visual vectors that are not features) no image or video is looked for; with it and
+    `--skip_invalid`, rows whose image has no features are dropped and counted."""
+    dataset = load_captioned_images(data_args.dataset, data_args.data_dir, **_dataset_options(data_args, seed),
+                                    features_only=_features_only(data_args))
+    if data_args.image_features_file is not None and data_args.skip_invalid:
+        dataset = without_rows_lacking_features(dataset, data_args.image_features_file)
+    return dataset
+
+
+def _features_only(data_args: DataArguments) -> bool:
+    """Whether the run reads no image or video: its features come from a file, or it uses no features at all."""
+    return data_args.image_features_file is not None or data_args.visual_vectors != "features"
 
 
 def _dataset_options(data_args: DataArguments, seed: int) -> dict:

@@ -368,9 +368,9 @@ class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
         sentence-transformers.
 
         Lone surrogates, which are not text, are read as U+FFFD. A sentence longer than the tokenizer's
-        `model_max_length` is truncated to it, with one warning per call that truncates. The empty string, which has
-        no token, is embedded as if it were one unknown token: a fixed, finite, unit-length vector, the same alone
-        and in any batch.
+        `model_max_length` is truncated to it, with a warning the first time the model truncates (later ones are
+        logged at debug level). The empty string, which has no token, is embedded as if it were one unknown token: a
+        fixed, finite, unit-length vector, the same alone and in any batch.
 
         `quantize=True` (CPU only) runs an int8 copy of the model whose recurrent and linear layers are dynamically
         quantised (`torch.ao.quantization.quantize_dynamic`): several times faster for wide recurrent encoders, at
@@ -422,8 +422,11 @@ class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
             chunks.append(model.get_text_features(input_ids.to(self.device), attention_mask.to(self.device)))
         self.train(was_training)
         if truncated:
-            logger.warning("%d of %d sentences were longer than %d tokens and were truncated", truncated,
-                           len(sentences), tokenizer.model_max_length)
+            # Once per model, as transformers warns once: encoding sentence by sentence would flood the log.
+            log = logger.debug if getattr(self, "_warned_truncation", False) else logger.warning
+            self._warned_truncation = True
+            log("%d of %d sentences were longer than %d tokens and were truncated (said once per model; later "
+                "truncations are logged at debug level)", truncated, len(sentences), tokenizer.model_max_length)
         embeddings = torch.cat(chunks) if chunks else torch.empty(0, self.config.embed_dim, device=self.device)
         embeddings = embeddings[torch.as_tensor(np.argsort(order), device=embeddings.device)]
         if single:

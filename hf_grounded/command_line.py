@@ -1,0 +1,30 @@
+"""How the recipes end on a user's mistake: as argparse ends on a bad flag, `PROG: error: WHAT` on one line and
+exit code 2, with no traceback. A mistake is what the library raises for bad input: a `ValueError` (bad values,
+bad files' contents, `InvalidSampleError`) or a missing, misplaced or forbidden file. Anything else is a bug and
+keeps its traceback; `--debug` keeps it for mistakes too."""
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
+               PermissionError)
+
+
+def run_recipe(main: Callable[[], object], argv: list[str] | None = None) -> None:
+    """Run a recipe's `main`, which reads `sys.argv` (`--debug` taken out of it first)."""
+    argv = sys.argv if argv is None else argv
+    debug = "--debug" in argv
+    while "--debug" in argv:
+        argv.remove("--debug")
+    try:
+        main()
+    except USER_ERRORS as error:
+        if debug:
+            raise
+        message = " ".join(str(error).split())
+        print(f"{Path(argv[0]).name}: error: {message} (--debug shows where)", file=sys.stderr)
+        sys.exit(2)
+
+
+__all__ = ["USER_ERRORS", "run_recipe"]
