@@ -124,7 +124,8 @@ def run_seed(args, seed: int, features_file: Path, trainer_flags: list[str]) -> 
         row["test"]["best_snapshot"] = results["best_snapshot"]["test"]["retrieval"]
     if "ensemble" in results:
         row["test"]["ensemble"] = results["ensemble"]["test"]["retrieval"]
-    for model_name, model in candidate_models(output_dir, results, history).items():
+    models = candidate_models(output_dir, results, history)
+    for model_name, model in models.items():
         for name, splits in (("stsb", args.stsb), ("sick", args.sick)):
             if splits is not None:
                 scores = STSEvaluator(splits, name, batch_size=128)(model)
@@ -134,7 +135,7 @@ def run_seed(args, seed: int, features_file: Path, trainer_flags: list[str]) -> 
                 "all": STSEvaluator(args.sts16, "sts16", batch_size=128)(model)["all"]["pearson_mean"]}
     for name, splits in (("stsb", args.stsb_probe), ("sick", args.sick_probe)):
         if splits is not None:
-            probe = RelatednessEvaluator(splits, name, batch_size=128)(AutoModel.from_pretrained(output_dir))
+            probe = RelatednessEvaluator(splits, name, batch_size=128)(models["saved"])
             row.setdefault("probe", {})[name] = probe["supervised"]["pearson"]
     row_file.write_text(json.dumps(row, indent=2))
     return row

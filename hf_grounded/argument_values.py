@@ -68,6 +68,13 @@ def _describe(annotation) -> str:
             str: "a string"}.get(annotation, str(annotation))
 
 
+class CheckedArguments:
+    """Base of option dataclasses whose values are checked when they are made (`check_argument_values`)."""
+
+    def __post_init__(self):
+        check_argument_values(self)
+
+
 class ArgumentParser(HfArgumentParser):
     """transformers' parser of argument dataclasses, for dataclasses whose fields carry bounds in their metadata;
     without abbreviations, so that `--num_train_epoch` is an error and not silently `--num_train_epochs`; its
@@ -88,4 +95,4 @@ class ArgumentParser(HfArgumentParser):
         HfArgumentParser._parse_dataclass_field(parser, unbounded)
 
 
-__all__ = ["ArgumentParser", "check_argument_values"]
+__all__ = ["ArgumentParser", "CheckedArguments", "check_argument_values"]

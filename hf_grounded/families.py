@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from .argument_values import check_argument_values
+from .argument_values import CheckedArguments
 from .models.char_gru import CharGRUConfig, CharGRUEnsembleModel, CharGRUModel, CharTokenizer
 from .models.grounded_skipthought import GroundedSkipThoughtConfig, GroundedSkipThoughtModel
 from .models.vete import VETEConfig, VETEModel
@@ -27,7 +27,7 @@ from .word_tokenizer import train_word_tokenizer
 
 
 @dataclass
-class CharGRUArguments:
+class CharGRUArguments(CheckedArguments):
     rnn_type: Literal["gru", "lstm"] = field(default="gru", metadata={"help": "Recurrent cell."})
     hidden_size: int = field(
         default=128, metadata={"minimum": 1, "help": "Recurrent units per direction (the paper uses 1024)."}
@@ -47,12 +47,9 @@ class CharGRUArguments:
         default=1, metadata={"minimum": 1, "help": "--char_vocabulary corpus: keep characters seen this often."}
     )
 
-    def __post_init__(self):
-        check_argument_values(self)
-
 
 @dataclass
-class VETEArguments:
+class VETEArguments(CheckedArguments):
     text_encoder: Literal["bow", "rnn", "cnn"] = field(
         default="bow", metadata={"help": "Bag of words, stacked RNN or Kim's CNN."}
     )
@@ -73,12 +70,9 @@ class VETEArguments:
         default=None, metadata={"minimum": 1, "help": "Keep at most this many words; all by default."}
     )
 
-    def __post_init__(self):
-        check_argument_values(self)
-
 
 @dataclass
-class GroundedSkipThoughtArguments:
+class GroundedSkipThoughtArguments(CheckedArguments):
     hidden_size: int = field(
         default=128, metadata={"minimum": 1, "help": "Encoder and decoder units (the paper's 2400)."}
     )
@@ -92,9 +86,6 @@ class GroundedSkipThoughtArguments:
         default=20000,
         metadata={"minimum": 1, "help": "Keep at most this many words (Kiros et al.'s and Bordes et al.'s 20,000)."},
     )
-
-    def __post_init__(self):
-        check_argument_values(self)
 
 
 @dataclass(frozen=True)

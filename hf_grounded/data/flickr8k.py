@@ -46,11 +46,12 @@ def load_flickr8k(data_dir: str | Path, skip_invalid: bool = False, features_onl
             f"{data_dir}: expected Flickr8k_text/Flickr8k.token.txt (official layout) or dataset_flickr8k.json"
         )
     rows = {split: [] for split in splits}
-    files = [image_dir / filename for entries in splits.values() for filename, _, _ in entries] if image_dir else []
-    image_problems = iter(image_file_problems(files) if image_dir else [])
+    names = [filename for entries in splits.values() for filename, _, _ in entries]
+    image_problems = iter(image_file_problems([image_dir / name for name in names]) if image_dir
+                          else [None] * len(names))
     for split, entries in splits.items():
         for filename, captions, where in entries:
-            problem = next(image_problems, None)
+            problem = next(image_problems)
             if problem is not None:
                 problems.report(problem)
                 continue

@@ -117,6 +117,18 @@ def read_feature_file(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, st
     return dict(zip(ids, torch.split(features, lengths.tolist()))), contents
 
 
+def stored_ids(path: Path) -> set[str]:
+    """The ids a feature file holds, from its header alone (the tensors are checked when they are read)."""
+    try:
+        with safe_open(path, framework="pt") as handle:
+            ids = _metadata_json(path, handle.metadata() or {}, "ids")
+    except SafetensorError as error:
+        raise ValueError(f"{path}: not a readable safetensors file ({error})") from error
+    if not isinstance(ids, list) or not all(isinstance(item_id, str) for item_id in ids):
+        raise ValueError(f"{path}: the 'ids' metadata must be a JSON list of strings")
+    return set(ids)
+
+
 def _metadata_json(path: Path, metadata: dict, key: str):
     if key not in metadata:
         raise ValueError(f"{path}: the '{key}' metadata is missing (see hf_grounded.features.FeatureCache)")
@@ -145,4 +157,4 @@ def content_fingerprint(source) -> str:
     return f"{status.st_size}-{status.st_mtime_ns}-{digest.hexdigest()}"
 
 
-__all__ = ["FeatureCache", "content_fingerprint", "read_feature_file"]
+__all__ = ["FeatureCache", "content_fingerprint", "read_feature_file", "stored_ids"]

@@ -11,7 +11,7 @@ from accelerate import Accelerator
 from datasets import DatasetDict, Image
 from huggingface_hub import constants
 
-from .cache import FeatureCache
+from .cache import FeatureCache, stored_ids
 from .extraction import FeatureSpec, cached_features
 
 logger = logging.getLogger(__name__)
@@ -112,7 +112,8 @@ def without_rows_lacking_features(dataset: DatasetDict, features_file: str | Pat
     if not Path(features_file).is_file():
         raise FileNotFoundError(f"{features_file}: features file does not exist")
     kind, id_column = _item_column(dataset)
-    stored = FeatureCache(features_file).items
+    # The header's ids suffice here; the features themselves are read (and checked) once, by `stored_features`.
+    stored = stored_ids(Path(features_file))
     kept = DatasetDict({split: rows.filter(lambda item_id: item_id in stored, input_columns=id_column)
                         for split, rows in dataset.items()})
     skipped = [item_id for rows in dataset.values() for item_id in rows[id_column] if item_id not in stored]

@@ -14,7 +14,8 @@ class DataArguments:
         metadata={"help": "Dataset name; see hf_grounded.data.DATASETS (recipes/evaluate.py: none by default)."},
     )
     data_dir: str | None = field(default=None, metadata={"help": "Local folder of the dataset."})
-    synthetic_train_images: int = field(default=1000, metadata={"minimum": 1, "help": "Synthetic set: training images."})
+    synthetic_train_images: int = field(default=1000, metadata={"minimum": 1,
+                                                                "help": "Synthetic set: training images."})
     synthetic_eval_images: int = field(
         default=100, metadata={"minimum": 1, "help": "Synthetic set: validation and test images, each."}
     )
@@ -67,9 +68,11 @@ class DataArguments:
         metadata={"help": "Where extracted features are cached; default $HF_GROUNDED_CACHE or "
                           "$HF_HOME/hf_grounded, then /features. 'none' disables the cache."},
     )
-    feature_batch_size: int = field(default=16, metadata={"minimum": 1, "help": "Backbone batch size during feature extraction."})
+    feature_batch_size: int = field(default=16, metadata={"minimum": 1,
+                                                          "help": "Backbone batch size during feature extraction."})
     max_length: int = field(
-        default=512, metadata={"minimum": 1, "help": "Tokens kept per sentence: characters for the char-GRU, words otherwise."}
+        default=512, metadata={"minimum": 1,
+                               "help": "Tokens kept per sentence: characters for the char-GRU, words otherwise."}
     )
 
     def __post_init__(self):

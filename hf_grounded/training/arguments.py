@@ -44,14 +44,12 @@ class ModelChoice:
                 raise ValueError(f"--{name} must be one of {', '.join(registry)}, got {getattr(self, name)!r}")
 
 
-def option_groups(model_type: str, objective: str) -> dict[str, type]:
+def option_groups(model_type: str, objective: str) -> list[type]:
     """The dataclasses of options that `--model_type` and `--objective` bring: the family's, the objective's and,
     for a family with a text objective, SkipThought's."""
-    groups = {f"--model_type {model_type}": FAMILIES[model_type].arguments,
-              f"--objective {objective}": CAPTION_OBJECTIVES[objective].options}
-    if FAMILIES[model_type].has_text_objective:
-        groups[f"--model_type {model_type}'s text objective"] = SkipThoughtOptions
-    return groups
+    family = FAMILIES[model_type]
+    return [family.arguments, CAPTION_OBJECTIVES[objective].options,
+            *([SkipThoughtOptions] if family.has_text_objective else [])]
 
 
 class ModelArguments:
@@ -69,7 +67,7 @@ class ModelArguments:
     def __init__(self, model_name_or_path: str | None = None, model_type: str = "char_gru",
                  objective: str = "hinge", **options):
         self.choice = ModelChoice(model_name_or_path, model_type, objective)
-        groups = list(option_groups(model_type, objective).values())
+        groups = option_groups(model_type, objective)
         unknown = set(options) - {spec.name for group in groups for spec in fields(group)}
         if unknown:
             raise ValueError(_foreign_options_message(sorted(unknown), model_type, objective))
@@ -146,13 +144,16 @@ class TrainingArguments:
     num_train_epochs: int = field(default=8, metadata={"minimum": 1, "help": "Training epochs."})
     max_steps: int = field(default=-1, metadata={"help": "If positive, stop after this many optimiser steps."})
     per_device_train_batch_size: int = field(
-        default=32, metadata={"minimum": 1, "help": "Caption-image pairs per batch; images (or videos) for caption-group objectives."}
+        default=32, metadata={"minimum": 1,
+                              "help": "Caption-image pairs per batch; images (or videos) for caption-group objectives."}
     )
     captions_per_group: int = field(
-        default=2, metadata={"minimum": 1, "help": "Caption-group objectives: captions of each image or video in a batch."}
+        default=2, metadata={"minimum": 1,
+                             "help": "Caption-group objectives: captions of each image or video in a batch."}
     )
     per_device_text_batch_size: int | None = field(
-        default=None, metadata={"minimum": 1, "help": "grounded_skipthought: book triples per batch; default the caption batch."}
+        default=None, metadata={"minimum": 1,
+                                "help": "grounded_skipthought: book triples per batch; default the caption batch."}
     )
     per_device_eval_batch_size: int = field(default=128, metadata={"minimum": 1, "help": "Batch size when encoding."})
     learning_rate: float = field(default=1e-3, metadata={"positive": True, "help": "Peak learning rate of Adam."})
@@ -161,11 +162,13 @@ class TrainingArguments:
         metadata={"help": "'cyclic_cosine' (Merkx & Frank) or any name accepted by transformers.get_scheduler."},
     )
     cycle_epochs: int = field(
-        default=4, metadata={"minimum": 1, "help": "cyclic_cosine: epochs per cycle; a snapshot is saved at the end of each."}
+        default=4, metadata={"minimum": 1,
+                             "help": "cyclic_cosine: epochs per cycle; a snapshot is saved at the end of each."}
     )
     snapshot_ensemble_size: int = field(
         default=2,
-        metadata={"minimum": 1, "help": "cyclic_cosine: the best k cycle-end snapshots by validation mean R@10 form the snapshot "
+        metadata={"minimum": 1,
+                  "help": "cyclic_cosine: the best k cycle-end snapshots by validation mean R@10 form the snapshot "
                           "ensemble, which is evaluated and, with --saved_model snapshot_ensemble, saved."},
     )
     saved_model: Literal["final", "snapshot_ensemble", "best_validation"] = field(
@@ -174,15 +177,19 @@ class TrainingArguments:
                           "whichever of the final model, the best snapshot and the ensemble has the best validation "
                           "mean R@10."},
     )
-    min_learning_rate: float = field(default=1e-6, metadata={"minimum": 0, "help": "cyclic_cosine: the rate at cycle ends."})
-    max_grad_norm: float = field(default=0.0, metadata={"minimum": 0, "help": "Clip gradients to this norm; 0 disables."})
+    min_learning_rate: float = field(default=1e-6, metadata={"minimum": 0,
+                                                             "help": "cyclic_cosine: the rate at cycle ends."})
+    max_grad_norm: float = field(default=0.0, metadata={"minimum": 0,
+                                                        "help": "Clip gradients to this norm; 0 disables."})
     warmup_steps: int = field(default=0, metadata={"minimum": 0, "help": "Linear warm-up steps."})
     seed: int = field(default=42, metadata={"help": "Seed of model initialisation, sampling and the data."})
     save_steps: int = field(
-        default=0, metadata={"minimum": 0, "help": "Also checkpoint every this many steps (checkpoints are written each epoch)."}
+        default=0, metadata={"minimum": 0,
+                             "help": "Also checkpoint every this many steps (checkpoints are written each epoch)."}
     )
     save_total_limit: int | None = field(
-        default=2, metadata={"minimum": 0, "help": "Keep only the newest N checkpoints (each holds model and optimiser state)."}
+        default=2, metadata={"minimum": 0,
+                             "help": "Keep only the newest N checkpoints (each holds model and optimiser state)."}
     )
     resume_from_checkpoint: str | None = field(
         default=None, metadata={"help": "'latest' (in output_dir/checkpoints) or a checkpoint folder."}
@@ -201,7 +208,8 @@ class TrainingArguments:
     report_to: str = field(
         default="none", metadata={"help": "Accelerate trackers: tensorboard, wandb, trackio, all or none."}
     )
-    logging_steps: int = field(default=50, metadata={"minimum": 1, "help": "Log the training loss every this many steps."})
+    logging_steps: int = field(default=50, metadata={"minimum": 1,
+                                                     "help": "Log the training loss every this many steps."})
     group_by_length: bool = field(
         default=True,
         metadata={"help": "Batch captions of similar length, sorted within random chunks of 50 batches, so batches "
@@ -240,7 +248,7 @@ def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, Data
     known, _ = choice_parser.parse_known_args(argv)
     ModelChoice(known.model_name_or_path, known.model_type, known.objective)  # refuses an unknown family or objective
     groups = option_groups(known.model_type, known.objective)
-    classes = (ModelChoice, *groups.values(), DataArguments, TrainingArguments)
+    classes = (ModelChoice, *groups, DataArguments, TrainingArguments)
     arguments = {spec.name for cls in classes for spec in fields(cls)}
     unknown = sorted(set(values) - arguments)
     if unknown:
@@ -292,7 +300,8 @@ def read_config(path: str) -> dict:
 # --max_steps dropped, more epochs), where it writes, what it logs and uploads, how it batches evaluation and which
 # of its models the folder holds at the end.
 RESUMABLE_CHANGES = frozenset({
-    "num_train_epochs", "max_steps", "output_dir", "resume_from_checkpoint", "allow_changed_arguments", "overwrite_output_dir", "report_to",
+    "num_train_epochs", "max_steps", "output_dir", "resume_from_checkpoint", "allow_changed_arguments",
+    "overwrite_output_dir", "report_to",
     "logging_steps", "save_steps", "save_total_limit", "push_to_hub", "hub_model_id", "hub_token",
     "hub_private_repo", "dataloader_num_workers", "per_device_eval_batch_size", "feature_cache_dir",
     "feature_batch_size", "saved_model", "snapshot_ensemble_size",

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.utils.data import Sampler
 
-from ..argument_values import check_argument_values
+from ..argument_values import CheckedArguments
 from ..data import CaptionBatchSampler, GroupBatchSampler, TripleBatchSampler
 from ..data.encoded import EncodedSplit, EncodedTriples
 from ..objectives import (
@@ -151,70 +151,52 @@ class SkipThoughtLoss(StreamLoss):
 
 
 @dataclass
-class NoOptions:
+class NoOptions(CheckedArguments):
     """The options of an objective that has none."""
 
 
 @dataclass
-class HingeOptions:
+class HingeOptions(CheckedArguments):
     margin: float = field(default=0.2, metadata={"minimum": 0, "help": "The hinge's margin."})
     loss_reduction: Literal["sum", "mean"] = field(
         default="sum", metadata={"help": "'sum' (the paper's formula) or 'mean' (the authors' code)."}
     )
     hardest_negative: bool = field(default=False, metadata={"help": "VSE++'s max-violation loss."})
 
-    def __post_init__(self):
-        check_argument_values(self)
-
 
 @dataclass
-class KendallOptions:
+class KendallOptions(CheckedArguments):
     kendall_alpha: float = field(
         default=1.0, metadata={"positive": True, "help": "The slope alpha of the surrogate tau."}
     )
 
-    def __post_init__(self):
-        check_argument_values(self)
-
 
 @dataclass
-class RankOptions:
+class RankOptions(CheckedArguments):
     margin: float = field(default=0.2, metadata={"minimum": 0, "help": "The pairwise rank loss's margin."})
 
-    def __post_init__(self):
-        check_argument_values(self)
-
 
 @dataclass
-class GroundingOptions:
+class GroundingOptions(CheckedArguments):
     cluster_weight: float = field(default=1.0, metadata={"minimum": 0, "help": "alpha_C of the cluster loss L_C."})
     perceptual_weight: float = field(
         default=0.1, metadata={"minimum": 0, "help": "alpha_P of the perceptual loss L_P."}
     )
     grounding_margin: float = field(default=0.5, metadata={"minimum": 0, "help": "The cluster loss's margin m."})
 
-    def __post_init__(self):
-        check_argument_values(self)
-
 
 @dataclass
-class ProjectionOptions:
+class ProjectionOptions(CheckedArguments):
     grounding_margin: float = field(default=0.5, metadata={"minimum": 0, "help": "The projection's margin m."})
 
-    def __post_init__(self):
-        check_argument_values(self)
-
 
 @dataclass
-class SkipThoughtOptions:
+class SkipThoughtOptions(CheckedArguments):
     text_weight: float = field(
         default=1.0,
         metadata={"minimum": 0, "help": "alpha_T of SkipThought's loss on --books_dir; 0 trains the caption "
                                         "objective alone."},
     )
-
-    def __post_init__(self):
-        check_argument_values(self)
 
 
 def _always(options: Any, has_image_map: bool) -> bool:
