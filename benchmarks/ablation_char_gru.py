@@ -1,9 +1,15 @@
-"""One difference at a time between the library's char-GRU recipe and the authors' code (caption2image, NLE2019).
+r"""One difference at a time between the library's char-GRU recipe and the authors' code (caption2image, NLE2019).
 
     python benchmarks/ablation_char_gru.py --seed 0                                  # the library as shipped
     python benchmarks/ablation_char_gru.py --initializer_range 0.1                   # the old embedding scale
     python benchmarks/ablation_char_gru.py --authors_recipe                          # every difference at once
     python benchmarks/ablation_char_gru.py --initializer_range 0.1 --no_masking      # one difference
+    python benchmarks/ablation_char_gru.py --data_dir ../shared/data/flickr8k \
+        --image_features_file ../shared/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors \
+        --learning_rate 0.002                                                          # the full set
+
+Beyond the authors' differences, switches try what the recipe could change (`--learning_rate`, `--margin`,
+`--attention_heads`, `--hardest_negative`, `--center_image_features`). Only features are read, never images.
 
 The library's model, sampler, loss, schedule and retrieval metrics in a bare loop with switches, each reproducing
 one thing the authors' code does differently; `--authors_recipe` turns them all on, which reproduces their
@@ -65,6 +71,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--random_batches", action="store_true", help="No length grouping.")
     parser.add_argument("--loss_reduction", choices=("sum", "mean"), default="sum")
     parser.add_argument("--hardest_negative", action="store_true")
+    parser.add_argument("--margin", type=float, default=0.2)
+    parser.add_argument("--learning_rate", type=float, default=1e-3, help="The cyclic schedule's peak.")
+    parser.add_argument("--attention_heads", type=int, default=1)
+    parser.add_argument("--center_image_features", action="store_true",
+                        help="Subtract the training images' mean feature from every image's features.")
     parser.add_argument("--freeze_embeddings", action="store_true", help="Character embeddings stay as initialised.")
     parser.add_argument("--input_weight_scale", type=float, default=1.0,
                         help="Multiply the GRU's input weights at initialisation (e.g. to undo a larger embedding "
@@ -87,7 +98,8 @@ def parse_args() -> argparse.Namespace:
 def build_model(args, image_feature_dim: int, vocab_size: int) -> CharGRUModel:
     options = {} if args.initializer_range is None else {"initializer_range": args.initializer_range}
     model = CharGRUModel(CharGRUConfig(hidden_size=args.hidden_size, image_feature_dim=image_feature_dim,
-                                       vocab_size=vocab_size, loss_reduction=args.loss_reduction, **options))
+                                       vocab_size=vocab_size, loss_reduction=args.loss_reduction,
+                                       attention_heads=args.attention_heads, **options))
     encoder = model.text_encoder
     with torch.no_grad():
         if "embeddings" in args.pytorch_init:
@@ -164,8 +176,11 @@ def main() -> None:
     args = parse_args()
     torch.manual_seed(args.seed)
     epoch_rng = np.random.RandomState(args.seed)
-    dataset = load_flickr8k(args.data_dir)
+    dataset = load_flickr8k(args.data_dir, features_only=True)
     features = stored_features(dataset, args.image_features_file)
+    if args.center_image_features:
+        mean = torch.cat(features["train"]).mean(dim=0)
+        features = {name: [rows - mean for rows in split] for name, split in features.items()}
     tokenizer = CharTokenizer()
     splits = {name: EncodedSplit.from_dataset(dataset[name], torch.cat(features[name]), tokenizer, 512)
               for name in dataset}
@@ -182,7 +197,7 @@ def main() -> None:
         return iter(sampler)
 
     steps_per_epoch = (len(train.captions_per_image) // 32) * 5 if args.authors_batches else len(sampler)
-    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=args.learning_rate)
     scheduler = get_cyclic_cosine_schedule(optimizer, 4 * steps_per_epoch, 1e-6)
     history, snapshots = [], []
     started = time.perf_counter()
@@ -194,7 +209,7 @@ def main() -> None:
                                       for index in indices])
             text = text_embeddings(model, batch["input_ids"], batch["attention_mask"], masking)
             images = model.get_image_features(batch["image_features"])
-            loss = hinge_loss(text @ images.t(), 0.2, args.loss_reduction, args.hardest_negative)
+            loss = hinge_loss(text @ images.t(), args.margin, args.loss_reduction, args.hardest_negative)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
