@@ -1,8 +1,9 @@
-"""Fidelity of the shipped char-GRU recipe against the authors' own code, on identical inputs.
+r"""Fidelity of the shipped char-GRU recipe against the authors' own code, on identical inputs.
 
     python benchmarks/fidelity_char_gru.py                       # ../shared's Flickr8k sample and backbone
     python benchmarks/fidelity_char_gru.py --data_dir ../shared/data/flickr8k \
-        --image_features_file ../shared/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors
+        --image_features_file ../shared/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors \
+        -- --learning_rate 0.002                         # the full set, at the learning rate its validation chose
     python benchmarks/fidelity_char_gru.py --image_features_file FEATURES.safetensors -- --loss_reduction mean
 
 For each seed, `recipes/configs/char_gru_flickr8k.yaml` at hidden size 256 is trained by the library's trainer on
@@ -13,7 +14,7 @@ per epoch and the time of an epoch are printed as mean ± std over seeds, beside
 code (caption2image, branch NLE2019) measured on the same inputs: the sample's or the full set's, chosen by
 `--data_dir`'s name. Flags after `--` go to the trainer (`-- --saved_model snapshot_ensemble`, say), so any change
 can be checked against the same table. Each seed's results are saved as it finishes (`seed-N/fidelity_row.json`)
-and a rerun skips finished seeds.
+and a rerun skips finished seeds (a row saved with `--no_probe` gets the probe added when a rerun asks for it).
 
 The features default to the authors' pipeline: torchvision `Resize(256)` (bilinear), `TenCrop(224)`, ImageNet
 mean and std, the mean over the ten crops, from the timm backbone with local weights. They are computed once
@@ -104,7 +105,11 @@ def run_seed(args, seed: int, features_file: Path, trainer_flags: list[str]) -> 
     row_file = output_dir / "fidelity_row.json"
     if row_file.is_file():
         print(f"seed {seed}: finished earlier, read from {row_file}")
-        return json.loads(row_file.read_text())
+        row = json.loads(row_file.read_text())
+        if "probe" not in row and (args.stsb_probe or args.sick_probe):
+            row["probe"] = probe_scores(args, AutoModel.from_pretrained(output_dir))
+            row_file.write_text(json.dumps(row, indent=2))
+        return row
     arguments = parse_arguments([
         "--config", str(CONFIG), "--data_dir", args.data_dir, "--image_features_file", str(features_file),
         "--hidden_size", str(args.hidden_size), "--num_train_epochs", str(args.num_train_epochs),
@@ -133,12 +138,16 @@ def run_seed(args, seed: int, features_file: Path, trainer_flags: list[str]) -> 
         if args.sts16 is not None:
             row.setdefault("sts16", {})[model_name] = {
                 "all": STSEvaluator(args.sts16, "sts16", batch_size=128)(model)["all"]["pearson_mean"]}
-    for name, splits in (("stsb", args.stsb_probe), ("sick", args.sick_probe)):
-        if splits is not None:
-            probe = RelatednessEvaluator(splits, name, batch_size=128)(models["saved"])
-            row.setdefault("probe", {})[name] = probe["supervised"]["pearson"]
+    if args.stsb_probe or args.sick_probe:
+        row["probe"] = probe_scores(args, models["saved"])
     row_file.write_text(json.dumps(row, indent=2))
     return row
+
+
+def probe_scores(args, model) -> dict:
+    """SentEval's supervised probe on STS-B and SICK, test Pearson."""
+    return {name: RelatednessEvaluator(splits, name, batch_size=128)(model)["supervised"]["pearson"]
+            for name, splits in (("stsb", args.stsb_probe), ("sick", args.sick_probe)) if splits is not None}
 
 
 def candidate_models(output_dir: Path, results: dict, history: list[dict]) -> dict:
