@@ -204,9 +204,7 @@ class GroupBatchSampler(Sampler[list[int]]):
 
 class TripleBatchSampler(Sampler[list[int]]):
     """Random batches of SkipThought's (previous, current, next) triples, `batch_size` per process: full global
-    batches only, reshuffled every epoch from `seed`. `batch_at(step)` gives the batch of the `step`-th draw when
-    the triples are cycled through epoch after epoch beside another stream, so that stream's position alone
-    (the global step) says where the books are, and a resumed run continues them exactly."""
+    batches only, reshuffled every epoch from `seed`."""
 
     def __init__(self, num_triples: int, batch_size: int, seed: int = 0, num_replicas: int = 1, rank: int = 0):
         if batch_size < 1:
@@ -216,8 +214,6 @@ class TripleBatchSampler(Sampler[list[int]]):
         self.num_triples, self.batch_size = num_triples, batch_size
         self.seed, self.num_replicas, self.rank = seed, num_replicas, rank
         self.epoch = self.start_batch = 0
-        # The last epoch's shuffled order: `batch_at` is called every step, a permutation is drawn once per epoch.
-        self._order_epoch, self._order = None, []
 
     def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
         self.epoch, self.start_batch = epoch, start_batch
@@ -225,21 +221,13 @@ class TripleBatchSampler(Sampler[list[int]]):
     def __len__(self) -> int:
         return self.num_triples // (self.batch_size * self.num_replicas)
 
-    def _batch(self, epoch: int, number: int) -> list[int]:
-        if self._order_epoch != epoch:
-            generator = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
-            self._order_epoch, self._order = epoch, torch.randperm(self.num_triples, generator=generator).tolist()
-        start = (number * self.num_replicas + self.rank) * self.batch_size
-        return self._order[start : start + self.batch_size]
-
     def __iter__(self) -> Iterator[list[int]]:
         start, self.start_batch = self.start_batch, 0
+        generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        order = torch.randperm(self.num_triples, generator=generator).tolist()
         for number in range(start, len(self)):
-            yield self._batch(self.epoch, number)
-
-    def batch_at(self, step: int) -> list[int]:
-        epoch, number = divmod(step, len(self))
-        return self._batch(epoch, number)
+            first = (number * self.num_replicas + self.rank) * self.batch_size
+            yield order[first : first + self.batch_size]
 
 
 __all__ = [

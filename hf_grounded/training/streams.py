@@ -1,36 +1,61 @@
-"""The data streams a run trains on, drawn as its losses need: captions (one per image for the image-text
-objectives, whole groups for the caption-group ones) and SkipThought's book triples."""
+"""The data streams a run trains on, one per training term, each drawn by the sampler its term asks for: captions
+(one per image, whole groups, or pairs of one image's captions) and SkipThought's book triples."""
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 from accelerate import Accelerator
 from torch.utils.data import DataLoader, Sampler
 
-from ..data import TripleBatchSampler
+from ..data.encoded import CaptionImagePairs, EncodedSplit, EncodedTriples, collate_captions
 from ..inputs import DataArguments
 from .arguments import TrainingArguments
-from ..data.encoded import CaptionImagePairs, EncodedSplit, EncodedTriples, collate_captions
 from .losses import StreamLoss
+
+
+class StepBatches:
+    """A sampler's batches, cycled epoch after epoch, by global step: the `step`-th batch is batch
+    `step % len(sampler)` of epoch `step // len(sampler)`. A stream beside the one that makes the epochs is drawn
+    this way, so the global step alone says where it is, and a resumed run continues it exactly."""
+
+    def __init__(self, sampler: Sampler):
+        if len(sampler) < 1:
+            raise ValueError(f"{type(sampler).__name__} gives no batch: its data is smaller than one batch")
+        self.sampler = sampler
+        # One epoch's batches at a time: `batch_at` is called every step, an epoch's order is drawn once.
+        self._epoch, self._batches = None, []
+
+    def batch_at(self, step: int) -> list[int]:
+        epoch, number = divmod(step, len(self.sampler))
+        if epoch != self._epoch:
+            self.sampler.set_epoch(epoch)
+            self._epoch, self._batches = epoch, list(self.sampler)
+        return self._batches[number]
 
 
 @dataclass
 class TrainingStreams:
-    """`loader` iterates the primary stream, whose sampler (`sampler`) makes the epochs: the captions when any
-    loss reads them, else the books. The books beside the captions go round by step (`batch_at`), so a resumed
-    run continues them exactly."""
+    """`loader` iterates the primary term's stream, whose sampler (`sampler`) makes the epochs: the first term
+    that reads captions, else the books. Every other term's batch comes by step (`StepBatches`)."""
 
-    primary: str
+    primary: StreamLoss
     sampler: Sampler
     loader: DataLoader
-    triples: EncodedTriples | None = None
-    book_sampler: TripleBatchSampler | None = None
+    beside: dict[str, tuple[StepBatches, Callable[[list[int]], dict[str, torch.Tensor]]]] = field(
+        default_factory=dict)
 
     def batch(self, loss: StreamLoss, primary_batch: dict[str, torch.Tensor], step: int) -> dict[str, torch.Tensor]:
         """What `loss` reads at global step `step`."""
-        if loss.stream == self.primary:
+        if loss is self.primary:
             return primary_batch
-        return self.triples.batch(self.book_sampler.batch_at(step))
+        batches, collate = self.beside[loss.name]
+        return collate(batches.batch_at(step))
+
+    def describe(self) -> str:
+        """The streams in words, for the log."""
+        beside = f", with {', '.join(self.beside)} beside it" if self.beside else ""
+        return f"{self.primary.name}'s {self.primary.stream} stream{beside}"
 
 
 def training_streams(losses: list[StreamLoss], train_split: EncodedSplit, triples: EncodedTriples | None,
@@ -38,17 +63,29 @@ def training_streams(losses: list[StreamLoss], train_split: EncodedSplit, triple
                      accelerator: Accelerator) -> TrainingStreams:
     distributed = {"seed": training_args.seed, "num_replicas": accelerator.num_processes,
                    "rank": accelerator.process_index}
-    samplers = {loss.stream: loss.sampler(train_split, triples, data_args, training_args, distributed)
-                for loss in losses}
-    book_sampler = samplers.get("books")
-    if "captions" not in samplers:
-        loader = DataLoader(range(len(triples)), batch_sampler=book_sampler, collate_fn=triples.batch,
-                            num_workers=training_args.dataloader_num_workers)
-        return TrainingStreams("books", book_sampler, loader)
-    sampler = samplers["captions"]
-    loader = DataLoader(CaptionImagePairs(train_split), batch_sampler=sampler, collate_fn=collate_captions,
-                        num_workers=training_args.dataloader_num_workers)
-    return TrainingStreams("captions", sampler, loader, triples, book_sampler)
+    captions = CaptionImagePairs(train_split)
+    datasets = {"captions": (captions, collate_captions), "books": (range(len(triples or [])), _triple_batches(triples))}
+    primary = next((loss for loss in losses if loss.stream == "captions"), losses[0])
+    beside = {}
+    for loss in losses:
+        sampler = loss.sampler(train_split, triples, data_args, training_args, distributed)
+        dataset, collate = datasets[loss.stream]
+        if loss is primary:
+            primary_sampler = sampler
+            loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=collate,
+                                num_workers=training_args.dataloader_num_workers)
+        else:
+            beside[loss.name] = (StepBatches(sampler), _indexed_collate(dataset, collate))
+    return TrainingStreams(primary, primary_sampler, loader, beside)
 
 
-__all__ = ["TrainingStreams", "training_streams"]
+def _triple_batches(triples: EncodedTriples | None) -> Callable[[list[int]], dict[str, torch.Tensor]]:
+    """Book batches are made from their indices at once (the loader's items are the indices themselves)."""
+    return lambda indices: triples.batch(list(indices))
+
+
+def _indexed_collate(dataset, collate) -> Callable[[list[int]], dict[str, torch.Tensor]]:
+    return lambda indices: collate([dataset[index] for index in indices])
+
+
+__all__ = ["StepBatches", "TrainingStreams", "training_streams"]

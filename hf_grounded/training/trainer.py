@@ -182,9 +182,7 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     if trains_text_objective(model_args.text_options):
         triples = EncodedTriples.from_dataset(book_triples, tokenizer, data_args.max_length)
     streams = training_streams(losses, splits["train"], triples, data_args, training_args, accelerator)
-    beside = " with the books beside it" if streams.primary == "captions" and streams.book_sampler else ""
-    logger.info("training %s on the %s stream%s", " + ".join(type(loss).__name__ for loss in losses),
-                streams.primary, beside)
+    logger.info("training %s on %s", " + ".join(type(loss).__name__ for loss in losses), streams.describe())
     return Run(accelerator, model_args, data_args, training_args, model, tokenizer, family, splits, losses, streams)
 
 
