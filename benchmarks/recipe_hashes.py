@@ -6,8 +6,8 @@ leaves all three unchanged.
 - char-GRU: the default quick run (`recipes/train.py` with no flags, the embedded synthetic set);
 - VETE-BOW: `recipes/configs/vete_bow_flickr8k.yaml` on the Flickr8k sample in ../shared, with its efficientnet_lite0
   features (centre crop) instead of the config's InceptionV3 from the Hub;
-- grounded SkipThought: `recipes/configs/grounded_skipthought_flickr8k.yaml`, books and caption groups jointly, for
-  50 steps, on the same sample and features.
+- grounded SkipThought: `recipes/configs/grounded_skipthought_flickr8k.yaml`, books, L_C's caption pairs and L_P's
+  captions jointly, for 50 steps, on the same sample and features.
 
 Each run's hash goes to `hashes.json` as it finishes; finished runs are skipped on a rerun.
 """

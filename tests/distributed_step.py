@@ -1,6 +1,7 @@
 """One training step's loss and gradients, run by tests/test_distributed_training.py under torchrun (2 processes)
 or as a single process. Writes them to the JSON file named by argv[1] (rank 0 only); argv[2] names the objective
-(default hinge): an image-text one, or Bordes et al.'s `cluster`, `perceptual` or `projection` over caption groups."""
+(default hinge): an image-text one, or Bordes et al.'s `cluster`, `perceptual` or `projection` over caption groups,
+or `cluster_pairs` and `perceptual_full` as their code computes L_C and L_P."""
 
 import json
 import sys
@@ -9,7 +10,13 @@ import torch
 from accelerate import Accelerator, DistributedDataParallelKwargs
 
 from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer
-from hf_grounded.objectives import ClusterObjective, PerceptualObjective, ProjectionObjective, create_objective
+from hf_grounded.objectives import (
+    ClusterObjective,
+    ClusterPairObjective,
+    PerceptualObjective,
+    ProjectionObjective,
+    create_objective,
+)
 from hf_grounded.data.encoded import collate_captions
 
 CAPTIONS = ["a red square", "two blue circles", "a tiny violet plus sign", "a box", "green", "a large golden wedge",
@@ -21,7 +28,8 @@ OBJECTIVE = sys.argv[2] if len(sys.argv) > 2 else "hinge"
 
 def main() -> None:
     # Without the image projection in the graph, DDP must be told to reduce the other gradients without it.
-    unused = DistributedDataParallelKwargs(find_unused_parameters=OBJECTIVE in ("cluster", "perceptual"))
+    unused = DistributedDataParallelKwargs(find_unused_parameters=OBJECTIVE in (
+        "cluster", "perceptual", "cluster_pairs", "perceptual_full"))
     accelerator = Accelerator(cpu=True, kwargs_handlers=[unused])
     torch.manual_seed(0)
     model = CharGRUModel(CharGRUConfig(hidden_size=8, attention_hidden_size=4, image_feature_dim=6))
@@ -36,6 +44,10 @@ def main() -> None:
         loss = ClusterObjective()(outputs.text_embeds, GROUPS[share])
     elif OBJECTIVE == "perceptual":
         loss = PerceptualObjective()(outputs.text_embeds, features[share])
+    elif OBJECTIVE == "cluster_pairs":
+        loss = ClusterPairObjective(negatives=1)(outputs.text_embeds, GROUPS[share])
+    elif OBJECTIVE == "perceptual_full":
+        loss = PerceptualObjective(full_matrices=True)(outputs.text_embeds, features[share])
     elif OBJECTIVE == "projection":
         loss = ProjectionObjective()(outputs.text_embeds, outputs.image_embeds, GROUPS[share])
     else:

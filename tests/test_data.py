@@ -3,8 +3,15 @@ import pytest
 import torch
 from datasets import Image
 
-from hf_grounded.data import CaptionBatchSampler, caption_pairs, load_captioned_images, make_synthetic_dataset
+from hf_grounded.data import (
+    CaptionBatchSampler,
+    GroupBatchSampler,
+    caption_pairs,
+    load_captioned_images,
+    make_synthetic_dataset,
+)
 from hf_grounded.data.synthetic import COLOURS, SHAPES, SIZES
+from hf_grounded.training.streams import StepBatches
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +158,29 @@ def test_length_grouping_resumes_mid_epoch_and_shards_global_batches():
     assert [sorted(a + b) for a, b in zip(*per_rank)] == [sorted(batch) for batch in full]
     with pytest.raises(ValueError, match="lengths has 3 entries but there are 300 captions"):
         CaptionBatchSampler(counts, batch_size=2, lengths=[1, 2, 3])
+
+
+def test_pair_batches_hold_two_captions_of_each_group_and_drop_a_short_last_batch():
+    # 11 groups of 5 captions, 3 groups a batch: 3 full batches and a last one of 2 groups.
+    assert len(GroupBatchSampler([5] * 11, 3, 2, seed=3)) == 4
+    sampler = GroupBatchSampler([5] * 11, 3, 2, seed=3, drop_last=True)
+    batches = list(sampler)
+    assert len(sampler) == len(batches) == 3
+    for batch in batches:
+        groups = [index // 5 for index in batch]
+        assert len(batch) == 6 and len(set(groups)) == 3
+        assert groups[0::2] == groups[1::2] and all(a != b for a, b in zip(batch[0::2], batch[1::2]))
+
+
+@pytest.mark.parametrize("make", [lambda: CaptionBatchSampler([5] * 10, 4, seed=3, drop_last=True),
+                                  lambda: GroupBatchSampler([5] * 10, 3, 2, seed=3, drop_last=True)])
+def test_step_batches_draw_any_sampler_epoch_after_epoch_by_global_step(make):
+    expected = []
+    sampler = make()
+    for epoch in range(3):
+        sampler.set_epoch(epoch)
+        expected += list(sampler)
+    beside = StepBatches(make())
+    assert [beside.batch_at(step) for step in range(len(expected))] == expected
+    assert beside.batch_at(len(expected) - 1) == expected[-1]  # and back: any step, in any order
+    assert beside.batch_at(0) == expected[0]

@@ -39,10 +39,11 @@ def test_vete_objectives_on_two_processes_match_one_process(tmp_path, port, obje
     _assert_two_processes_match_one(tmp_path, port, objective)
 
 
-@pytest.mark.parametrize("port, objective", [(29551, "cluster"), (29552, "perceptual"), (29553, "projection")])
+@pytest.mark.parametrize("port, objective", [(29551, "cluster"), (29552, "perceptual"), (29553, "projection"),
+                                             (29554, "cluster_pairs"), (29555, "perceptual_full")])
 def test_caption_group_objectives_on_two_processes_match_one_process(tmp_path, port, objective):
     """Bordes et al.'s objectives compare every caption with every other of the global batch, whichever process
-    holds it (one group straddles the two processes)."""
+    holds it (one group straddles the two processes); L_C's negatives are the last pairs of the global batch."""
     _assert_two_processes_match_one(tmp_path, port, objective)
 
 

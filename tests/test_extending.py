@@ -43,7 +43,7 @@ class CosineDistance(nn.Module):
 
 TOY_OBJECTIVE = CaptionObjective(
     "a toy cosine distance (scale {cosine_scale})", "the test, 2026", CosineOptions,
-    lambda options, seed, has_image_map: ImageTextLoss(CosineDistance(options.cosine_scale), "cosine"),
+    lambda options, seed, has_image_map: [ImageTextLoss(CosineDistance(options.cosine_scale), "cosine")],
 )
 
 

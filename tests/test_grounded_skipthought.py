@@ -9,7 +9,13 @@ import torch
 import torch.nn.functional as F
 
 from hf_grounded import GroundedSkipThoughtConfig, GroundedSkipThoughtModel
-from hf_grounded.objectives import ClusterObjective, PerceptualObjective, ProjectionObjective, SkipThoughtObjective
+from hf_grounded.objectives import (
+    ClusterObjective,
+    ClusterPairObjective,
+    PerceptualObjective,
+    ProjectionObjective,
+    SkipThoughtObjective,
+)
 from hf_grounded.training import save_model
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
@@ -122,6 +128,52 @@ def test_perceptual_objective_is_minus_one_when_sentence_similarities_follow_vis
     direct = -np.corrcoef((visual @ visual.t())[pairs[0], pairs[1]].numpy(),
                           (visual.flip(0) @ visual.flip(0).t())[pairs[0], pairs[1]].numpy())[0, 1]
     assert reversed_order.item() == pytest.approx(direct, rel=1e-5)
+
+
+def direct_cluster_pair_loss(text, margin, negatives):
+    """Bordes et al.'s L_C written out: pair i is rows 2i and 2i + 1; the last `negatives` pairs are negatives."""
+    pairs = [(text[2 * i], text[2 * i + 1]) for i in range(len(text) // 2)]
+    anchors, negative_pairs = pairs[:-negatives], pairs[-negatives:]
+    total = 0.0
+    for s1, s2 in anchors:
+        positive = float(s1 @ s2)
+        for n1, n2 in negative_pairs:
+            total += 0.5 * max(0.0, margin - positive + float(s2 @ n1))
+            total += 0.5 * max(0.0, margin - positive + float(s1 @ n2))
+    return total / len(anchors)
+
+
+def test_cluster_pair_objective_matches_a_direct_loop_over_anchors_and_negatives():
+    torch.manual_seed(0)
+    text = F.normalize(torch.randn(16, 5), dim=-1)  # 8 pairs
+    groups = torch.arange(8).repeat_interleave(2)
+    for margin, negatives in ((0.5, 3), (0.2, 1), (1.0, 7)):
+        loss = ClusterPairObjective(margin, negatives)(text, groups)
+        assert loss.item() == pytest.approx(direct_cluster_pair_loss(text, margin, negatives), rel=1e-6)
+
+
+def test_cluster_pair_objective_on_a_hand_computed_example():
+    # Anchor pair (e0, e0): cosine 1; negative pair (e0, e1): max(0, 0.5 - 1 + 1) / 2 + max(0, 0.5 - 1 + 0) / 2.
+    text = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    assert ClusterPairObjective(0.5, 1)(text, torch.tensor([0, 0, 1, 1])).item() == pytest.approx(0.25)
+
+
+def test_cluster_pair_objective_refuses_unpaired_rows_and_batches_without_anchors():
+    text = F.normalize(torch.randn(6, 4), dim=-1)
+    with pytest.raises(ValueError, match="pairs of captions of one group"):
+        ClusterPairObjective(0.5, 1)(text, torch.tensor([0, 0, 1, 2, 2, 2]))
+    with pytest.raises(ValueError, match="needs more than 3 pairs; this one has 3"):
+        ClusterPairObjective(0.5, 3)(text, torch.tensor([0, 0, 1, 1, 2, 2]))
+
+
+def test_perceptual_objective_over_full_matrices_correlates_every_entry_as_the_authors_code():
+    torch.manual_seed(1)
+    text, visual = F.normalize(torch.randn(6, 4), dim=-1), torch.randn(6, 3)
+    unit = F.normalize(visual, dim=-1)
+    direct = -np.corrcoef((text @ text.t()).flatten().numpy(), (unit @ unit.t()).flatten().numpy())[0, 1]
+    assert PerceptualObjective(full_matrices=True)(text, visual).item() == pytest.approx(direct, rel=1e-5)
+    # The diagonal (1 on both sides) and the repeated triangle make it another number than the distinct pairs'.
+    assert PerceptualObjective()(text, visual).item() != pytest.approx(direct, rel=1e-3)
 
 
 def test_projection_objective_on_a_hand_computed_example():

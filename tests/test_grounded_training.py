@@ -27,7 +27,13 @@ def books_dir(tmp_path_factory):
     return str(folder)
 
 
+# Bordes et al.'s batches of L_C pairs and L_P captions, scaled to 40 training images.
+SMALL_GROUNDING_BATCHES = {"cluster_batch_size": 8, "grounding_negatives": 3, "perceptual_batch_size": 8}
+
+
 def small_run(output_dir, books_dir=None, **options):
+    if options.get("objective") == "grounding" and options.get("grounding_batches", "separate") == "separate":
+        options = {**SMALL_GROUNDING_BATCHES, **options}
     model = {"model_type": "grounded_skipthought", "hidden_size": 24, "word_embedding_size": 12}
     data = {"backbone": "test_efficientnet", "synthetic_train_images": 40, "synthetic_eval_images": 12,
             "books_dir": books_dir, "max_length": 30}
@@ -57,7 +63,9 @@ def test_text_only_skipthought_learns_the_books_and_exports_its_decoders(tmp_pat
 def test_a_joint_run_with_the_cluster_loss_separates_held_out_captions_better_than_text_alone(tmp_path, books_dir):
     steps = {"max_steps": 60, "lr_scheduler_type": "constant"}
     text_only = small_run(tmp_path / "text", books_dir, objective="none", **steps)
-    joint = small_run(tmp_path / "joint", books_dir, objective="grounding", perceptual_weight=0.0, **steps)
+    # L_C as the authors compute it (3 negative pairs of 8 here) is small beside the books' loss: alpha_C = 5.
+    joint = small_run(tmp_path / "joint", books_dir, objective="grounding", perceptual_weight=0.0, cluster_weight=5.0,
+                      **steps)
     assert text_only["run"]["steps"] == joint["run"]["steps"] == 60
     assert separation(joint) > separation(text_only) + 0.05, (separation(joint), separation(text_only))
 
@@ -66,11 +74,31 @@ def test_the_books_go_round_beside_the_captions_and_resume_exactly(tmp_path, boo
     options = {"objective": "grounding", "num_train_epochs": 2, "lr_scheduler_type": "constant"}
     straight = small_run(tmp_path / "straight", books_dir, **options)
     small_run(tmp_path / "resumed", books_dir, **{**options, "max_steps": 5})
+    checkpoint = next((tmp_path / "resumed" / "checkpoints").iterdir())
+    # Three streams: L_C's caption pairs, L_P's captions and the books, each with its state.
+    assert {path.name for path in checkpoint.glob("state-loss-*.json")} == {
+        "state-loss-cluster.json", "state-loss-perceptual.json", "state-loss-skipthought.json"}
     resumed = small_run(tmp_path / "resumed", books_dir, **options, resume_from_checkpoint="latest")
-    assert straight["run"]["steps"] == resumed["run"]["steps"] == 10  # 40 images, 8 a batch: the captions lead
+    assert straight["run"]["steps"] == resumed["run"]["steps"] == 10  # 40 images, 8 pairs a batch: L_C leads
     first, second = load_file(tmp_path / "straight" / "model.safetensors"), load_file(
         tmp_path / "resumed" / "model.safetensors")
     assert all(first[name].equal(second[name]) for name in first)
+
+
+def test_the_earlier_caption_group_batches_stay_available_and_the_card_says_which_trained(tmp_path):
+    groups = small_run(tmp_path / "groups", objective="grounding", grounding_batches="groups", text_weight=0.0,
+                       num_train_epochs=1)
+    separate = small_run(tmp_path / "separate", objective="grounding", text_weight=0.0, num_train_epochs=1)
+    assert groups["run"]["steps"] == 5 and separate["run"]["steps"] == 5  # 40 images: 8 groups, or 8 pairs, a batch
+    assert "both on batches of caption groups, the cluster loss over every negative" in (
+        tmp_path / "groups" / "README.md").read_text()
+    assert "the cluster loss on 8 pairs of one image's or video's captions, the last 3 pairs the negatives" in (
+        tmp_path / "separate" / "README.md").read_text()
+
+
+def test_the_cluster_loss_refuses_a_batch_without_anchor_pairs(tmp_path):
+    with pytest.raises(ValueError, match="--cluster_batch_size 3 leaves no anchor pair beside --grounding_negatives 3"):
+        small_run(tmp_path / "x", objective="grounding", text_weight=0.0, cluster_batch_size=3)
 
 
 def test_random_visual_vectors_the_control_r_train_the_perceptual_loss(tmp_path):
@@ -92,7 +120,8 @@ def test_the_projection_baseline_maps_visual_vectors_into_the_sentence_space(tmp
 
 def test_vete_trains_with_the_cluster_and_perceptual_losses_through_the_same_trainer(tmp_path):
     results = train(
-        ModelArguments(model_type="vete", objective="grounding", embed_dim=16),
+        # Caption groups: every negative of 8 images' captions gives 5 steps a clear trend on 40 images.
+        ModelArguments(model_type="vete", objective="grounding", embed_dim=16, grounding_batches="groups"),
         DataArguments(backbone="test_efficientnet", synthetic_train_images=40, synthetic_eval_images=12),
         TrainingArguments(output_dir=str(tmp_path / "vete"), num_train_epochs=3, learning_rate=1e-2,
                           per_device_train_batch_size=8, logging_steps=1),
@@ -134,8 +163,8 @@ def msvd_with_videos(tmp_path_factory):
 
 
 def video_run(output_dir, msvd_dir, **options):
-    return small_run(output_dir, objective="grounding", text_weight=0.0, num_train_epochs=2,
-                     per_device_train_batch_size=2, dataset="msvd", data_dir=msvd_dir, **options)
+    return small_run(output_dir, objective="grounding", text_weight=0.0, num_train_epochs=2, cluster_batch_size=3,
+                     grounding_negatives=1, perceptual_batch_size=3, dataset="msvd", data_dir=msvd_dir, **options)
 
 
 def test_video_representations_f_a_and_t_train_and_t_keeps_its_word_vectors_fixed(tmp_path, books_dir,

@@ -154,7 +154,7 @@ class GroupBatchSampler(Sampler[list[int]]):
     Each epoch shuffles the groups and draws each group's captions afresh, from `seed` and the epoch alone. With
     `num_replicas` processes a step takes one global batch of `groups_per_batch * num_replicas` groups and gives
     process `rank` its contiguous share of groups; a last global batch with fewer than two groups per process is
-    left out.
+    left out, and with `drop_last` any last batch short of `groups_per_batch` groups per process.
     """
 
     def __init__(
@@ -165,6 +165,7 @@ class GroupBatchSampler(Sampler[list[int]]):
         seed: int = 0,
         num_replicas: int = 1,
         rank: int = 0,
+        drop_last: bool = False,
     ):
         if groups_per_batch < 2:
             raise ValueError(f"a batch needs at least 2 groups, got groups_per_batch={groups_per_batch}")
@@ -177,7 +178,7 @@ class GroupBatchSampler(Sampler[list[int]]):
             raise ValueError(f"group {next(i for i, c in enumerate(self.counts) if c < 1)} has no caption")
         self.offsets = [0, *itertools.accumulate(self.counts[:-1])]
         self.groups_per_batch, self.per_group = groups_per_batch, captions_per_group_in_batch
-        self.seed, self.num_replicas, self.rank = seed, num_replicas, rank
+        self.seed, self.num_replicas, self.rank, self.drop_last = seed, num_replicas, rank, drop_last
         self.epoch = self.start_batch = 0
 
     def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
@@ -187,7 +188,7 @@ class GroupBatchSampler(Sampler[list[int]]):
     def __len__(self) -> int:
         global_size = self.groups_per_batch * self.num_replicas
         full, remainder = divmod(len(self.counts), global_size)
-        return full + int(remainder >= 2 * self.num_replicas)
+        return full + int(not self.drop_last and remainder >= 2 * self.num_replicas)
 
     def __iter__(self) -> Iterator[list[int]]:
         start, self.start_batch = self.start_batch, 0

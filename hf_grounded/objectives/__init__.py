@@ -9,7 +9,7 @@ every process, so any encoder trains with any objective through configuration al
 Objectives never import models, and models never import objectives (each model folder runs alone).
 """
 
-from .caption_groups import ClusterObjective, PerceptualObjective, ProjectionObjective
+from .caption_groups import ClusterObjective, ClusterPairObjective, PerceptualObjective, ProjectionObjective
 from .functional import hinge_loss, pearson_loss
 from .gather import gather_with_local_grad
 from .image_text import (
@@ -27,6 +27,7 @@ from .text import SkipThoughtObjective
 __all__ = [
     "IMAGE_TEXT_OBJECTIVES",
     "ClusterObjective",
+    "ClusterPairObjective",
     "CovarianceObjective",
     "HingeObjective",
     "ImageTextObjective",

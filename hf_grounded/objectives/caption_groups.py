@@ -47,19 +47,60 @@ class ClusterObjective(nn.Module):
         return total / positive.sum()
 
 
+class ClusterPairObjective(nn.Module):
+    """L_C as Bordes et al.'s code computes it, over a batch of caption pairs: rows 2k and 2k + 1 are two captions
+    (s1, s2) of one group. The last `negatives` pairs of the global batch are the negatives of every other pair,
+    the anchors; an anchor's loss is 0.5 · Σ_j max(0, m − cos(s1, s2) + cos(s2, s1ⱼ⁻)) + 0.5 · Σ_j max(0, m −
+    cos(s1, s2) + cos(s1, s2ⱼ⁻)), and L_C is its mean over the anchors. Negatives are taken as they come, so one
+    may share the anchor's group (their code does not check either)."""
+
+    def __init__(self, margin: float = 0.5, negatives: int = 10):
+        super().__init__()
+        if negatives < 1:
+            raise ValueError(f"the cluster loss needs at least one negative pair, got negatives={negatives}")
+        self.margin, self.negatives = margin, negatives
+
+    def forward(self, text_embeds: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+        text = gather_with_local_grad(text_embeds.float())
+        groups = gather_with_local_grad(groups)
+        if len(text) % 2 or not torch.equal(groups[0::2], groups[1::2]):
+            raise ValueError("the cluster loss reads pairs of captions of one group on consecutive rows; this batch "
+                             f"holds {len(text)} captions of groups {groups.tolist()[:12]}...: every group needs two "
+                             "captions")
+        pairs = len(text) // 2
+        if pairs <= self.negatives:
+            raise ValueError(f"the cluster loss takes the last {self.negatives} pairs of a batch as negatives, so a "
+                             f"batch needs more than {self.negatives} pairs; this one has {pairs}")
+        first, second = text[0::2], text[1::2]
+        anchors = pairs - self.negatives
+        positive = (first[:anchors] * second[:anchors]).sum(dim=-1, keepdim=True)
+        against_first = second[:anchors] @ first[anchors:].t()
+        against_second = first[:anchors] @ second[anchors:].t()
+        violations = (0.5 * (self.margin - positive + against_first).clamp(min=0)
+                      + 0.5 * (self.margin - positive + against_second).clamp(min=0))
+        return violations.sum(dim=1).mean()
+
+
 class PerceptualObjective(nn.Module):
-    """L_P, perceptual information: minus the Pearson correlation, over all pairs of captions in the global batch,
-    between the cosine of the two sentences and the cosine of the visual vectors of what they describe."""
+    """L_P, perceptual information: minus the Pearson correlation between the cosines of pairs of captions in the
+    global batch and the cosines of the visual vectors of what they describe. Over the distinct pairs by default;
+    `full_matrices=True` correlates the whole flattened B × B cosine matrices, diagonal and both triangles, as
+    Bordes et al.'s code does."""
+
+    def __init__(self, full_matrices: bool = False):
+        super().__init__()
+        self.full_matrices = full_matrices
 
     def forward(self, text_embeds: torch.Tensor, visual_vectors: torch.Tensor) -> torch.Tensor:
         text = gather_with_local_grad(text_embeds.float())
         visual = nn.functional.normalize(gather_with_local_grad(visual_vectors.float()), dim=-1)
         if len(text) < 3:
             raise ValueError(f"the perceptual objective needs at least 3 captions in a batch, got {len(text)}")
+        sentence_cosines, visual_cosines = text @ text.t(), visual @ visual.t()
+        if self.full_matrices:
+            return pearson_loss(sentence_cosines.flatten(), visual_cosines.flatten())
         upper = torch.triu_indices(len(text), len(text), offset=1, device=text.device)
-        sentence_cosines = (text @ text.t())[upper[0], upper[1]]
-        visual_cosines = (visual @ visual.t())[upper[0], upper[1]]
-        return pearson_loss(sentence_cosines, visual_cosines)
+        return pearson_loss(sentence_cosines[upper[0], upper[1]], visual_cosines[upper[0], upper[1]])
 
 
 class ProjectionObjective(nn.Module):
@@ -88,4 +129,4 @@ class ProjectionObjective(nn.Module):
         return violations.masked_fill(nn.functional.one_hot(owner, len(distinct)).bool(), 0).sum(dim=1).mean()
 
 
-__all__ = ["ClusterObjective", "PerceptualObjective", "ProjectionObjective"]
+__all__ = ["ClusterObjective", "ClusterPairObjective", "PerceptualObjective", "ProjectionObjective"]

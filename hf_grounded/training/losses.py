@@ -29,6 +29,7 @@ from ..data.encoded import EncodedSplit, EncodedTriples
 from ..objectives import (
     IMAGE_TEXT_OBJECTIVES,
     ClusterObjective,
+    ClusterPairObjective,
     ImageTextObjective,
     PerceptualObjective,
     ProjectionObjective,
@@ -101,7 +102,6 @@ class CaptionGroupLoss(StreamLoss):
                                                                               projection_weight)
         self.cluster, self.perceptual = ClusterObjective(margin), PerceptualObjective()
         self.projection = ProjectionObjective(margin)
-        # Encoders with an image map take the visual vectors in their forward; SkipThought only for P.
         self.passes_image_features = passes_image_features
 
     def sampler(self, split, triples, data_args, training_args, distributed) -> Sampler:
@@ -109,14 +109,7 @@ class CaptionGroupLoss(StreamLoss):
                                  training_args.captions_per_group, **distributed)
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
-        if self.passes_image_features:
-            inputs["image_features"] = batch["image_features"]
-        if "frame_features" in batch:
-            inputs.update(frame_features=batch["frame_features"], frame_mask=batch["frame_mask"])
-        outputs = model(**inputs)
-        # T: each caption's own view of its video, attended by its words; otherwise the video's one vector.
-        visual = outputs.visual_vectors if "frame_features" in batch else batch["image_features"]
+        outputs, visual = _encode_captions(model, batch, self.passes_image_features)
         loss = outputs.text_embeds.new_zeros(())
         if self.cluster_weight:
             loss = loss + self.cluster_weight * self.cluster(outputs.text_embeds, batch["image_index"])
@@ -126,6 +119,64 @@ class CaptionGroupLoss(StreamLoss):
             loss = loss + self.projection_weight * self.projection(outputs.text_embeds, outputs.image_embeds,
                                                                    batch["image_index"])
         return loss
+
+
+class ClusterLoss(StreamLoss):
+    """α_C·L_C as Bordes et al.'s code computes it, on a stream of its own: `pairs` groups (images or videos) a
+    batch, two of each group's captions, the last `negatives` pairs the negatives of the others."""
+
+    stream = "captions"
+    name = "cluster"
+
+    def __init__(self, weight: float, margin: float, negatives: int, pairs: int, passes_image_features: bool):
+        super().__init__()
+        self.weight, self.pairs, self.passes_image_features = weight, pairs, passes_image_features
+        self.objective = ClusterPairObjective(margin, negatives)
+
+    def sampler(self, split, triples, data_args, training_args, distributed) -> Sampler:
+        lacking = [image for image, count in enumerate(split.captions_per_image) if count < 2]
+        if lacking:
+            raise ValueError(f"the cluster loss pairs two captions of one image or video, and {len(lacking)} of the "
+                             f"training split have one (e.g. index {lacking[0]}); use --grounding_batches groups")
+        return GroupBatchSampler(split.captions_per_image, self.pairs, 2, drop_last=True, **distributed)
+
+    def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        outputs, _ = _encode_captions(model, batch, self.passes_image_features)
+        return self.weight * self.objective(outputs.text_embeds, batch["image_index"])
+
+
+class PerceptualLoss(StreamLoss):
+    """α_P·L_P as Bordes et al.'s code computes it, on a stream of its own: `batch_size` captions a batch, of
+    distinct images or videos, each with its visual vector; the whole cosine matrices are correlated."""
+
+    stream = "captions"
+    name = "perceptual"
+
+    def __init__(self, weight: float, batch_size: int, passes_image_features: bool):
+        super().__init__()
+        self.weight, self.batch_size, self.passes_image_features = weight, batch_size, passes_image_features
+        self.objective = PerceptualObjective(full_matrices=True)
+
+    def sampler(self, split, triples, data_args, training_args, distributed) -> Sampler:
+        return CaptionBatchSampler(split.captions_per_image, self.batch_size, drop_last=True, **distributed)
+
+    def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        outputs, visual = _encode_captions(model, batch, self.passes_image_features)
+        return self.weight * self.objective(outputs.text_embeds, visual)
+
+
+def _encode_captions(model: nn.Module, batch: dict[str, torch.Tensor], passes_image_features: bool):
+    """The model's outputs on a batch of captions, and the visual vectors the perceptual loss compares them with:
+    under T each caption's own view of its video, attended by its words; otherwise the video's one vector.
+    Encoders with an image map take the visual vectors in their forward; SkipThought only for P."""
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    if passes_image_features:
+        inputs["image_features"] = batch["image_features"]
+    if "frame_features" in batch:
+        inputs.update(frame_features=batch["frame_features"], frame_mask=batch["frame_mask"])
+    outputs = model(**inputs)
+    visual = outputs.visual_vectors if "frame_features" in batch else batch["image_features"]
+    return outputs, visual
 
 
 class SkipThoughtLoss(StreamLoss):
@@ -183,6 +234,40 @@ class GroundingOptions(CheckedArguments):
         default=0.1, metadata={"minimum": 0, "help": "alpha_P of the perceptual loss L_P."}
     )
     grounding_margin: float = field(default=0.5, metadata={"minimum": 0, "help": "The cluster loss's margin m."})
+    grounding_batches: Literal["separate", "groups"] = field(
+        default="separate",
+        metadata={"help": "'separate' (Bordes et al.'s code): L_C on its own batches of caption pairs, the last "
+                          "--grounding_negatives pairs the negatives, and L_P on its own batches of captions with "
+                          "their visual vectors; 'groups': both on one batch of --per_device_train_batch_size "
+                          "groups of --captions_per_group captions, L_C over every negative."},
+    )
+    grounding_negatives: int = field(
+        default=10, metadata={"minimum": 1, "help": "Negative pairs of L_C per batch (--grounding_batches separate)."}
+    )
+    cluster_batch_size: int = field(
+        default=32, metadata={"minimum": 2, "help": "Caption pairs per process in an L_C batch, negatives included "
+                                                    "(--grounding_batches separate)."}
+    )
+    perceptual_batch_size: int = field(
+        default=32, metadata={"minimum": 3, "help": "Captions per process in an L_P batch (--grounding_batches "
+                                                    "separate)."}
+    )
+
+    @property
+    def batches_description(self) -> str:
+        if self.grounding_batches == "groups":
+            return "both on batches of caption groups, the cluster loss over every negative"
+        return (f"each on its own batches as the authors' code trains them (the cluster loss on "
+                f"{self.cluster_batch_size} pairs of one image's or video's captions, the last "
+                f"{self.grounding_negatives} pairs the negatives; the perceptual loss on {self.perceptual_batch_size} "
+                "captions of distinct images or videos)")
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.grounding_batches == "separate" and self.cluster_weight and \
+                self.cluster_batch_size <= self.grounding_negatives:
+            raise ValueError(f"--cluster_batch_size {self.cluster_batch_size} leaves no anchor pair beside "
+                             f"--grounding_negatives {self.grounding_negatives}: it must be larger")
 
 
 @dataclass
@@ -205,16 +290,17 @@ def _always(options: Any, has_image_map: bool) -> bool:
 
 @dataclass(frozen=True)
 class CaptionObjective:
-    """What `--objective NAME` adds to a run: what the model card says of it (formatted with its options) and whom
-    it cites; its options; its term over the captions (None for `none`), from the options, the seed and whether
-    the model maps visual vectors into its space; whether it reads the visual vectors; whether a text-only encoder
-    (grounded SkipThought) needs an image map for it; and whether it is the loss of the model's own
-    `forward(return_loss=True)`, whose options the model's config then records."""
+    """What `--objective NAME` adds to a run: what the model card says of it (formatted with its options' values,
+    and the options themselves as `options`) and whom it cites; its options; its terms over the captions (none for
+    `none`), from the options, the seed and whether the model maps visual vectors into its space; whether it reads
+    the visual vectors; whether a text-only encoder (grounded SkipThought) needs an image map for it; and whether
+    it is the loss of the model's own `forward(return_loss=True)`, whose options the model's config then
+    records."""
 
     description: str
     citation: str
     options: type
-    build: Callable[[Any, int, bool], StreamLoss | None]
+    build: Callable[[Any, int, bool], list[StreamLoss]]
     reads_visual_vectors: Callable[[Any, bool], bool] = _always
     needs_image_map: bool = False
     is_model_loss: bool = False
@@ -222,10 +308,24 @@ class CaptionObjective:
 
 def _image_text(name: str, description: str, citation: str, options: type = NoOptions,
                 is_model_loss: bool = False) -> CaptionObjective:
-    def build(options: Any, seed: int, has_image_map: bool) -> StreamLoss:
-        return ImageTextLoss(create_objective(name, seed=seed, **asdict(options)), name)
+    def build(options: Any, seed: int, has_image_map: bool) -> list[StreamLoss]:
+        return [ImageTextLoss(create_objective(name, seed=seed, **asdict(options)), name)]
 
     return CaptionObjective(description, citation, options, build, is_model_loss=is_model_loss)
+
+
+def _grounding_terms(options: GroundingOptions, has_image_map: bool) -> list[StreamLoss]:
+    """L_C and L_P, each on its own stream as Bordes et al.'s code trains them, or together on caption groups."""
+    if options.grounding_batches == "groups":
+        return [CaptionGroupLoss(options.cluster_weight, options.perceptual_weight, margin=options.grounding_margin,
+                                 passes_image_features=has_image_map)]
+    terms = []
+    if options.cluster_weight:
+        terms.append(ClusterLoss(options.cluster_weight, options.grounding_margin, options.grounding_negatives,
+                                 options.cluster_batch_size, has_image_map))
+    if options.perceptual_weight:
+        terms.append(PerceptualLoss(options.perceptual_weight, options.perceptual_batch_size, has_image_map))
+    return terms
 
 
 MERKX_AND_FRANK, KURACH_ET_AL, BORDES_ET_AL = "Merkx & Frank, 2019", "Kurach et al., 2017", "Bordes et al., 2019"
@@ -244,22 +344,21 @@ CAPTION_OBJECTIVES: dict[str, CaptionObjective] = {
                         KURACH_ET_AL, RankOptions),
     "grounding": CaptionObjective(
         "Bordes et al.'s grounding over captions grouped by image or video: the cluster loss (weight "
-        "{cluster_weight}, margin {grounding_margin}) and the perceptual loss (weight {perceptual_weight})",
+        "{cluster_weight}, margin {grounding_margin}) and the perceptual loss (weight {perceptual_weight}), "
+        "{options.batches_description}",
         BORDES_ET_AL, GroundingOptions,
-        lambda options, seed, has_image_map: CaptionGroupLoss(
-            options.cluster_weight, options.perceptual_weight, margin=options.grounding_margin,
-            passes_image_features=has_image_map),
+        lambda options, seed, has_image_map: _grounding_terms(options, has_image_map),
         reads_visual_vectors=lambda options, has_image_map: options.perceptual_weight > 0 or has_image_map,
     ),
     "projection": CaptionObjective(
         "Bordes et al.'s cross-modal projection baseline P (margin {grounding_margin})",
         BORDES_ET_AL, ProjectionOptions,
-        lambda options, seed, has_image_map: CaptionGroupLoss(
-            projection_weight=1.0, margin=options.grounding_margin, passes_image_features=True),
+        lambda options, seed, has_image_map: [CaptionGroupLoss(
+            projection_weight=1.0, margin=options.grounding_margin, passes_image_features=True)],
         needs_image_map=True,
     ),
     # The text objective alone.
-    "none": CaptionObjective("no caption objective", "", NoOptions, lambda options, seed, has_image_map: None,
+    "none": CaptionObjective("no caption objective", "", NoOptions, lambda options, seed, has_image_map: [],
                              reads_visual_vectors=lambda options, has_image_map: False),
 }
 
@@ -267,7 +366,7 @@ CAPTION_OBJECTIVES: dict[str, CaptionObjective] = {
 def objective_description(objective: str, options: Any) -> str:
     """What the model card says of `--objective` with these options, and whom it cites."""
     entry = CAPTION_OBJECTIVES[objective]
-    described = entry.description.format(**asdict(options))
+    described = entry.description.format(**asdict(options), options=options)
     return f"{described} ({entry.citation})" if entry.citation else described
 
 
@@ -286,8 +385,7 @@ def create_training_losses(objective: str, options: Any, text_options: SkipThoug
                            has_image_map: bool) -> list[StreamLoss]:
     """The terms `--objective` and the text objective ask for. `has_image_map`: whether the model maps visual
     vectors into its space (the char-GRU and VETE always, SkipThought for the baseline P)."""
-    caption_term = CAPTION_OBJECTIVES[objective].build(options, seed, has_image_map)
-    losses = [caption_term] if caption_term is not None else []
+    losses = CAPTION_OBJECTIVES[objective].build(options, seed, has_image_map)
     if trains_text_objective(text_options):
         losses.append(SkipThoughtLoss(text_options.text_weight))
     if not losses:
@@ -299,8 +397,8 @@ def create_training_losses(objective: str, options: Any, text_options: SkipThoug
 def leaves_parameters_unused(objective: str, options: Any, text_options: SkipThoughtOptions | None) -> bool:
     """Whether some step's terms leave parameters out of the graph, which DistributedDataParallel must be told of
     before the terms exist: every caption objective but the image-text ones, and any run beside the books."""
-    caption_term = CAPTION_OBJECTIVES[objective].build(options, 0, True)
-    reaches_all = caption_term is not None and caption_term.uses_every_parameter
+    caption_terms = CAPTION_OBJECTIVES[objective].build(options, 0, True)
+    reaches_all = bool(caption_terms) and all(term.uses_every_parameter for term in caption_terms)
     return not reaches_all or trains_text_objective(text_options)
 
 
@@ -308,11 +406,13 @@ __all__ = [
     "CAPTION_OBJECTIVES",
     "CaptionGroupLoss",
     "CaptionObjective",
+    "ClusterLoss",
     "GroundingOptions",
     "HingeOptions",
     "ImageTextLoss",
     "KendallOptions",
     "NoOptions",
+    "PerceptualLoss",
     "ProjectionOptions",
     "RankOptions",
     "SkipThoughtLoss",
