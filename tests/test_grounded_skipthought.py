@@ -153,9 +153,15 @@ def test_cluster_pair_objective_matches_a_direct_loop_over_anchors_and_negatives
 
 
 def test_cluster_pair_objective_on_a_hand_computed_example():
-    # Anchor pair (e0, e0): cosine 1; negative pair (e0, e1): max(0, 0.5 - 1 + 1) / 2 + max(0, 0.5 - 1 + 0) / 2.
-    text = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
-    assert ClusterPairObjective(0.5, 1)(text, torch.tensor([0, 0, 1, 1])).item() == pytest.approx(0.25)
+    # Anchor (s1, s2) = (e0, (e0 + e1)/√2), cosine c = 0.707; negative pair (e1, e0).
+    # cos(s2, n1) = c: 0.5 · max(0, 0.5 − c + c) = 0.25; cos(s1, n2) = 1: 0.5 · max(0, 0.5 − c + 1) = 0.396.
+    c = 2 ** -0.5
+    text = torch.tensor([[1.0, 0.0], [c, c], [0.0, 1.0], [1.0, 0.0]])
+    expected = 0.5 * 0.5 + 0.5 * (0.5 - c + 1)
+    assert ClusterPairObjective(0.5, 1)(text, torch.tensor([0, 0, 1, 1])).item() == pytest.approx(expected)
+    # Swapping which caption of the negative pair is compared with which of the anchor changes the value.
+    swapped = torch.tensor([[1.0, 0.0], [c, c], [1.0, 0.0], [0.0, 1.0]])
+    assert ClusterPairObjective(0.5, 1)(swapped, torch.tensor([0, 0, 1, 1])).item() != pytest.approx(expected)
 
 
 def test_cluster_pair_objective_refuses_unpaired_rows_and_batches_without_anchors():

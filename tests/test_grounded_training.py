@@ -206,3 +206,8 @@ def test_attention_over_frames_learns_its_projection_through_the_perceptual_loss
 def test_attention_over_frames_needs_a_text_only_checkpoint(tmp_path, msvd_with_videos):
     with pytest.raises(ValueError, match="text-only checkpoint"):
         video_run(tmp_path / "t", msvd_with_videos, frame_pooling="attention")
+
+
+def test_a_stream_without_data_for_one_full_batch_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="the cluster loss's batches .* too little training data for one full batch"):
+        small_run(tmp_path / "x", objective="grounding", text_weight=0.0, cluster_batch_size=41)

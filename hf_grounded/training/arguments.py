@@ -145,11 +145,13 @@ class TrainingArguments:
     max_steps: int = field(default=-1, metadata={"help": "If positive, stop after this many optimiser steps."})
     per_device_train_batch_size: int = field(
         default=32, metadata={"minimum": 1,
-                              "help": "Caption-image pairs per batch; images (or videos) for caption-group objectives."}
+                              "help": "Caption-image pairs per batch; images (or videos) for the projection objective "
+                                      "and --grounding_batches groups (the authors' grounding has its own sizes)."}
     )
     captions_per_group: int = field(
         default=2, metadata={"minimum": 1,
-                             "help": "Caption-group objectives: captions of each image or video in a batch."}
+                             "help": "The projection objective and --grounding_batches groups: captions of each image "
+                                     "or video in a batch."}
     )
     per_device_text_batch_size: int | None = field(
         default=None, metadata={"minimum": 1,

@@ -3,12 +3,13 @@ model's outputs on the batches of one data stream, weighted; the trainer back-pr
 
 A term declares its name (its checkpoint state's), its stream and the sampler that draws it, whether it reads
 every parameter of the model (DistributedDataParallel must otherwise expect unused ones) and its loss. A stream is
-`captions` (captions with their image's or video's visual vector: one caption per image for the image-text
-objectives, whole groups for the caption-group ones) or `books` (SkipThought's sentence triples). Every term runs
-the model's own forward, so DistributedDataParallel synchronises its gradients.
+`captions` (captions with their image's or video's visual vector, drawn as the term's sampler says: one caption per
+image for the image-text objectives, pairs of one image's captions for L_C, whole groups for the caption-group
+variant) or `books` (SkipThought's sentence triples); each term reads its own. Every term runs the model's own
+forward, so DistributedDataParallel synchronises its gradients.
 
 `CAPTION_OBJECTIVES` maps `--objective` to what it adds to a run: its options (a dataclass of command-line
-arguments, parsed once `--objective` has chosen it), its term, what the model card says of it and what the run
+arguments, parsed once `--objective` has chosen it), its terms, what the model card says of it and what the run
 needs for it. SkipThought's text objective (`SkipThoughtOptions`, `--text_weight`) joins it for the families that
 have one. They are the only places that know an objective by its name: a new objective is its maths in
 `hf_grounded.objectives` (or a term here) and one entry.
@@ -52,6 +53,10 @@ class StreamLoss(nn.Module, ABC):
     # Whether its forward reaches every parameter; if any term's does not, DistributedDataParallel must look for
     # unused ones (SkipThought's decoders in a caption step, an image map under the caption-group objectives).
     uses_every_parameter: bool = False
+
+    def batch_size(self, training_args: "TrainingArguments") -> int:
+        """Items of its stream in one process's batch: captions, caption pairs, groups or book triples."""
+        return training_args.per_device_train_batch_size
 
     @abstractmethod
     def sampler(self, split: EncodedSplit, triples: EncodedTriples | None, data_args: DataArguments,
@@ -133,6 +138,9 @@ class ClusterLoss(StreamLoss):
         self.weight, self.pairs, self.passes_image_features = weight, pairs, passes_image_features
         self.objective = ClusterPairObjective(margin, negatives)
 
+    def batch_size(self, training_args: "TrainingArguments") -> int:
+        return self.pairs
+
     def sampler(self, split, triples, data_args, training_args, distributed) -> Sampler:
         lacking = [image for image, count in enumerate(split.captions_per_image) if count < 2]
         if lacking:
@@ -146,26 +154,30 @@ class ClusterLoss(StreamLoss):
 
 
 class PerceptualLoss(StreamLoss):
-    """α_P·L_P as Bordes et al.'s code computes it, on a stream of its own: `batch_size` captions a batch, of
+    """α_P·L_P as Bordes et al.'s code computes it, on a stream of its own: `captions` captions a batch, of
     distinct images or videos, each with its visual vector; the whole cosine matrices are correlated."""
 
     stream = "captions"
     name = "perceptual"
 
-    def __init__(self, weight: float, batch_size: int, passes_image_features: bool):
+    def __init__(self, weight: float, captions: int, passes_image_features: bool):
         super().__init__()
-        self.weight, self.batch_size, self.passes_image_features = weight, batch_size, passes_image_features
+        self.weight, self.captions, self.passes_image_features = weight, captions, passes_image_features
         self.objective = PerceptualObjective(full_matrices=True)
 
+    def batch_size(self, training_args: "TrainingArguments") -> int:
+        return self.captions
+
     def sampler(self, split, triples, data_args, training_args, distributed) -> Sampler:
-        return CaptionBatchSampler(split.captions_per_image, self.batch_size, drop_last=True, **distributed)
+        return CaptionBatchSampler(split.captions_per_image, self.captions, drop_last=True, **distributed)
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         outputs, visual = _encode_captions(model, batch, self.passes_image_features)
         return self.weight * self.objective(outputs.text_embeds, visual)
 
 
-def _encode_captions(model: nn.Module, batch: dict[str, torch.Tensor], passes_image_features: bool):
+def _encode_captions(model: nn.Module, batch: dict[str, torch.Tensor],
+                     passes_image_features: bool) -> tuple[Any, torch.Tensor]:
     """The model's outputs on a batch of captions, and the visual vectors the perceptual loss compares them with:
     under T each caption's own view of its video, attended by its words; otherwise the video's one vector.
     Encoders with an image map take the visual vectors in their forward; SkipThought only for P."""
@@ -190,11 +202,11 @@ class SkipThoughtLoss(StreamLoss):
         self.weight = weight
         self.objective = SkipThoughtObjective()
 
+    def batch_size(self, training_args: "TrainingArguments") -> int:
+        return training_args.per_device_text_batch_size or training_args.per_device_train_batch_size
+
     def sampler(self, split, triples, data_args, training_args, distributed) -> Sampler:
-        return TripleBatchSampler(
-            len(triples), training_args.per_device_text_batch_size or training_args.per_device_train_batch_size,
-            **distributed,
-        )
+        return TripleBatchSampler(len(triples), self.batch_size(training_args), **distributed)
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         outputs = model(**batch)
@@ -242,7 +254,8 @@ class GroundingOptions(CheckedArguments):
                           "groups of --captions_per_group captions, L_C over every negative."},
     )
     grounding_negatives: int = field(
-        default=10, metadata={"minimum": 1, "help": "Negative pairs of L_C per batch (--grounding_batches separate)."}
+        default=10, metadata={"minimum": 1, "help": "Negative pairs of L_C: the last pairs of the global batch (all "
+                                                    "processes' together) (--grounding_batches separate)."}
     )
     cluster_batch_size: int = field(
         default=32, metadata={"minimum": 2, "help": "Caption pairs per process in an L_C batch, negatives included "
@@ -255,6 +268,7 @@ class GroundingOptions(CheckedArguments):
 
     @property
     def batches_description(self) -> str:
+        """How the two losses' batches are drawn, for the model card."""
         if self.grounding_batches == "groups":
             return "both on batches of caption groups, the cluster loss over every negative"
         return (f"each on its own batches as the authors' code trains them (the cluster loss on "
@@ -262,7 +276,7 @@ class GroundingOptions(CheckedArguments):
                 f"{self.grounding_negatives} pairs the negatives; the perceptual loss on {self.perceptual_batch_size} "
                 "captions of distinct images or videos)")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         super().__post_init__()
         if self.grounding_batches == "separate" and self.cluster_weight and \
                 self.cluster_batch_size <= self.grounding_negatives:
@@ -386,11 +400,18 @@ def create_training_losses(objective: str, options: Any, text_options: SkipThoug
     """The terms `--objective` and the text objective ask for. `has_image_map`: whether the model maps visual
     vectors into its space (the char-GRU and VETE always, SkipThought for the baseline P)."""
     losses = CAPTION_OBJECTIVES[objective].build(options, seed, has_image_map)
+    if not isinstance(losses, list) or not all(isinstance(loss, StreamLoss) for loss in losses):
+        raise TypeError(f"CAPTION_OBJECTIVES[{objective!r}].build must return a list of StreamLoss terms, got "
+                        f"{losses!r}")
     if trains_text_objective(text_options):
         losses.append(SkipThoughtLoss(text_options.text_weight))
     if not losses:
         raise ValueError(f"--objective {objective} with no text objective (--text_weight 0, or a model without one) "
                          f"leaves nothing to train")
+    names = [loss.name for loss in losses]
+    if len(set(names)) < len(names):
+        raise ValueError(f"training terms must have distinct names (their checkpoint states and streams are named "
+                         f"by them), got {names}")
     return losses
 
 

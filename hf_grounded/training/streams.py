@@ -1,8 +1,9 @@
 """The data streams a run trains on, one per training term, each drawn by the sampler its term asks for: captions
 (one per image, whole groups, or pairs of one image's captions) and SkipThought's book triples."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 from accelerate import Accelerator
@@ -15,13 +16,12 @@ from .losses import StreamLoss
 
 
 class StepBatches:
-    """A sampler's batches, cycled epoch after epoch, by global step: the `step`-th batch is batch
-    `step % len(sampler)` of epoch `step // len(sampler)`. A stream beside the one that makes the epochs is drawn
-    this way, so the global step alone says where it is, and a resumed run continues it exactly."""
+    """A sampler's batches (it needs `set_epoch` and a length), cycled epoch after epoch, by global step: the
+    `step`-th batch is batch `step % len(sampler)` of epoch `step // len(sampler)`. A stream beside the one that
+    makes the epochs is drawn this way, so the global step alone says where it is, and a resumed run continues it
+    exactly."""
 
     def __init__(self, sampler: Sampler):
-        if len(sampler) < 1:
-            raise ValueError(f"{type(sampler).__name__} gives no batch: its data is smaller than one batch")
         self.sampler = sampler
         # One epoch's batches at a time: `batch_at` is called every step, an epoch's order is drawn once.
         self._epoch, self._batches = None, []
@@ -63,29 +63,30 @@ def training_streams(losses: list[StreamLoss], train_split: EncodedSplit, triple
                      accelerator: Accelerator) -> TrainingStreams:
     distributed = {"seed": training_args.seed, "num_replicas": accelerator.num_processes,
                    "rank": accelerator.process_index}
-    captions = CaptionImagePairs(train_split)
-    datasets = {"captions": (captions, collate_captions), "books": (range(len(triples or [])), _triple_batches(triples))}
+    # A book batch is made from its indices at once: the loader's items are the indices themselves.
+    datasets = {"captions": (CaptionImagePairs(train_split), collate_captions),
+                "books": (range(len(triples)) if triples is not None else range(0),
+                          triples.batch if triples is not None else None)}
     primary = next((loss for loss in losses if loss.stream == "captions"), losses[0])
     beside = {}
     for loss in losses:
         sampler = loss.sampler(train_split, triples, data_args, training_args, distributed)
+        if len(sampler) < 1:
+            raise ValueError(f"the {loss.name} loss's batches ({type(sampler).__name__}) find too little training data "
+                             "for one full batch: lower its batch size")
         dataset, collate = datasets[loss.stream]
         if loss is primary:
             primary_sampler = sampler
             loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=collate,
                                 num_workers=training_args.dataloader_num_workers)
         else:
-            beside[loss.name] = (StepBatches(sampler), _indexed_collate(dataset, collate))
+            beside[loss.name] = (StepBatches(sampler), partial(_collate_indices, dataset, collate))
     return TrainingStreams(primary, primary_sampler, loader, beside)
 
 
-def _triple_batches(triples: EncodedTriples | None) -> Callable[[list[int]], dict[str, torch.Tensor]]:
-    """Book batches are made from their indices at once (the loader's items are the indices themselves)."""
-    return lambda indices: triples.batch(list(indices))
-
-
-def _indexed_collate(dataset, collate) -> Callable[[list[int]], dict[str, torch.Tensor]]:
-    return lambda indices: collate([dataset[index] for index in indices])
+def _collate_indices(dataset: Sequence, collate: Callable[[list], dict[str, torch.Tensor]],
+                     indices: list[int]) -> dict[str, torch.Tensor]:
+    return collate([dataset[index] for index in indices])
 
 
 __all__ = ["StepBatches", "TrainingStreams", "training_streams"]

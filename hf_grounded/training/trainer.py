@@ -122,7 +122,8 @@ def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str
     results["run"] = {
         "epochs": len(progress.history),
         "steps": progress.step,
-        "global_batch_size": training_args.per_device_train_batch_size * accelerator.num_processes,
+        # The batch of the stream that makes the epochs (L_C's pairs, say, when grounding trains as its authors did).
+        "global_batch_size": run.streams.primary.batch_size(training_args) * accelerator.num_processes,
         "num_processes": accelerator.num_processes,
         "mixed_precision": accelerator.mixed_precision,
         "wall_time_s": round(time.perf_counter() - started, 1),
