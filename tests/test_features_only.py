@@ -113,6 +113,8 @@ def test_a_users_mistake_ends_in_one_line_and_exit_code_2(argv, message, text_on
     from safetensors.torch import save_file
     save_file({"features": torch.ones(8, 12), "lengths": torch.ones(8, dtype=torch.long)}, places["short_ids"],
               metadata={"ids": json.dumps([name for split in splits.values() for name in split][:7])})
+    # The default --output_dir is relative: away from a clone where the README's quick start already wrote it.
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
         run_recipe("train", [item.format(**places) for item in argv], monkeypatch)
     assert exit_info.value.code == 2
@@ -120,7 +122,8 @@ def test_a_users_mistake_ends_in_one_line_and_exit_code_2(argv, message, text_on
     assert capsys.readouterr().err.strip().splitlines() == [message.format(**places) + ending]
 
 
-def test_debug_keeps_the_traceback(monkeypatch):
+def test_debug_keeps_the_traceback(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="--per_device_train_batch_size must be at least 1"):
         run_recipe("train", ["--per_device_train_batch_size", "0", "--debug"], monkeypatch)
 
