@@ -128,11 +128,8 @@ def load_checkpoint(
         files = {name: f"state-{index}" for index, name in enumerate(stateful)}
     else:
         if sorted(stateful) != saved:
-            # Grounding trained on caption groups alone before its two losses had streams of their own.
-            hint = (" (a grounding checkpoint of caption groups: add --grounding_batches groups)"
-                    if "loss-grounding" in saved and "loss-grounding" not in stateful else "")
             raise ValueError(f"{folder} holds the states of {saved} but this run has {sorted(stateful)}: resume with "
-                             f"the objective and weights the checkpoint was trained with{hint}")
+                             "the objective and the options (weights, batches) the checkpoint was trained with")
         files = {name: f"state-{name}" for name in stateful}
     for name, item in stateful.items():
         item.load_state_dict(load_state(folder, files[name]))

@@ -81,7 +81,7 @@ class ImageTextLoss(StreamLoss):
     def sampler(self, split, triples, data_args, training_args, distributed) -> Sampler:
         return CaptionBatchSampler(
             split.captions_per_image,
-            training_args.per_device_train_batch_size,
+            self.batch_size(training_args),
             policy="all" if data_args.training_unit == "word" else data_args.caption_policy,
             lengths=[len(ids) for ids in split.input_ids] if training_args.group_by_length else None,
             **distributed,
@@ -110,7 +110,7 @@ class CaptionGroupLoss(StreamLoss):
         self.passes_image_features = passes_image_features
 
     def sampler(self, split, triples, data_args, training_args, distributed) -> Sampler:
-        return GroupBatchSampler(split.captions_per_image, training_args.per_device_train_batch_size,
+        return GroupBatchSampler(split.captions_per_image, self.batch_size(training_args),
                                  training_args.captions_per_group, **distributed)
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -146,7 +146,8 @@ class ClusterLoss(StreamLoss):
         if lacking:
             raise ValueError(f"the cluster loss pairs two captions of one image or video, and {len(lacking)} of the "
                              f"training split have one (e.g. index {lacking[0]}); use --grounding_batches groups")
-        return GroupBatchSampler(split.captions_per_image, self.pairs, 2, drop_last=True, **distributed)
+        return GroupBatchSampler(split.captions_per_image, self.batch_size(training_args), 2, drop_last=True,
+                                 **distributed)
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         outputs, _ = _encode_captions(model, batch, self.passes_image_features)
@@ -169,7 +170,8 @@ class PerceptualLoss(StreamLoss):
         return self.captions
 
     def sampler(self, split, triples, data_args, training_args, distributed) -> Sampler:
-        return CaptionBatchSampler(split.captions_per_image, self.captions, drop_last=True, **distributed)
+        return CaptionBatchSampler(split.captions_per_image, self.batch_size(training_args), drop_last=True,
+                                   **distributed)
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         outputs, visual = _encode_captions(model, batch, self.passes_image_features)

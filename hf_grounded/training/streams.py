@@ -63,10 +63,6 @@ def training_streams(losses: list[StreamLoss], train_split: EncodedSplit, triple
                      accelerator: Accelerator) -> TrainingStreams:
     distributed = {"seed": training_args.seed, "num_replicas": accelerator.num_processes,
                    "rank": accelerator.process_index}
-    # A book batch is made from its indices at once: the loader's items are the indices themselves.
-    datasets = {"captions": (CaptionImagePairs(train_split), collate_captions),
-                "books": (range(len(triples)) if triples is not None else range(0),
-                          triples.batch if triples is not None else None)}
     primary = next((loss for loss in losses if loss.stream == "captions"), losses[0])
     beside = {}
     for loss in losses:
@@ -74,7 +70,7 @@ def training_streams(losses: list[StreamLoss], train_split: EncodedSplit, triple
         if len(sampler) < 1:
             raise ValueError(f"the {loss.name} loss's batches ({type(sampler).__name__}) find too little training data "
                              "for one full batch: lower its batch size")
-        dataset, collate = datasets[loss.stream]
+        dataset, collate = _items_and_collate(loss.stream, train_split, triples)
         if loss is primary:
             primary_sampler = sampler
             loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=collate,
@@ -82,6 +78,15 @@ def training_streams(losses: list[StreamLoss], train_split: EncodedSplit, triple
         else:
             beside[loss.name] = (StepBatches(sampler), partial(_collate_indices, dataset, collate))
     return TrainingStreams(primary, primary_sampler, loader, beside)
+
+
+def _items_and_collate(stream: str, train_split: EncodedSplit,
+                       triples: EncodedTriples | None) -> tuple[Sequence, Callable]:
+    """A stream's items and how a batch of them is made. A book batch is made from its indices at once: the items
+    are the indices themselves."""
+    if stream == "books":
+        return range(len(triples)), triples.batch
+    return CaptionImagePairs(train_split), collate_captions
 
 
 def _collate_indices(dataset: Sequence, collate: Callable[[list], dict[str, torch.Tensor]],
