@@ -9,7 +9,7 @@ so N processes compute the loss one process would compute on the global batch; s
 import torch
 from torch import nn
 
-from .functional import pearson_loss
+from .functional import last_pairs_max_margin, pearson_loss
 from .gather import gather_with_local_grad
 
 
@@ -71,14 +71,7 @@ class ClusterPairObjective(nn.Module):
         if pairs <= self.negatives:
             raise ValueError(f"the cluster loss takes the last {self.negatives} pairs of a batch as negatives, so a "
                              f"batch needs more than {self.negatives} pairs; this one has {pairs}")
-        first, second = text[0::2], text[1::2]
-        anchors = pairs - self.negatives
-        positive = (first[:anchors] * second[:anchors]).sum(dim=-1, keepdim=True)
-        against_first = second[:anchors] @ first[anchors:].t()
-        against_second = first[:anchors] @ second[anchors:].t()
-        violations = (0.5 * (self.margin - positive + against_first).clamp(min=0)
-                      + 0.5 * (self.margin - positive + against_second).clamp(min=0))
-        return violations.sum(dim=1).mean()
+        return last_pairs_max_margin(text[0::2], text[1::2], self.margin, self.negatives)
 
 
 class PerceptualObjective(nn.Module):

@@ -34,6 +34,25 @@ def hinge_loss(
     raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
 
 
+def last_pairs_max_margin(first: torch.Tensor, second: torch.Tensor, margin: float, negatives: int) -> torch.Tensor:
+    """Bordes et al.'s max-margin loss over a batch of pairs (first[i], second[i]) of unit vectors: the last
+    `negatives` pairs are the negatives of every other pair, the anchors. An anchor's loss is
+    0.5 · Σ_j max(0, m − cos(f, s) + cos(s, f_j⁻)) + 0.5 · Σ_j max(0, m − cos(f, s) + cos(f, s_j⁻)), and the loss is
+    its mean over the anchors."""
+    if len(first) != len(second):
+        raise ValueError(f"pairs need as many first as second members, got {len(first)} and {len(second)}")
+    if len(first) <= negatives:
+        raise ValueError(f"the last {negatives} pairs of a batch are the negatives, so a batch needs more than "
+                         f"{negatives} pairs; this one has {len(first)}")
+    anchors = len(first) - negatives
+    positive = (first[:anchors] * second[:anchors]).sum(dim=-1, keepdim=True)
+    against_first = second[:anchors] @ first[anchors:].t()
+    against_second = first[:anchors] @ second[anchors:].t()
+    violations = (0.5 * (margin - positive + against_first).clamp(min=0)
+                  + 0.5 * (margin - positive + against_second).clamp(min=0))
+    return violations.sum(dim=1).mean()
+
+
 def pearson_loss(similarities: torch.Tensor, labels: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """Minus the Pearson correlation between similarities and labels; `eps` inside the square roots keeps the
     gradient finite when all similarities are equal."""
@@ -41,4 +60,4 @@ def pearson_loss(similarities: torch.Tensor, labels: torch.Tensor, eps: float = 
     return -(x * y).sum() / (torch.sqrt((x * x).sum() + eps) * torch.sqrt((y * y).sum() + eps))
 
 
-__all__ = ["hinge_loss", "pearson_loss"]
+__all__ = ["hinge_loss", "last_pairs_max_margin", "pearson_loss"]
