@@ -95,7 +95,8 @@ class BuildInputs:
     corpus: Sequence[str]  # the training text, which learnt vocabularies come from
     max_length: int  # tokens kept per sentence
     image_feature_dim: int  # the width of the visual vectors
-    needs_image_map: bool  # whether the objective reads a map of visual vectors into the text space
+    # Config values a text-only encoder needs for the objective (`CaptionObjective.model_config`): an image map, ...
+    objective_config: dict
     trains_text_objective: bool  # whether the family's text objective trains (`--text_weight` > 0)
     objective_options: dict = field(default_factory=dict)  # the objective's options, which a config may carry
 
@@ -133,13 +134,13 @@ def _vete(options: VETEArguments, inputs: BuildInputs) -> tuple[PreTrainedModel,
 def _grounded_skipthought(options: GroundedSkipThoughtArguments,
                           inputs: BuildInputs) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Bordes et al.'s grounded SkipThought: a word vocabulary learnt from the training text (the books and the
-    training captions); decoders only when the text objective trains, an image map only when the objective needs
-    one (the baseline P)."""
+    training captions); decoders only when the text objective trains, an image map or other heads only when the
+    objective needs them (the baselines P and E)."""
     tokenizer = train_word_tokenizer(inputs.corpus, min_frequency=options.vocab_min_frequency,
                                      max_size=options.vocab_max_size, model_max_length=inputs.max_length)
     config = config_from_options(
         GroundedSkipThoughtConfig, asdict(options), vocab_size=len(tokenizer), decoders=inputs.trains_text_objective,
-        image_feature_dim=inputs.image_feature_dim if inputs.needs_image_map else None,
+        **{"image_feature_dim": None, **inputs.objective_config},
     )
     return GroundedSkipThoughtModel(config), tokenizer
 

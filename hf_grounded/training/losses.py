@@ -304,21 +304,25 @@ def _always(options: Any, has_image_map: bool) -> bool:
     return True
 
 
+def _nothing(options: Any, visual_dim: int) -> dict:
+    return {}
+
+
 @dataclass(frozen=True)
 class CaptionObjective:
     """What `--objective NAME` adds to a run: what the model card says of it (formatted with its options' values,
     and the options themselves as `options`) and whom it cites; its options; its terms over the captions (none for
     `none`), from the options, the seed and whether the model maps visual vectors into its space; whether it reads
-    the visual vectors; whether a text-only encoder (grounded SkipThought) needs an image map for it; and whether
-    it is the loss of the model's own `forward(return_loss=True)`, whose options the model's config then
-    records."""
+    the visual vectors; the config values a text-only encoder (grounded SkipThought) needs for it, from the options
+    and the visual vectors' width (an image map for the baseline P); and whether it is the loss of the model's own
+    `forward(return_loss=True)`, whose options the model's config then records."""
 
     description: str
     citation: str
     options: type
     build: Callable[[Any, int, bool], list[StreamLoss]]
     reads_visual_vectors: Callable[[Any, bool], bool] = _always
-    needs_image_map: bool = False
+    model_config: Callable[[Any, int], dict] = _nothing
     is_model_loss: bool = False
 
 
@@ -371,7 +375,7 @@ CAPTION_OBJECTIVES: dict[str, CaptionObjective] = {
         BORDES_ET_AL, ProjectionOptions,
         lambda options, seed, has_image_map: [CaptionGroupLoss(
             projection_weight=1.0, margin=options.grounding_margin, passes_image_features=True)],
-        needs_image_map=True,
+        model_config=lambda options, visual_dim: {"image_feature_dim": visual_dim},
     ),
     # The text objective alone.
     "none": CaptionObjective("no caption objective", "", NoOptions, lambda options, seed, has_image_map: [],

@@ -20,7 +20,8 @@ def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, co
     objective = CAPTION_OBJECTIVES[model_args.objective]
     if model_args.model_name_or_path is None:
         inputs = BuildInputs(
-            corpus, data_args.max_length, image_feature_dim, needs_image_map=objective.needs_image_map,
+            corpus, data_args.max_length, image_feature_dim,
+            objective_config=objective.model_config(model_args.objective_options, image_feature_dim),
             trains_text_objective=trains_text_objective(model_args.text_options),
             objective_options=asdict(model_args.objective_options) if objective.is_model_loss else {},
         )
