@@ -10,6 +10,8 @@ import torch.nn.functional as F
 
 from hf_grounded import GroundedSkipThoughtConfig, GroundedSkipThoughtModel
 from hf_grounded.objectives import (
+    CaptionToCaptionObjective,
+    CaptionToImageObjective,
     ClusterObjective,
     ClusterPairObjective,
     PerceptualObjective,
@@ -188,6 +190,38 @@ def test_projection_objective_on_a_hand_computed_example():
     groups = torch.tensor([0, 0, 1])
     # Captions of group 0: max(0, 0.5 - 1 + 0) = 0; the caption of group 1: max(0, 0.5 - 0 + 1) = 1.5.
     assert ProjectionObjective(margin=0.5)(text, projected, groups).item() == pytest.approx(1.5 / 3)
+
+
+def test_caption_to_image_objective_matches_a_direct_loop_with_the_map_on_the_sentence_side():
+    torch.manual_seed(2)
+    predicted, visual = F.normalize(torch.randn(7, 5), dim=-1), 3 * torch.randn(7, 5)
+    unit = F.normalize(visual, dim=-1)
+    # Bordes et al.'s L_C formula with (f(s), v) pairs in place of (s1, s2): rows interleaved as pairs.
+    interleaved = torch.stack([predicted, unit], dim=1).reshape(14, 5)
+    for margin, negatives in ((0.5, 3), (0.2, 1)):
+        loss = CaptionToImageObjective(margin, negatives)(predicted, visual)
+        assert loss.item() == pytest.approx(direct_cluster_pair_loss(interleaved, margin, negatives), rel=1e-6)
+    with pytest.raises(ValueError, match="needs more than 7 pairs; this one has 7"):
+        CaptionToImageObjective(0.5, 7)(predicted, visual)
+
+
+def test_the_caption_decoder_generates_a_paired_caption_from_the_first_ones_embedding(tokenizer):
+    model = tiny_model(tokenizer, decoders=False, caption_decoder=True, image_prediction_dim=3).eval()
+    assert not hasattr(model, "next_decoder") and hasattr(model, "output_projection")
+    first, second = batch(tokenizer, STORY[:2]), batch(tokenizer, STORY[2:4])
+    outputs = model(**first, paired_input_ids=second["input_ids"], paired_attention_mask=second["attention_mask"])
+    states = model.sentence_states(first["input_ids"], first["attention_mask"])
+    direct = model.sentence_nll(model.caption_decoder, states, second["input_ids"], second["attention_mask"])
+    torch.testing.assert_close(outputs.paired_nll, direct)
+    assert outputs.paired_nll.shape == (2,) and (outputs.paired_nll > 0).all()
+    assert CaptionToCaptionObjective()(outputs.paired_nll).item() == pytest.approx(direct.mean().item())
+    torch.testing.assert_close(outputs.predicted_image_embeds, F.normalize(model.image_prediction(states), dim=-1))
+    encoder = model.encoder_only()
+    assert not encoder.config.caption_decoder and encoder.config.image_prediction_dim is None
+    assert not hasattr(encoder, "caption_decoder") and not hasattr(encoder, "output_projection")
+    torch.testing.assert_close(encoder.get_text_features(**first), model.get_text_features(**first))
+    with pytest.raises(ValueError, match="no caption decoder"):
+        encoder(**first, paired_input_ids=second["input_ids"])
 
 
 def test_encoder_only_export_keeps_the_embeddings_and_drops_the_decoders(tokenizer):

@@ -118,6 +118,40 @@ def test_the_projection_baseline_maps_visual_vectors_into_the_sentence_space(tmp
     assert results["test"]["retrieval"]["c2i"]["R@10"] > 0
 
 
+def test_the_baseline_e_trains_its_two_heads_each_on_its_own_stream_and_resumes_exactly(tmp_path):
+    options = {"objective": "groundsent", "text_weight": 0.0, "cap2img_batch_size": 8, "grounding_negatives": 3,
+               "cap2cap_batch_size": 8, "num_train_epochs": 2, "lr_scheduler_type": "constant"}
+    straight = small_run(tmp_path / "straight", **options)
+    history = json.loads((tmp_path / "straight" / "training_history.json").read_text())["epochs"]
+    assert history[1]["train_loss"] < history[0]["train_loss"]
+    small_run(tmp_path / "resumed", **{**options, "max_steps": 25})
+    checkpoint = next((tmp_path / "resumed" / "checkpoints").iterdir())
+    assert {path.name for path in checkpoint.glob("state-loss-*.json")} == {
+        "state-loss-cap2img.json", "state-loss-cap2cap.json"}
+    resumed = small_run(tmp_path / "resumed", **options, resume_from_checkpoint="latest")
+    # Cap2Img leads: an epoch shows each of 40 images' 5 captions once, 8 captions of distinct images a batch.
+    assert straight["run"]["steps"] == resumed["run"]["steps"] == 50
+    first, second = load_file(tmp_path / "straight" / "model.safetensors"), load_file(
+        tmp_path / "resumed" / "model.safetensors")
+    assert "caption_decoder.weight_hh_l0" in first and "image_prediction.weight" in first
+    assert all(first[name].equal(second[name]) for name in first)
+    model = AutoModel.from_pretrained(tmp_path / "straight")
+    assert model.config.caption_decoder and model.config.image_prediction_dim == 256  # test_efficientnet's features
+    assert not model.config.decoders and model.config.image_feature_dim is None
+    card = (tmp_path / "straight" / "README.md").read_text()
+    assert "GroundSent-Both as Bordes et al.'s baseline E" in card and "the last 3 of 8 pairs the negatives" in card
+
+
+def test_the_baseline_e_needs_its_heads_and_names_the_missing_ones(tmp_path, books_dir):
+    small_run(tmp_path / "text", books_dir, objective="none", max_steps=1)
+    with pytest.raises(ValueError, match=r"--objective groundsent needs a model whose config has "
+                                         r"\{'image_prediction_dim': 256, 'caption_decoder': True\}"):
+        small_run(tmp_path / "e", objective="groundsent", text_weight=0.0, cap2img_batch_size=8,
+                  grounding_negatives=3, model_name_or_path=str(tmp_path / "text"), max_steps=1)
+    with pytest.raises(ValueError, match="--cap2img_weight 0 and --cap2cap_weight 0 trains nothing"):
+        small_run(tmp_path / "e", objective="groundsent", text_weight=0.0, cap2img_weight=0.0, cap2cap_weight=0.0)
+
+
 def test_vete_trains_with_the_cluster_and_perceptual_losses_through_the_same_trainer(tmp_path):
     results = train(
         # Caption groups: every negative of 8 images' captions gives 5 steps a clear trend on 40 images.

@@ -3,6 +3,7 @@ every process, so any encoder trains with any objective through configuration al
 
 - `image_text`: sentence–image pairs (Merkx & Frank's hinge; VETE's Pearson loss and its ablations);
 - `caption_groups`: captions grouped by what they describe (Bordes et al.'s cluster, perceptual and projection);
+- `groundsent`: Kiela et al.'s GroundSent-Both, Bordes et al.'s baseline E (Cap2Img and Cap2Cap);
 - `text`: SkipThought's neighbouring-sentence likelihood;
 - `functional`: the losses' maths, of which the model files carry generated copies for `forward(return_loss=True)`.
 
@@ -10,8 +11,9 @@ Objectives never import models, and models never import objectives (each model f
 """
 
 from .caption_groups import ClusterObjective, ClusterPairObjective, PerceptualObjective, ProjectionObjective
-from .functional import hinge_loss, pearson_loss
+from .functional import hinge_loss, last_pairs_max_margin, pearson_loss
 from .gather import gather_with_local_grad
+from .groundsent import CaptionToCaptionObjective, CaptionToImageObjective
 from .image_text import (
     CovarianceObjective,
     HingeObjective,
@@ -26,6 +28,8 @@ from .text import SkipThoughtObjective
 
 __all__ = [
     "IMAGE_TEXT_OBJECTIVES",
+    "CaptionToCaptionObjective",
+    "CaptionToImageObjective",
     "ClusterObjective",
     "ClusterPairObjective",
     "CovarianceObjective",
@@ -41,5 +45,6 @@ __all__ = [
     "create_objective",
     "gather_with_local_grad",
     "hinge_loss",
+    "last_pairs_max_margin",
     "pearson_loss",
 ]

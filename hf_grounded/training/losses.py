@@ -29,6 +29,8 @@ from ..data import CaptionBatchSampler, GroupBatchSampler, TripleBatchSampler
 from ..data.encoded import EncodedSplit, EncodedTriples
 from ..objectives import (
     IMAGE_TEXT_OBJECTIVES,
+    CaptionToCaptionObjective,
+    CaptionToImageObjective,
     ClusterObjective,
     ClusterPairObjective,
     ImageTextObjective,
@@ -142,12 +144,7 @@ class ClusterLoss(StreamLoss):
         return self.pairs
 
     def sampler(self, split, triples, data_args, training_args, distributed) -> Sampler:
-        lacking = [image for image, count in enumerate(split.captions_per_image) if count < 2]
-        if lacking:
-            raise ValueError(f"the cluster loss pairs two captions of one image or video, and {len(lacking)} of the "
-                             f"training split have one (e.g. index {lacking[0]}); use --grounding_batches groups")
-        return GroupBatchSampler(split.captions_per_image, self.batch_size(training_args), 2, drop_last=True,
-                                 **distributed)
+        return _caption_pairs_sampler(split, self.batch_size(training_args), self.name, distributed)
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         outputs, _ = _encode_captions(model, batch, self.passes_image_features)
@@ -191,6 +188,63 @@ def _encode_captions(model: nn.Module, batch: dict[str, torch.Tensor],
     outputs = model(**inputs)
     visual = outputs.visual_vectors if "frame_features" in batch else batch["image_features"]
     return outputs, visual
+
+
+class CaptionToImageLoss(StreamLoss):
+    """The baseline E's Cap2Img on a stream of its own: `captions` captions of distinct images or videos a batch,
+    each with its visual vector, which the model's map f predicts from the caption's embedding."""
+
+    stream = "captions"
+    name = "cap2img"
+
+    def __init__(self, weight: float, margin: float, negatives: int, captions: int):
+        super().__init__()
+        self.weight, self.captions = weight, captions
+        self.objective = CaptionToImageObjective(margin, negatives)
+
+    def batch_size(self, training_args: "TrainingArguments") -> int:
+        return self.captions
+
+    def sampler(self, split, triples, data_args, training_args, distributed) -> Sampler:
+        return CaptionBatchSampler(split.captions_per_image, self.batch_size(training_args), drop_last=True,
+                                   **distributed)
+
+    def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        outputs = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        return self.weight * self.objective(outputs.predicted_image_embeds, batch["image_features"])
+
+
+class CaptionToCaptionLoss(StreamLoss):
+    """The baseline E's Cap2Cap on a stream of its own: `pairs` images or videos a batch, two of each one's
+    captions on consecutive rows; the model's caption decoder generates the second from the first's embedding."""
+
+    stream = "captions"
+    name = "cap2cap"
+
+    def __init__(self, weight: float, pairs: int):
+        super().__init__()
+        self.weight, self.pairs = weight, pairs
+        self.objective = CaptionToCaptionObjective()
+
+    def batch_size(self, training_args: "TrainingArguments") -> int:
+        return self.pairs
+
+    def sampler(self, split, triples, data_args, training_args, distributed) -> Sampler:
+        return _caption_pairs_sampler(split, self.batch_size(training_args), self.name, distributed)
+
+    def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        outputs = model(input_ids=batch["input_ids"][0::2], attention_mask=batch["attention_mask"][0::2],
+                        paired_input_ids=batch["input_ids"][1::2], paired_attention_mask=batch["attention_mask"][1::2])
+        return self.weight * self.objective(outputs.paired_nll)
+
+
+def _caption_pairs_sampler(split: EncodedSplit, pairs: int, loss_name: str, distributed: dict) -> Sampler:
+    """Batches of `pairs` images or videos, two of each one's captions on consecutive rows."""
+    lacking = [image for image, count in enumerate(split.captions_per_image) if count < 2]
+    if lacking:
+        raise ValueError(f"the {loss_name} loss pairs two captions of one image or video, and {len(lacking)} of the "
+                         f"training split have one (e.g. index {lacking[0]})")
+    return GroupBatchSampler(split.captions_per_image, pairs, 2, drop_last=True, **distributed)
 
 
 class SkipThoughtLoss(StreamLoss):
@@ -287,6 +341,45 @@ class GroundingOptions(CheckedArguments):
 
 
 @dataclass
+class GroundSentOptions(CheckedArguments):
+    cap2img_weight: float = field(
+        default=1.0, metadata={"minimum": 0, "help": "Weight of Cap2Img, predicting each caption's visual vector."}
+    )
+    cap2cap_weight: float = field(
+        default=1.0, metadata={"minimum": 0, "help": "Weight of Cap2Cap, generating another caption of its image."}
+    )
+    grounding_margin: float = field(default=0.5, metadata={"minimum": 0, "help": "Cap2Img's margin m."})
+    grounding_negatives: int = field(
+        default=10, metadata={"minimum": 1, "help": "Negative pairs of Cap2Img: the last pairs of the global batch."}
+    )
+    cap2img_batch_size: int = field(
+        default=32, metadata={"minimum": 2, "help": "Captions of distinct images per process in a Cap2Img batch, "
+                                                    "negatives included."}
+    )
+    cap2cap_batch_size: int = field(
+        default=32, metadata={"minimum": 1, "help": "Caption pairs per process in a Cap2Cap batch."}
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.cap2img_weight and not self.cap2cap_weight:
+            raise ValueError("--objective groundsent with --cap2img_weight 0 and --cap2cap_weight 0 trains nothing")
+        if self.cap2img_weight and self.cap2img_batch_size <= self.grounding_negatives:
+            raise ValueError(f"--cap2img_batch_size {self.cap2img_batch_size} leaves no anchor beside "
+                             f"--grounding_negatives {self.grounding_negatives}: it must be larger")
+
+
+def _groundsent_terms(options: GroundSentOptions) -> list[StreamLoss]:
+    terms = []
+    if options.cap2img_weight:
+        terms.append(CaptionToImageLoss(options.cap2img_weight, options.grounding_margin, options.grounding_negatives,
+                                        options.cap2img_batch_size))
+    if options.cap2cap_weight:
+        terms.append(CaptionToCaptionLoss(options.cap2cap_weight, options.cap2cap_batch_size))
+    return terms
+
+
+@dataclass
 class ProjectionOptions(CheckedArguments):
     grounding_margin: float = field(default=0.5, metadata={"minimum": 0, "help": "The projection's margin m."})
 
@@ -377,6 +470,18 @@ CAPTION_OBJECTIVES: dict[str, CaptionObjective] = {
             projection_weight=1.0, margin=options.grounding_margin, passes_image_features=True)],
         model_config=lambda options, visual_dim: {"image_feature_dim": visual_dim},
     ),
+    "groundsent": CaptionObjective(
+        "Kiela et al.'s GroundSent-Both as Bordes et al.'s baseline E: a linear map of the sentence space predicts "
+        "each caption's visual vector (Cap2Img, weight {cap2img_weight}, margin {grounding_margin}, the last "
+        "{grounding_negatives} of {cap2img_batch_size} pairs the negatives) and a caption decoder generates another "
+        "caption of the same image (Cap2Cap, weight {cap2cap_weight})",
+        BORDES_ET_AL, GroundSentOptions,
+        lambda options, seed, has_image_map: _groundsent_terms(options),
+        reads_visual_vectors=lambda options, has_image_map: options.cap2img_weight > 0,
+        model_config=lambda options, visual_dim: {
+            "image_prediction_dim": visual_dim if options.cap2img_weight else None,
+            "caption_decoder": bool(options.cap2cap_weight)},
+    ),
     # The text objective alone.
     "none": CaptionObjective("no caption objective", "", NoOptions, lambda options, seed, has_image_map: [],
                              reads_visual_vectors=lambda options, has_image_map: False),
@@ -433,7 +538,10 @@ __all__ = [
     "CAPTION_OBJECTIVES",
     "CaptionGroupLoss",
     "CaptionObjective",
+    "CaptionToCaptionLoss",
+    "CaptionToImageLoss",
     "ClusterLoss",
+    "GroundSentOptions",
     "GroundingOptions",
     "HingeOptions",
     "ImageTextLoss",

@@ -26,6 +26,7 @@ def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, co
             objective_options=asdict(model_args.objective_options) if objective.is_model_loss else {},
         )
         model, tokenizer = family.build(model_args.family_options, inputs)
+        _check_objective_config(model, model_args, image_feature_dim)
         model.set_tokenizer(tokenizer)
         return model, tokenizer, family
     model = AutoModel.from_pretrained(model_args.model_name_or_path)
@@ -38,9 +39,22 @@ def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, co
             f"{model_args.model_name_or_path} expects {model.config.image_feature_dim}-d image features but "
             f"backbone {data_args.backbone} gives {image_feature_dim}"
         )
+    _check_objective_config(model, model_args, image_feature_dim)
     tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
     model.set_tokenizer(tokenizer)
     return model, tokenizer, family
+
+
+def _check_objective_config(model: PreTrainedModel, model_args: ModelArguments, image_feature_dim: int) -> None:
+    """Refuse a model that lacks what `--objective` needs of it (the baseline E's heads, say): its first step
+    would otherwise fail inside the loss."""
+    needed = CAPTION_OBJECTIVES[model_args.objective].model_config(model_args.objective_options, image_feature_dim)
+    differing = {name: getattr(model.config, name, None) for name, value in needed.items()
+                 if getattr(model.config, name, None) != value}
+    if differing:
+        source = model_args.model_name_or_path or f"a new {model_args.model_type} model"
+        raise ValueError(f"--objective {model_args.objective} needs a model whose config has "
+                         f"{ {name: needed[name] for name in differing} }; {source} has {differing}")
 
 
 __all__ = ["model_and_tokenizer"]

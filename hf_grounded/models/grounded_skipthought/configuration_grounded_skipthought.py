@@ -25,6 +25,13 @@ class GroundedSkipThoughtConfig(PreTrainedConfig):
             Size of the precomputed visual vectors, for the cross-modal projection baseline **P** (an affine map
             W of visual vectors into the sentence space) and `get_image_features`; `None` for the grounded models,
             which never map one modality into the other.
+        image_prediction_dim (`int`, *optional*):
+            Size of the visual vectors that Bordes et al.'s baseline **E** (Kiela et al.'s GroundSent, Cap2Img)
+            predicts from sentence embeddings through a linear map f; `None` for every other model.
+        caption_decoder (`bool`, *optional*, defaults to `False`):
+            Whether the model holds the baseline **E**'s caption decoder (Kiela et al.'s Cap2Cap), a GRU that
+            generates another caption of the same image or video from a caption's embedding, as SkipThought's
+            decoders do (it shares their word embeddings and output projection).
         frame_feature_dim (`int`, *optional*):
             Size of video frames' features, for Bordes et al.'s attention visual representation **T**: a video's
             vector for a caption is its frames' features weighted by softmax_k(⟨Σ_w u_w, N·i_k⟩), with u_w fixed
@@ -64,6 +71,8 @@ class GroundedSkipThoughtConfig(PreTrainedConfig):
     hidden_size: int = 2400
     decoders: bool = True
     image_feature_dim: int | None = None
+    image_prediction_dim: int | None = None
+    caption_decoder: bool = False
     frame_feature_dim: int | None = None
     initializer_range: float = 0.1
     pad_token_id: int = 0
@@ -74,7 +83,7 @@ class GroundedSkipThoughtConfig(PreTrainedConfig):
     def __post_init__(self, **kwargs):
         for name in ("vocab_size", "word_embedding_size", "hidden_size"):
             _check_size("GroundedSkipThoughtConfig", name, getattr(self, name))
-        for name in ("image_feature_dim", "frame_feature_dim"):
+        for name in ("image_feature_dim", "image_prediction_dim", "frame_feature_dim"):
             if getattr(self, name) is not None:
                 _check_size("GroundedSkipThoughtConfig", name, getattr(self, name))
         for name in ("pad_token_id", "bos_token_id", "eos_token_id"):

@@ -53,6 +53,12 @@ class GroundedSkipThoughtOutput(ModelOutput):
             Each next sentence's summed token negative log-likelihood.
         visual_vectors (`torch.FloatTensor` of shape `(batch_size, frame_feature_dim)`, *optional*):
             Each sentence's video as the frames attended by its words (**T**), when `frame_features` is given.
+        predicted_image_embeds (`torch.FloatTensor` of shape `(batch_size, image_prediction_dim)`, *optional*):
+            L2-normalised predictions f(s) of each sentence's visual vector (the baseline **E**'s Cap2Img), when
+            the model has the map (`config.image_prediction_dim`).
+        paired_nll (`torch.FloatTensor` of shape `(batch_size,)`, *optional*):
+            Each paired caption's summed token negative log-likelihood under the caption decoder (**E**'s Cap2Cap),
+            when `paired_input_ids` is given.
     """
 
     loss: torch.FloatTensor | None = None
@@ -61,6 +67,8 @@ class GroundedSkipThoughtOutput(ModelOutput):
     previous_nll: torch.FloatTensor | None = None
     next_nll: torch.FloatTensor | None = None
     visual_vectors: torch.FloatTensor | None = None
+    predicted_image_embeds: torch.FloatTensor | None = None
+    paired_nll: torch.FloatTensor | None = None
 
 
 class GroundedSkipThoughtFrameAttention(nn.Module):
@@ -215,13 +223,18 @@ class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
         super().__init__(config)
         self.embeddings = nn.Embedding(config.vocab_size, config.word_embedding_size, padding_idx=config.pad_token_id)
         self.encoder = nn.GRU(config.word_embedding_size, config.hidden_size, batch_first=True)
+        decoder_input = config.word_embedding_size + config.hidden_size
         if config.decoders:
-            decoder_input = config.word_embedding_size + config.hidden_size
             self.previous_decoder = nn.GRU(decoder_input, config.hidden_size, batch_first=True)
             self.next_decoder = nn.GRU(decoder_input, config.hidden_size, batch_first=True)
+        if config.caption_decoder:
+            self.caption_decoder = nn.GRU(decoder_input, config.hidden_size, batch_first=True)
+        if config.decoders or config.caption_decoder:
             self.output_projection = nn.Linear(config.hidden_size, config.vocab_size)
         if config.image_feature_dim is not None:
             self.image_projection = nn.Linear(config.image_feature_dim, config.hidden_size)
+        if config.image_prediction_dim is not None:
+            self.image_prediction = nn.Linear(config.hidden_size, config.image_prediction_dim)
         if config.frame_feature_dim is not None:
             self.frame_attention = GroundedSkipThoughtFrameAttention(config)
         self.post_init()
@@ -278,6 +291,8 @@ class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
         image_features: torch.Tensor | None = None,
         frame_features: torch.Tensor | None = None,
         frame_mask: torch.Tensor | None = None,
+        paired_input_ids: torch.Tensor | None = None,
+        paired_attention_mask: torch.Tensor | None = None,
         return_loss: bool = False,
     ) -> GroundedSkipThoughtOutput:
         r"""
@@ -295,6 +310,11 @@ class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
             The frames of each sentence's video, for the attention visual representation **T**.
         frame_mask (`torch.LongTensor` of shape `(batch_size, frames)`, *optional*):
             1 for frames, 0 for padding.
+        paired_input_ids (`torch.LongTensor` of shape `(batch_size, paired_length)`, *optional*):
+            Another caption of each input caption's image or video, `<S>` … `</S>`, for the caption decoder of the
+            baseline **E** (Cap2Cap).
+        paired_attention_mask (`torch.LongTensor` of shape `(batch_size, paired_length)`, *optional*):
+            Its mask.
         return_loss (`bool`, *optional*, defaults to `False`):
             Whether to return SkipThought's text loss L_T; needs both neighbouring sentences and the decoders.
         """
@@ -309,6 +329,16 @@ class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
             if frame_mask is None:
                 frame_mask = torch.ones(frame_features.shape[:2], dtype=torch.long, device=frame_features.device)
             visual_vectors = self.frame_attention(input_ids, attention_mask, frame_features, frame_mask)
+        predicted_image_embeds = paired_nll = None
+        if self.config.image_prediction_dim is not None:
+            predicted_image_embeds = F.normalize(self.image_prediction(states), dim=-1)
+        if paired_input_ids is not None:
+            if not self.config.caption_decoder:
+                raise ValueError("this model has no caption decoder (config.caption_decoder, the baseline E's "
+                                 "Cap2Cap): paired_input_ids cannot be read")
+            if paired_attention_mask is None:
+                paired_attention_mask = (paired_input_ids != self.config.pad_token_id).long()
+            paired_nll = self.sentence_nll(self.caption_decoder, states, paired_input_ids, paired_attention_mask)
         previous_nll = next_nll = loss = None
         if previous_input_ids is not None and next_input_ids is not None:
             if not self.config.decoders:
@@ -325,7 +355,8 @@ class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
             raise ValueError("return_loss needs previous_input_ids and next_input_ids (the neighbouring sentences)")
         return GroundedSkipThoughtOutput(loss=loss, text_embeds=F.normalize(states, dim=-1),
                                          image_embeds=image_embeds, previous_nll=previous_nll, next_nll=next_nll,
-                                         visual_vectors=visual_vectors)
+                                         visual_vectors=visual_vectors, predicted_image_embeds=predicted_image_embeds,
+                                         paired_nll=paired_nll)
 
     def add_frame_attention(self, frame_feature_dim: int) -> None:
         """Give the model Bordes et al.'s attention over video frames (T), its word vectors u_w frozen at the
@@ -336,9 +367,10 @@ class GroundedSkipThoughtModel(GroundedSkipThoughtPreTrainedModel):
         self.frame_attention.word_vectors.copy_(self.embeddings.weight.detach())
 
     def encoder_only(self) -> "GroundedSkipThoughtModel":
-        """A copy without the decoders and their output projection: what a user needs to encode sentences."""
+        """A copy without the decoders, their output projection and the baseline E's heads: what a user needs to
+        encode sentences."""
         config = copy.deepcopy(self.config)
-        config.decoders = False
+        config.decoders, config.caption_decoder, config.image_prediction_dim = False, False, None
         encoder = type(self)(config)
         encoder.load_state_dict(self.state_dict(), strict=False)
         return encoder.to(self.device)
