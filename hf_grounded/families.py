@@ -95,7 +95,8 @@ class BuildInputs:
     corpus: Sequence[str]  # the training text, which learnt vocabularies come from
     max_length: int  # tokens kept per sentence
     image_feature_dim: int  # the width of the visual vectors
-    # Config values a text-only encoder needs for the objective (`CaptionObjective.model_config`): an image map, ...
+    # Config values a text-only encoder needs for the objective (`CaptionObjective.model_config`): P's image map,
+    # E's heads
     objective_config: dict
     trains_text_objective: bool  # whether the family's text objective trains (`--text_weight` > 0)
     objective_options: dict = field(default_factory=dict)  # the objective's options, which a config may carry

@@ -48,7 +48,9 @@ def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, co
 def _check_objective_config(model: PreTrainedModel, model_args: ModelArguments, image_feature_dim: int) -> None:
     """Refuse a model that lacks what `--objective` needs of it (the baseline E's heads, say): its first step
     would otherwise fail inside the loss."""
-    needed = CAPTION_OBJECTIVES[model_args.objective].model_config(model_args.objective_options, image_feature_dim)
+    needed = {name: value for name, value in CAPTION_OBJECTIVES[model_args.objective].model_config(
+        model_args.objective_options, image_feature_dim).items() if value not in (None, False)}
+    # A head the objective leaves unused (Cap2Cap's decoder under --cap2cap_weight 0) may stay in the model.
     differing = {name: getattr(model.config, name, None) for name, value in needed.items()
                  if getattr(model.config, name, None) != value}
     if differing:
