@@ -15,15 +15,18 @@ model ST on the 9 books of ../shared alone:
   code trains them; M_R: M_p with random visual vectors (Table 1's control);
 - M_b again with two more seeds, for the spread of one model.
 
-Table 5 trains the text and grounding objectives jointly (alpha_T = 1, the books beside the captions): M(1, 0.1, 1)
-and P(1), against ST.
+Table 5 trains the text and grounding objectives jointly (the books beside the captions): M(500, 0.1, 1) and P(500)
+as the paper writes them, the paper's alpha_T = 500 converted to this library's L_T (JOINT_TEXT_WEIGHT), against ST.
+Two more runs of M_p check the authors' learning rate on SICK trial (3e-4 and 2e-3 against 8e-4).
 
 Every model trains for --steps steps at the authors' learning rate (8e-4, constant) and is checkpointed every
---checkpoint_steps; the checkpoint with the best cosine Pearson on SICK's trial split (the paper's selection) is the
-model scored on the test data: rho_vis, C_intra and C_inter (x100) on the 1,000 Flickr8k test images' captions
-against the same efficientnet_lite0 features, and the cosine's Pearson and Spearman (x100) on STS-B test, SICK test,
-STS16 (all, and its news subtask, the only one of Bordes et al.'s genre groups STS16 has). Each model's row is saved
-to `grounded_skipthought.json` as it finishes, and a rerun skips finished rows.
+--checkpoint_steps and at each epoch's end; the checkpoint with the best cosine Pearson on SICK's trial split (the
+paper's selection) is the model scored on the test data: rho_vis, C_intra and C_inter (x100) on the 1,000 Flickr8k
+test images' captions against the same efficientnet_lite0 features, and the cosine's Pearson and Spearman (x100) on
+STS-B test, SICK test, STS16 (all, and its news subtask, the only one of Bordes et al.'s genre groups STS16 has).
+Each model's row is saved to `grounded_skipthought.json` as it finishes, and a rerun skips finished rows.
+
+On 2 CPU cores the whole table took 112 minutes and `--quick` (Table 2's rows and E + ST) 44 minutes.
 """
 
 import argparse
@@ -50,13 +53,20 @@ from hf_grounded.inputs import DataArguments, image_features, load_dataset
 from hf_grounded.training import parse_arguments, save_model, train
 from hf_grounded.training.checkpoints import list_checkpoints
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+from common import SHARED
+
 MODEL = ["--model_type", "grounded_skipthought", "--hidden_size", "512", "--word_embedding_size", "300",
          "--vocab_max_size", "10000", "--max_length", "30"]
 OPTIMISATION = ["--learning_rate", "0.0008", "--lr_scheduler_type", "constant", "--max_grad_norm", "10",
                 "--per_device_train_batch_size", "16", "--captions_per_group", "5",
                 "--per_device_text_batch_size", "32"]
 CAPTIONS_ONLY = ["--text_weight", "0"]
+
+
+# The paper's alpha_T = 500 weighs the authors' text loss, each decoder's token cross-entropy averaged over every
+# position of the batch padded to 30 words (`tf.reduce_mean(losses * weights)`); L_T here sums each sentence's tokens,
+# so 500 there is 500 / 30 here.
+JOINT_TEXT_WEIGHT = f"{500 / 30:.4f}"
 
 
 def grounding(text: str, perceptual: str, cluster: str) -> list[str]:
@@ -76,9 +86,15 @@ ROWS = {
     "E": ("e", ["--objective", "groundsent", *CAPTIONS_ONLY], False),
     "M_b, seed 1": ("m_b_seed1", [*grounding("0", "0.1", "1"), "--seed", "1"], False),
     "M_b, seed 2": ("m_b_seed2", [*grounding("0", "0.1", "1"), "--seed", "2"], False),
-    "M(1, 0.1, 1)": ("joint_m_b", grounding("1", "0.1", "1"), True),
-    "P(1)": ("joint_p", ["--objective", "projection", "--text_weight", "1"], True),
+    "M(500, 0.1, 1)": ("joint_m_b", grounding(JOINT_TEXT_WEIGHT, "0.1", "1"), True),
+    "P(500)": ("joint_p", ["--objective", "projection", "--text_weight", JOINT_TEXT_WEIGHT], True),
+    # M_p's learning rate checked on SICK trial against the authors' 8e-4 (not rows of the paper's tables).
+    "M_p, learning rate 3e-4": ("m_p_lr3e-4", [*grounding("0", "1", "0"), "--learning_rate", "0.0003"], False),
+    "M_p, learning rate 2e-3": ("m_p_lr2e-3", [*grounding("0", "1", "0"), "--learning_rate", "0.002"], False),
 }
+SEEDS = ("M_b = M(0, 0.1, 1)", "M_b, seed 1", "M_b, seed 2")
+FOLDERS = {folder: name for name, (folder, _, _) in ROWS.items()}
+TABLE_2 = ("st", "m_c", "m_p", "m_b", "m_r", "p", "e")
 # Scored as Kiela et al. use GroundSent: the grounded encoder's embedding beside the text model's.
 CONCATENATED = {"E + ST": ("E", "ST")}
 
@@ -122,7 +138,8 @@ class Scorer:
         row = {"rho_vis": structure["rho_vis"], "c_intra": 100 * structure["c_intra"],
                "c_inter": 100 * structure["c_inter"]}
         for name in ("stsb", "sick"):
-            row.update({f"{name}_{metric}": results[name]["unsupervised"][metric] for metric in ("pearson", "spearman")})
+            row.update({f"{name}_{metric}": results[name]["unsupervised"][metric]
+                        for metric in ("pearson", "spearman")})
         row.update(sts16_pearson=results["sts16"]["all"]["pearson_mean"],
                    sts16_spearman=results["sts16"]["all"]["spearman_mean"],
                    sts16_news_pearson=results["sts16"]["headlines"]["pearson"],
@@ -143,7 +160,7 @@ def selected_model(output_dir: Path, scorer: Scorer) -> tuple[torch.nn.Module, d
             best = (step, {name: tensor.clone() for name, tensor in model.state_dict().items()})
     model.load_state_dict(best[1])
     shutil.rmtree(output_dir / "checkpoints")
-    return model, {"selected_step": best[0], "sick_trial_by_step": scores}
+    return model, {"selected_step": best[0], "sick_trial_by_step": {str(step): score for step, score in scores.items()}}
 
 
 def main() -> None:
@@ -151,20 +168,29 @@ def main() -> None:
     parser.add_argument("--shared", default=str(SHARED))
     parser.add_argument("--data_dir", default=str(SHARED / "data" / "flickr8k"))
     parser.add_argument("--image_features_file",
-                        default=str(SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"))
+                        default=str(SHARED / "data" / "flickr8k" / "features"
+                                    / "efficientnet_lite0_tencrop.safetensors"))
     parser.add_argument("--steps", type=int, default=1125, help="Training steps of every model.")
     parser.add_argument("--checkpoint_steps", type=int, default=225,
                         help="Candidates for the SICK trial selection every this many steps.")
-    parser.add_argument("--rows", default=None, help="Comma-separated row names to run (default: all).")
+    parser.add_argument("--rows", default=None,
+                        help=f"Comma-separated rows to run, by folder name (default: all): {', '.join(FOLDERS)}.")
+    parser.add_argument("--quick", action="store_true",
+                        help="Table 2's rows alone (and E + ST), without M_b's other seeds, Table 5 and the "
+                             "learning-rate checks.")
     parser.add_argument("--output_dir", default="outputs/grounded-skipthought-flickr8k")
     args = parser.parse_args()
+    folders = args.rows.split(",") if args.rows else TABLE_2 if args.quick else list(FOLDERS)
+    unknown = [folder for folder in folders if folder not in FOLDERS]
+    if unknown:
+        parser.error(f"--rows: unknown rows {unknown}; choose among {', '.join(FOLDERS)}")
+    chosen = [FOLDERS[folder] for folder in folders]
     shared, output = Path(args.shared), Path(args.output_dir)
     output.mkdir(parents=True, exist_ok=True)
     results_path = output / "grounded_skipthought.json"
     rows = json.loads(results_path.read_text()) if results_path.is_file() else {}
     scorer = Scorer(shared, args.data_dir, args.image_features_file)
     data = ["--dataset", "flickr8k", "--data_dir", args.data_dir, "--image_features_file", args.image_features_file]
-    chosen = args.rows.split(",") if args.rows else list(ROWS)
     models = {}
     for name in chosen:
         folder, flags, reads_books = ROWS[name]
@@ -181,13 +207,14 @@ def main() -> None:
         model, selection = selected_model(run_dir, scorer)
         save_model(model, AutoTokenizer.from_pretrained(run_dir), run_dir / "selected")
         models[name] = model
-        rows[name] = {**scorer.test(model), **selection, "training_s": round(training_s)}
+        rows[name] = {**scorer.test(model), **selection, "training_s": round(training_s),
+                      "total_s": round(time.perf_counter() - started)}
         results_path.write_text(json.dumps(rows, indent=2))
         print(name, json.dumps(rows[name]), flush=True)
     for name, (first, second) in CONCATENATED.items():
         if name not in rows and first in models and second in models:
             rows[name] = {**scorer.test(ConcatenatedEncoder(models[first], models[second])),
-                          "selected_step": None, "training_s": 0}
+                          "selected_step": None, "training_s": 0, "total_s": 0}
             results_path.write_text(json.dumps(rows, indent=2))
     table = markdown_table(rows)
     print(table)
@@ -195,14 +222,27 @@ def main() -> None:
 
 
 def markdown_table(rows: dict) -> str:
+    """The rows as the README shows them, and M_b's mean ± standard deviation over its 3 seeds once all have run."""
     lines = ["| model | ρ_vis | C_intra | C_inter | STS-B test P/S | SICK test P/S | STS16 all P/S | STS16 news P/S | "
-             "selected step (SICK trial) | training (s) |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "selected step: SICK trial Pearson | training / with selection and scoring (s) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, row in rows.items():
-        pairs = " | ".join(f"{row[f'{task}_pearson']:.1f} / {row[f'{task}_spearman']:.1f}"
-                           for task in ("stsb", "sick", "sts16", "sts16_news"))
-        lines.append(f"| {name} | {row['rho_vis']:.1f} | {row['c_intra']:.1f} | {row['c_inter']:.1f} | {pairs} | "
-                     f"{row['selected_step'] if row['selected_step'] is not None else '–'} | {row['training_s']} |")
+        step = row["selected_step"]
+        selection = "–" if step is None else f"{step}: {row['sick_trial_by_step'][str(step)]:.1f}"
+        lines.append(f"| {name} | {_cells(row, lambda key: f'{row[key]:.1f}')} | {selection} | "
+                     f"{row['training_s']} / {row.get('total_s', '–')} |")
+    if all(name in rows for name in SEEDS):
+        def spread(key):
+            values = [rows[name][key] for name in SEEDS]
+            return f"{np.mean(values):.1f} ± {np.std(values, ddof=1):.1f}"
+        lines.append(f"| M_b, {len(SEEDS)} seeds (mean ± sd) | {_cells(rows[SEEDS[0]], spread)} | | |")
     return "\n".join(lines)
+
+
+def _cells(row: dict, show) -> str:
+    pairs = [f"{show(f'{task}_pearson')} / {show(f'{task}_spearman')}"
+             for task in ("stsb", "sick", "sts16", "sts16_news")]
+    return " | ".join([show("rho_vis"), show("c_intra"), show("c_inter"), *pairs])
 
 
 if __name__ == "__main__":

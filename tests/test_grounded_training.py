@@ -150,6 +150,12 @@ def test_the_baseline_e_needs_its_heads_and_names_the_missing_ones(tmp_path, boo
                   grounding_negatives=3, model_name_or_path=str(tmp_path / "text"), max_steps=1)
     with pytest.raises(ValueError, match="--cap2img_weight 0 and --cap2cap_weight 0 trains nothing"):
         small_run(tmp_path / "e", objective="groundsent", text_weight=0.0, cap2img_weight=0.0, cap2cap_weight=0.0)
+    # A head the objective leaves unused may stay: E with both heads continues on Cap2Img alone, its decoder kept.
+    small_run(tmp_path / "both", objective="groundsent", text_weight=0.0, cap2img_batch_size=8, grounding_negatives=3,
+              cap2cap_batch_size=8, max_steps=1)
+    small_run(tmp_path / "cap2img", objective="groundsent", text_weight=0.0, cap2img_batch_size=8,
+              grounding_negatives=3, cap2cap_weight=0.0, model_name_or_path=str(tmp_path / "both"), max_steps=1)
+    assert AutoModel.from_pretrained(tmp_path / "cap2img").config.caption_decoder
 
 
 def test_vete_trains_with_the_cluster_and_perceptual_losses_through_the_same_trainer(tmp_path):
