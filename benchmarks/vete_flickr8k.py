@@ -1,87 +1,171 @@
-"""VETE's encoders and losses side by side on a Flickr8k-layout dataset, one caption per image (issue 11).
+"""Kurach et al.'s (2017) VETE tables on the full Flickr8k, one caption per image (issue 27).
 
-    python benchmarks/vete_flickr8k.py                 # ../shared's Flickr8k sample, STS16, STS-B and SICK
-    python benchmarks/vete_flickr8k.py --image_features_file FEATURES.safetensors -- --learning_rate 0.02
+    python benchmarks/vete_flickr8k.py --data_dir ../shared/data/flickr8k \\
+        --image_features_file ../shared/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors
 
-Each variant trains `recipes/configs/vete_bow_flickr8k.yaml` with its overrides (and the training flags after
-`--`), then `recipes/evaluate.py`'s suite scores the saved model: COCO-Test-style relatedness on the test split
-(same-image vs different-image caption pairs), STS16 `all` Pearson (SentEval's mean over subtasks), and the
-unsupervised STS-B and SICK test cosine Pearson; the randomly initialised bag of words is the untrained baseline.
-Training time is the trainer's wall time on this machine.
+Every model trains on the 6,000 training images with one caption each (the paper's rule, so an image never links
+two paraphrases): `--caption_policy one` keeps, for each image, a caption drawn from the run's seed and fixed for
+the whole run. Rows:
+
+- Table 1 (encoders, Pearson loss): BOW-mean, BOW-sum, RNN-GRU, RNN-LSTM, CNN;
+- Table 4 (losses, BOW-mean): Pearson, covariance, SKT_0.2, SKT_1, SKT_5, rank;
+- Table 6: BOW-mean and RNN-GRU trained word-level (each word of the kept caption a caption of its own);
+- baselines: each encoder untrained (its architecture with fresh random weights), and the text-only control
+  (PureTextRnn's role): BOW-mean and RNN-GRU trained with the same loss where the "image" of a caption is another
+  caption of the same image, encoded by a frozen randomly initialised GRU, so the pairs are text-text, no image.
+
+The BOW and CNN rows use `recipes/configs/vete_bow_flickr8k.yaml`'s learning rate, batch, epochs and N, the RNN
+rows those recipes/search.py chose for the GRU; both were chosen on validation relatedness of the 991-image sample
+(`benchmarks/vete_search_flickr8k.py` searches them again on the full set). Scores (cosine Pearson x100):
+COCO-Test-style relatedness of the Flickr8k **test** captions (10,000 same-image and 10,000 different-image pairs),
+STS16 `all` (SentEval's mean over subtasks), STS-B test and SICK test; training time per epoch is the time of the
+optimisation steps over the epochs (setup, per-epoch validation and saving excluded). Each row is saved to
+`seed-N/vete_flickr8k.json` as it finishes and a rerun skips finished rows.
 """
 
 import argparse
 import json
+import time
 from pathlib import Path
 
-from hf_grounded.evaluation.suite import evaluate_model, parse_evaluation_arguments
-from hf_grounded.training import parse_arguments, train
+import torch
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+from hf_grounded.data import load_captioned_images
+from hf_grounded.data.sampling import fixed_captions
+from hf_grounded.evaluation.suite import evaluate_model, parse_evaluation_arguments
+from hf_grounded.features import FeatureCache
+from hf_grounded.models.vete import VETEConfig, VETEModel
+from hf_grounded.training import parse_arguments, train
+from hf_grounded.word_tokenizer import train_word_tokenizer
+
+from common import SHARED
+
 CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "vete_bow_flickr8k.yaml"
-# The RNN's learning rate, epochs and N are those recipes/search.py chose for it, as the config's are for the BOW
-# (and chosen again for the CNN), each on validation relatedness:
-#   python recipes/search.py --config recipes/configs/vete_bow_flickr8k.yaml --trials 8 -- --data_dir DIR \
-#       --image_features_file FEATURES --text_encoder rnn --rnn_hidden_size 512
-VARIANTS = {
-    "BOW (mean), Pearson": [],
-    "BOW (sum), Pearson": ["--bow_pooling", "sum"],
-    "BOW (mean), word-level, Pearson": ["--training_unit", "word"],
-    "RNN (GRU), Pearson": ["--text_encoder", "rnn", "--rnn_hidden_size", "512", "--learning_rate", "4.15e-3",
-                           "--num_train_epochs", "9", "--embed_dim", "128"],
-    "CNN (Kim), Pearson": ["--text_encoder", "cnn"],
-    "BOW (mean), hinge": ["--objective", "hinge"],
-    "BOW (mean), covariance": ["--objective", "covariance"],
+FEATURES = SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"
+RNN = ["--text_encoder", "rnn", "--rnn_hidden_size", "512", "--learning_rate", "4.15e-3", "--num_train_epochs", "9",
+       "--embed_dim", "128"]
+ENCODERS = {
+    "BOW-mean": [],
+    "BOW-sum": ["--bow_pooling", "sum"],
+    "RNN-GRU": RNN,
+    "RNN-LSTM": [*RNN, "--rnn_type", "lstm"],
+    "CNN": ["--text_encoder", "cnn"],
+}
+LOSSES = {
+    "covariance": ["--objective", "covariance"],
+    "SKT_0.2": ["--objective", "kendall", "--kendall_alpha", "0.2"],
+    "SKT_1": ["--objective", "kendall", "--kendall_alpha", "1"],
+    "SKT_5": ["--objective", "kendall", "--kendall_alpha", "5"],
+    "rank": ["--objective", "rank"],
+}
+PURE_TEXT = "pure-text"  # the flag value standing for the text-only control's features file
+UNTRAINED = "-untrained"
+# name: (folder, training flags); a folder ending in UNTRAINED scores the architecture trained in the folder before
+# it with fresh random weights.
+ROWS = {
+    **{name: row for encoder, flags in ENCODERS.items()
+       for name, row in ((f"{encoder}, Pearson", (encoder.lower(), flags)),
+                         (f"{encoder}, untrained", (encoder.lower() + UNTRAINED, None)))},
+    **{f"BOW-mean, {loss}": (f"bow-mean-{loss.lower()}", flags) for loss, flags in LOSSES.items()},
+    "BOW-mean, Pearson, word-level": ("bow-mean-word", ["--training_unit", "word"]),
+    "RNN-GRU, Pearson, word-level": ("rnn-gru-word", [*RNN, "--training_unit", "word"]),
+    "BOW-mean, Pearson, text only (PureText)": ("bow-mean-pure-text", ["--image_features_file", PURE_TEXT]),
+    "RNN-GRU, Pearson, text only (PureText)": ("rnn-gru-pure-text", [*RNN, "--image_features_file", PURE_TEXT]),
 }
 
 
-def scores(results: dict) -> dict:
+def pure_text_features(data_dir: str, seed: int, path: Path) -> Path:
+    """A features file whose vector for each image is a frozen, randomly initialised GRU's encoding of one of its
+    captions other than the one a `--caption_policy one` run with `seed` keeps (the next one, cyclically)."""
+    if path.is_file():
+        return path
+    dataset = load_captioned_images("flickr8k", data_dir, features_only=True)
+    training_captions = [caption for captions in dataset["train"]["captions"] for caption in captions]
+    tokenizer = train_word_tokenizer(training_captions)
+    torch.manual_seed(seed)
+    encoder = VETEModel(VETEConfig(vocab_size=len(tokenizer), text_encoder="rnn", rnn_hidden_size=512, embed_dim=512,
+                                   image_feature_dim=1)).text_encoder.eval()
+    cache = FeatureCache(path)
+    for split in dataset:
+        captions = list(dataset[split]["captions"])
+        kept = fixed_captions([len(image_captions) for image_captions in captions], seed)
+        other = [image_captions[(index + 1) % len(image_captions)] for image_captions, index in zip(captions, kept)]
+        with torch.inference_mode():
+            inputs = tokenizer(other, padding=True, return_tensors="pt")
+            vectors = encoder(inputs["input_ids"], inputs["attention_mask"])
+        cache.update({image_id: vector.unsqueeze(0) for image_id, vector in zip(dataset[split]["image_id"], vectors)})
+    cache.save({"what": f"a frozen random GRU (512 units, seed {seed}) of each image's caption after the kept one"})
+    return path
+
+
+def scores(args, model_dir: Path, *flags: str) -> dict:
+    arguments = parse_evaluation_arguments([
+        "--model", str(model_dir), "--tasks", "coco_test,sts16,stsb,sick", "--sts_dir", str(SHARED / "data" / "sts16"),
+        "--stsb_dir", str(SHARED / "data" / "stsbenchmark"), "--sick_path", str(SHARED / "data" / "sick" / "SICK.txt"),
+        "--dataset", "flickr8k", "--data_dir", args.data_dir, "--no_supervised_probe", "--seed", str(args.seed),
+        "--output", str(model_dir / f"evaluation{''.join(flags)}.json"), *flags,
+    ])
+    results = evaluate_model(*arguments)
     return {"coco_test": results["coco_test"]["flickr8k"]["pearson"], "sts16": results["sts16"]["all"]["pearson_mean"],
             "stsb": results["stsb"]["unsupervised"]["pearson"], "sick": results["sick"]["unsupervised"]["pearson"]}
 
 
-def evaluate(args, model_dir: Path, *flags: str) -> dict:
-    arguments = parse_evaluation_arguments([
-        "--model", str(model_dir), "--tasks", "coco_test,sts16,stsb,sick", "--sts_dir", args.sts_dir,
-        "--stsb_dir", args.stsb_dir, "--sick_path", args.sick_path, "--dataset", "flickr8k",
-        "--data_dir", args.data_dir, "--output", str(model_dir / f"evaluation{''.join(flags)}.json"), *flags,
-    ])
-    return scores(evaluate_model(*arguments))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=str(SHARED / "data" / "flickr8k_sample"))
-    parser.add_argument("--image_features_file", default=None,
-                        help="Precomputed features; default: efficientnet_lite0 with ../shared's weights.")
-    parser.add_argument("--pretrained_file", default=str(SHARED / "models" / "efficientnet_lite0.safetensors"))
-    parser.add_argument("--sts_dir", default=str(SHARED / "data" / "sts16"))
-    parser.add_argument("--stsb_dir", default=str(SHARED / "data" / "stsbenchmark"))
-    parser.add_argument("--sick_path", default=str(SHARED / "data" / "sick" / "SICK.txt"))
+    parser.add_argument("--data_dir", default=str(SHARED / "data" / "flickr8k"))
+    parser.add_argument("--image_features_file", default=str(FEATURES))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output_dir", default="outputs/vete-flickr8k")
-    args, trainer_flags = parser.parse_known_args()
-    trainer_flags = [flag for flag in trainer_flags if flag != "--"]
-    features = (["--image_features_file", args.image_features_file] if args.image_features_file
-                else ["--backbone", "efficientnet_lite0", "--pretrained_file", args.pretrained_file])
-    rows = {}
-    for name, flags in VARIANTS.items():
-        output_dir = Path(args.output_dir) / name.replace(" ", "").replace(",", "-").replace("(", "").replace(")", "")
-        results = train(*parse_arguments(["--config", str(CONFIG), "--data_dir", args.data_dir, *features,
-                                           "--seed", str(args.seed), "--output_dir", str(output_dir),
-                                           "--overwrite_output_dir",
-                                           *trainer_flags, *flags]))
-        rows[name] = {**evaluate(args, output_dir), "training_s": results["run"]["wall_time_s"]}
-        if name == "BOW (mean), Pearson":
-            rows["BOW (mean), random init"] = {**evaluate(args, output_dir, "--random_init"), "training_s": 0.0}
-    lines = ["| model | COCO-Test-style (test) | STS16 all | STS-B test | SICK test | training time (s) |",
-             "|---|---|---|---|---|---|"]
-    lines += [f"| {name} | {row['coco_test']:.1f} | {row['sts16']:.1f} | {row['stsb']:.1f} | {row['sick']:.1f} | "
-              f"{row['training_s']:.0f} |" for name, row in rows.items()]
-    table = "\n".join(lines)
+    folders = {folder: name for name, (folder, _) in ROWS.items()}
+    parser.add_argument("--rows", default=None,
+                        help=f"Comma-separated rows to run, by folder name (default: all): {', '.join(folders)}.")
+    parser.add_argument("--output_dir", default="outputs/vete-flickr8k-full",
+                        help="Each seed's models and results go to its own folder seed-N in here.")
+    args = parser.parse_args()
+    chosen = args.rows.split(",") if args.rows else list(folders)
+    unknown = [folder for folder in chosen if folder not in folders]
+    if unknown:
+        parser.error(f"--rows: unknown rows {unknown}; choose among {', '.join(folders)}")
+    output = Path(args.output_dir).resolve() / f"seed-{args.seed}"
+    output.mkdir(parents=True, exist_ok=True)
+    results_path = output / "vete_flickr8k.json"
+    rows = json.loads(results_path.read_text()) if results_path.is_file() else {}
+    for folder in chosen:
+        name, flags = folders[folder], ROWS[folders[folder]][1]
+        if name in rows:
+            continue
+        if flags is None:
+            trained = output / folder.removesuffix(UNTRAINED)
+            if not (trained / "config.json").is_file():
+                raise FileNotFoundError(f"{name!r} scores the architecture trained in {trained}: run "
+                                        f"{folder.removesuffix(UNTRAINED)} first")
+            rows[name] = scores(args, trained, "--random_init")
+        else:
+            if PURE_TEXT in flags:
+                pure_text = pure_text_features(args.data_dir, args.seed, output / "pure_text_features.safetensors")
+                flags = [str(pure_text) if flag == PURE_TEXT else flag for flag in flags]
+            started = time.perf_counter()
+            run = train(*parse_arguments([
+                "--config", str(CONFIG), "--data_dir", args.data_dir, "--image_features_file", args.image_features_file,
+                "--seed", str(args.seed), "--output_dir", str(output / folder), "--overwrite_output_dir",
+                *flags]))["run"]
+            rows[name] = {**scores(args, output / folder), "epochs": run["epochs"],
+                          "epoch_s": run["training_steps_s"] / run["epochs"],
+                          "total_s": round(time.perf_counter() - started)}
+        results_path.write_text(json.dumps(rows, indent=2))
+        print(name, json.dumps(rows[name]), flush=True)
+    table = markdown_table(rows)
     print(table)
-    Path(args.output_dir, "vete_flickr8k.json").write_text(json.dumps(rows, indent=2))
-    Path(args.output_dir, "vete_flickr8k.md").write_text(table + "\n")
+    (output / "vete_flickr8k.md").write_text(table + "\n")
+
+
+def markdown_table(rows: dict) -> str:
+    lines = ["| model | COCO-Test-style (Flickr8k test) | STS16 all | STS-B test | SICK test | training s / epoch |",
+             "|---|---|---|---|---|---|"]
+    for name, row in rows.items():
+        epoch = f"{row['epoch_s']:.1f}" if "epoch_s" in row else "–"
+        cells = " | ".join(f"{row[key]:.1f}" for key in ("coco_test", "sts16", "stsb", "sick"))
+        lines.append(f"| {name} | {cells} | {epoch} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,15 @@
 """Kurach et al.'s hyperparameter protocol (Algorithm 1): sample configurations in ranges, train each, keep the
 best on a validation metric. Optuna's random sampler draws them; every model family has its ranges, in its registry
-entry (`hf_grounded.families`, `search_space`)."""
+entry (`hf_grounded.families`, `search_space`).
 
+Every trial is scored on each validation metric it has data for, so one search answers "which trial would each
+selection rule have kept" from the same trials. A trial's result is written to its folder as it finishes; a rerun
+with the same arguments draws the same configurations and reuses finished trials instead of training them again."""
+
+import json
+import logging
+import math
+from dataclasses import asdict
 from pathlib import Path
 
 import optuna
@@ -13,28 +21,39 @@ from .files import write_json, write_text
 from .training import parse_arguments, train
 from .inputs import load_dataset
 
+logger = logging.getLogger(__name__)
 
-def validation_score(model, argv: list[str], validation_sts_dir: str | None, seed: int,
-                     validation_sick_path: str | None = None) -> tuple[str, float]:
-    """The SICK trial split's cosine Pearson when `validation_sick_path` names SICK.txt, as Bordes et al. select;
-    STS16 `all` Pearson (SentEval's mean over subtasks) when `validation_sts_dir` holds STS16, as VETE selects;
-    otherwise COCO-Test-style relatedness of the dataset's validation captions."""
+TRIAL_RESULT = "search_trial.json"
+
+
+def validation_scores(model, argv: list[str], validation_sts_dir: str | None, seed: int,
+                      validation_sick_path: str | None = None) -> dict[str, float]:
+    """The model's validation scores, the selection metric first: the SICK trial split's cosine Pearson when
+    `validation_sick_path` names SICK.txt, as Bordes et al. select; STS16 `all` Pearson (SentEval's mean over
+    subtasks) when `validation_sts_dir` holds STS16, as VETE selects; and always COCO-Test-style relatedness of the
+    dataset's validation captions (the selection metric when neither file is given)."""
+    scores = {}
     if validation_sick_path:
         trial = {"trial": load_sick(validation_sick_path)["validation"]}
-        return "sick_trial_pearson", STSEvaluator(trial, "sick")(model)["trial"]["pearson"]
+        scores["sick_trial_pearson"] = STSEvaluator(trial, "sick")(model)["trial"]["pearson"]
     if validation_sts_dir:
-        scores = STSEvaluator(load_sts_year(validation_sts_dir, "sts16"), "sts16")(model)
-        return "sts16_all_pearson", scores["all"]["pearson_mean"]
+        sts16 = STSEvaluator(load_sts_year(validation_sts_dir, "sts16"), "sts16")(model)
+        scores["sts16_all_pearson"] = sts16["all"]["pearson_mean"]
     _, data_args, training_args = parse_arguments(argv)
     groups = list(load_dataset(data_args, training_args.seed)["validation"]["captions"])
-    scores = BinaryRelatednessEvaluator(groups, data_args.dataset, 10000, seed)(model)
-    return "validation_relatedness_pearson", scores[data_args.dataset]["pearson"]
+    relatedness = BinaryRelatednessEvaluator(groups, data_args.dataset, 10000, seed)(model)
+    scores["validation_relatedness_pearson"] = relatedness[data_args.dataset]["pearson"]
+    return scores
 
 
 def run_search(argv: list[str], trials: int, output_dir: str | Path, validation_sts_dir: str | None = None,
                seed: int = 0, validation_sick_path: str | None = None) -> optuna.Study:
     """Train `trials` sampled configurations on top of the training arguments `argv` (a config and flags), each
-    into `output_dir/trial-N`, and write `trials.md`, `trials.json` and the best configuration, `best.json`."""
+    into `output_dir/trial-N`, and write `trials.md`, `trials.json` and the best configuration, `best.json`.
+
+    Finished trials whose sampled configuration and training arguments are those of this call are read back
+    from `trial-N/search_trial.json` rather than trained again, so an interrupted search goes on where it
+    stopped."""
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ValueError(f"--trials must be at least 1, got {trials!r}")
     model_type = parse_arguments(argv)[0].model_type
@@ -44,35 +63,88 @@ def run_search(argv: list[str], trials: int, output_dir: str | Path, validation_
 
     def objective(trial: optuna.Trial) -> float:
         values = space(trial)
-        trial_argv = [*argv, *(f"--{name}={value}" for name, value in values.items()),
-                      f"--output_dir={output_dir / f'trial-{trial.number}'}", "--overwrite_output_dir"]
-        results = train(*parse_arguments(trial_argv))
-        model = AutoModel.from_pretrained(output_dir / f"trial-{trial.number}")
-        metric, score = validation_score(model, trial_argv, validation_sts_dir, seed, validation_sick_path)
+        trial_dir = output_dir / f"trial-{trial.number}"
+        sampled = [*argv, *(f"--{name}={value}" for name, value in values.items())]
+        record = {"params": values, "arguments": _recorded_arguments(sampled), "seed": seed,
+                  "validation_sts_dir": validation_sts_dir, "validation_sick_path": validation_sick_path}
+        result = _finished_trial(trial_dir, record)
+        if result is None:
+            trial_argv = [*sampled, f"--output_dir={trial_dir}", "--overwrite_output_dir"]
+            wall_time_s = train(*parse_arguments(trial_argv))["run"]["wall_time_s"]
+            try:
+                scores = validation_scores(AutoModel.from_pretrained(trial_dir), trial_argv, validation_sts_dir, seed,
+                                           validation_sick_path)
+                if not all(math.isfinite(score) for score in scores.values()):
+                    raise ValueError(f"a validation score is not finite: {scores}")
+                result = {**record, "scores": scores, "wall_time_s": wall_time_s}
+            except ValueError as error:  # e.g. a model whose embeddings are all equal has no correlation
+                result = {**record, "failed": str(error), "wall_time_s": wall_time_s}
+            write_json(trial_dir / TRIAL_RESULT, result)
+        trial.set_user_attr("wall_time_s", result["wall_time_s"])
+        if "failed" in result:
+            logger.warning("trial %d (%s) failed and is left out of the selection: %s", trial.number, values,
+                           result["failed"])
+            return float("nan")  # Optuna records the trial as failed and goes on
+        metric = next(iter(result["scores"]))
         trial.set_user_attr("metric", metric)
-        trial.set_user_attr("wall_time_s", results["run"]["wall_time_s"])
-        return score
+        trial.set_user_attr("scores", result["scores"])
+        return result["scores"][metric]
 
     study.optimize(objective, n_trials=trials)
     _write_trials(study, output_dir)
     return study
 
 
+def _recorded_arguments(argv: list[str]) -> dict:
+    """Every training argument `argv` sets (a config's values included), as training_args.json records them."""
+    model_args, data_args, training_args = parse_arguments(argv)
+    return _json_ready({"model": model_args.to_dict(), "data": asdict(data_args),
+                        "training": {**asdict(training_args), "hub_token": None}})
+
+
+def _json_ready(value):
+    """`value` as it reads back from JSON (tuples become lists, paths and other objects their strings)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _finished_trial(trial_dir: Path, record: dict) -> dict | None:
+    """The saved result of a trial trained from `record`'s arguments, or None if it has to be trained (none saved,
+    one saved from other arguments, or one cut off while it was written)."""
+    path = trial_dir / TRIAL_RESULT
+    if not path.is_file():
+        return None
+    try:
+        saved = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None
+    if any(saved.get(key) != value for key, value in _json_ready(record).items()):
+        return None
+    return saved
+
+
 def _write_trials(study: optuna.Study, output_dir: Path) -> None:
-    names = list(study.trials[0].params)
-    metric = study.trials[0].user_attrs["metric"]
-    lines = [f"| trial | {' | '.join(names)} | {metric} | training time (s) |",
-             "|---" * (len(names) + 3) + "|"]
-    for trial in study.trials:
+    completed = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if not completed:
+        raise ValueError(f"every trial of the search in {output_dir} failed; see the warnings above")
+    names = list(completed[0].params)
+    metric = completed[0].user_attrs["metric"]
+    metrics = list(completed[0].user_attrs["scores"])
+    lines = [f"| trial | {' | '.join(names)} | {' | '.join(metrics)} | training time (s) |",
+             "|---" * (len(names) + len(metrics) + 2) + "|"]
+    best_by_metric = {name: max(completed, key=lambda trial: trial.user_attrs["scores"][name]).number
+                      for name in metrics}
+    for trial in completed:
         params = " | ".join(f"{trial.params[name]:.2e}" if isinstance(trial.params[name], float)
                             else str(trial.params[name]) for name in names)
-        best = " **(best)**" if trial.number == study.best_trial.number else ""
-        lines.append(f"| {trial.number}{best} | {params} | {trial.value:.1f} | {trial.user_attrs['wall_time_s']:.0f} |")
-    write_text(output_dir / "trials.md", "\n".join(lines) + "\n")
+        scores = " | ".join(f"{trial.user_attrs['scores'][name]:.1f}"
+                            + (" **(best)**" if best_by_metric[name] == trial.number else "") for name in metrics)
+        lines.append(f"| {trial.number} | {params} | {scores} | {trial.user_attrs['wall_time_s']:.0f} |")
+    write_text(output_dir / "trials.md", f"Selected on {metric}.\n\n" + "\n".join(lines) + "\n")
     write_json(output_dir / "trials.json", [{"number": trial.number, "params": trial.params, "value": trial.value,
-                                             **trial.user_attrs} for trial in study.trials])
+                                             **trial.user_attrs} for trial in completed])
     write_json(output_dir / "best.json", {"trial": study.best_trial.number, "metric": metric,
-                                          "value": study.best_value, "params": study.best_params})
+                                          "value": study.best_value, "params": study.best_params,
+                                          "best_by_metric": best_by_metric})
 
 
-__all__ = ["run_search", "validation_score"]
+__all__ = ["run_search", "validation_scores"]

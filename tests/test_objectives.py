@@ -72,10 +72,15 @@ def test_pearson_covariance_kendall_and_rank_match_direct_implementations():
     s, y = SIMILARITIES.numpy(), LABELS.numpy()
     assert PearsonObjective().pair_loss(SIMILARITIES, LABELS).item() == pytest.approx(-np.corrcoef(s, y)[0, 1])
     assert CovarianceObjective().pair_loss(SIMILARITIES, LABELS).item() == pytest.approx(-np.cov(s, y, bias=True)[0, 1])
-    for alpha in (0.2, 1.0, 5.0):
-        pairs = [(i, j) for i, j in itertools.permutations(range(6), 2) if y[i] != y[j]]
-        tau = np.mean([np.tanh(alpha * (s[i] - s[j])) * np.sign(y[i] - y[j]) for i, j in pairs])
-        assert KendallObjective(alpha=alpha).pair_loss(SIMILARITIES, LABELS).item() == pytest.approx(-tau)
+    graded = torch.tensor([0.5, 2.0, 2.0, -1.0, 0.0, 3.0], dtype=torch.float64)
+    for labels, alpha in itertools.product((LABELS, graded), (0.2, 1.0, 5.0)):
+        values = labels.numpy()
+        total = 0.0
+        for i in range(6):
+            for j in range(i + 1, 6):
+                total += np.tanh(alpha * (s[i] - s[j]) * (values[i] - values[j]))
+        tau = total / (6 * 5 / 2)
+        assert KendallObjective(alpha=alpha).pair_loss(SIMILARITIES, labels).item() == pytest.approx(-tau)
     margin = 0.3
     rank = np.mean([max(0.0, margin - s[i] + s[j]) for i in range(3) for j in range(3, 6)])
     assert RankObjective(margin=margin).pair_loss(SIMILARITIES, LABELS).item() == pytest.approx(rank)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from transformers import AutoModel
 
+import hf_grounded.search
 from hf_grounded.search import run_search
 
 ARGV = ["--model_type", "vete", "--objective", "pearson", "--caption_policy", "one", "--backbone",
@@ -25,6 +26,22 @@ def test_a_small_vete_search_writes_its_trials_and_the_best_configuration(tmp_pa
     assert "learning_rate" in table and "**(best)**" in table
 
 
+def test_a_search_goes_on_from_its_finished_trials_and_trains_again_when_the_arguments_change(tmp_path,
+                                                                                             monkeypatch):
+    argv = [*ARGV, "--max_steps", "2"]
+    run_search(argv, trials=2, output_dir=tmp_path, seed=3)
+    finished = json.loads((tmp_path / "trials.json").read_text())
+    trained = []
+    real_train = hf_grounded.search.train
+    monkeypatch.setattr(hf_grounded.search, "train", lambda *args: trained.append(args) or real_train(*args))
+    run_search(argv, trials=3, output_dir=tmp_path, seed=3)
+    trials = json.loads((tmp_path / "trials.json").read_text())
+    assert len(trained) == 1 and trained[0][2].output_dir == str(tmp_path / "trial-2")  # only the new trial
+    assert trials[:2] == finished
+    run_search([*ARGV, "--max_steps", "3"], trials=1, output_dir=tmp_path, seed=3)
+    assert len(trained) == 2 and trained[1][2].output_dir == str(tmp_path / "trial-0")
+
+
 def test_grounded_skipthought_searches_its_weights_and_selects_on_the_sick_trial_split(tmp_path):
     rows = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tSemEval_set"]
     pairs = [("a red square", "a crimson square", 4.8), ("a red square", "a blue circle", 1.5),
@@ -42,6 +59,9 @@ def test_grounded_skipthought_searches_its_weights_and_selects_on_the_sick_trial
                validation_sick_path=str(tmp_path / "SICK.txt"))
     trials = json.loads((tmp_path / "search" / "trials.json").read_text())
     assert all(trial["metric"] == "sick_trial_pearson" for trial in trials)
+    # Every trial is scored by each rule the search has data for, the selection rule's score first.
+    assert all(list(trial["scores"]) == ["sick_trial_pearson", "validation_relatedness_pearson"]
+               and trial["value"] == trial["scores"]["sick_trial_pearson"] for trial in trials)
     assert set(trials[0]["params"]) == {"learning_rate", "cluster_weight", "perceptual_weight"}
     # The score is the trial model's cosine Pearson on the TRIAL rows, computed here directly.
     model = AutoModel.from_pretrained(tmp_path / "search" / "trial-0")

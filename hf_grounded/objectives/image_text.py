@@ -95,17 +95,22 @@ class CovarianceObjective(MismatchedPairsObjective):
 
 
 class KendallObjective(MismatchedPairsObjective):
-    """Minus the surrogate Kendall τ SKT_α (VETE Table 4): over all pairs of pairs whose labels differ, the mean
-    of tanh(α (s_i − s_j)) sign(y_i − y_j), a smooth count of concordant minus discordant pairs."""
+    """Minus Kurach et al.'s surrogate Kendall τ (VETE Table 4), over all n(n − 1)/2 pairs of the n similarities:
+
+        SKT_α = Σ_{i<j} tanh(α (x_i − x_j)(y_i − y_j)) / (n(n − 1)/2)
+
+    a smooth count of concordant minus discordant pairs; pairs with equal labels contribute 0, and with labels ±1
+    a discordant-label pair's product is twice its similarity gap, as the paper's α assumes."""
 
     def __init__(self, seed: int = 0, alpha: float = 1.0):
         super().__init__(seed)
         self.alpha = alpha
 
     def pair_loss(self, similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        label_order = torch.sign(labels.unsqueeze(1) - labels.unsqueeze(0))
-        concordance = torch.tanh(self.alpha * (similarities.unsqueeze(1) - similarities.unsqueeze(0))) * label_order
-        return -concordance.sum() / label_order.abs().sum()
+        n = similarities.size(0)
+        products = (similarities.unsqueeze(1) - similarities.unsqueeze(0)) * (labels.unsqueeze(1) - labels.unsqueeze(0))
+        # The matrix holds each unordered pair twice (and zeros on its diagonal).
+        return -torch.tanh(self.alpha * products).sum() / (n * (n - 1))
 
 
 class RankObjective(MismatchedPairsObjective):

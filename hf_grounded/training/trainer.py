@@ -110,8 +110,11 @@ def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str
     progress = run.progress
     bar = tqdm(total=run.total_steps, initial=progress.step, desc="Training",
                disable=not accelerator.is_local_main_process)
+    training_s = 0.0
     while progress.epoch < run.num_epochs:
+        epoch_started = time.perf_counter()
         _train_one_epoch(run, bar)
+        training_s += time.perf_counter() - epoch_started
         _validate_epoch(run)
         if progress.step >= run.total_steps:
             break
@@ -127,6 +130,8 @@ def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str
         "num_processes": accelerator.num_processes,
         "mixed_precision": accelerator.mixed_precision,
         "wall_time_s": round(time.perf_counter() - started, 1),
+        # The optimisation steps alone, without setup, validation and saving (this session's, when resumed).
+        "training_steps_s": round(training_s, 1),
     }
     if accelerator.is_main_process:
         _write_outputs(saved_model, run.tokenizer, results, progress, (model_args, data_args, training_args))

@@ -1,0 +1,78 @@
+"""Kurach et al.'s Algorithm 1 for VETE-BOW and VETE-RNN on the full Flickr8k, with two selection rules side by side
+(issue 27).
+
+    python benchmarks/vete_search_flickr8k.py --trials 16
+
+Each search draws `--trials` configurations from the VETE family's ranges (learning rate, batch, epochs, N; see
+`hf_grounded.families`) with Optuna's random sampler, trains each on the 6,000 training images with one fixed
+caption each, and scores every trial on both selection metrics: STS16 `all` Pearson (the paper's avg2016) and
+COCO-Test-style relatedness of the Flickr8k **validation** captions. The trial each rule selects is then scored on
+what neither rule saw: STS-B test and SICK test (cosine Pearson x100) and COCO-Test-style relatedness of the test
+captions. A trial's result is saved as it finishes and a rerun reuses finished trials, so the search can be resumed.
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+from hf_grounded.evaluation.suite import evaluate_model, parse_evaluation_arguments
+from hf_grounded.files import write_json
+from hf_grounded.search import run_search
+
+from common import SHARED
+
+CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "vete_bow_flickr8k.yaml"
+FEATURES = SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"
+SEARCHES = {"BOW-mean": [], "RNN-GRU": ["--text_encoder", "rnn", "--rnn_hidden_size", "512"]}
+SELECTIONS = {"sts16_all_pearson": "STS16 all (avg2016)", "validation_relatedness_pearson": "validation relatedness"}
+
+
+def held_out_scores(trial_dir: Path, data_dir: str, seed: int) -> dict:
+    """STS-B test, SICK test and test COCO-Test-style relatedness of a trial's model, cached beside it."""
+    path = trial_dir / "test_scores.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    results = evaluate_model(*parse_evaluation_arguments([
+        "--model", str(trial_dir), "--tasks", "coco_test,stsb,sick",
+        "--stsb_dir", str(SHARED / "data" / "stsbenchmark"),
+        "--sick_path", str(SHARED / "data" / "sick" / "SICK.txt"), "--dataset", "flickr8k", "--data_dir", data_dir,
+        "--no_supervised_probe", "--seed", str(seed), "--output", str(trial_dir / "test_evaluation.json")]))
+    scores = {"coco_test": results["coco_test"]["flickr8k"]["pearson"],
+              "stsb": results["stsb"]["unsupervised"]["pearson"], "sick": results["sick"]["unsupervised"]["pearson"]}
+    write_json(path, scores)
+    return scores
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", default=str(SHARED / "data" / "flickr8k"))
+    parser.add_argument("--image_features_file", default=str(FEATURES))
+    parser.add_argument("--trials", type=int, default=16)
+    parser.add_argument("--searches", default=",".join(SEARCHES), help="Comma-separated, among the default.")
+    parser.add_argument("--seed", type=int, default=0, help="Seed of the sampler, of training and of sampled pairs.")
+    parser.add_argument("--output_dir", default="outputs/vete-search-flickr8k")
+    args = parser.parse_args()
+    lines = ["| encoder | selected on | trial | learning rate, batch, epochs, N | STS16 all | validation relatedness | "
+             "STS-B test | SICK test | COCO-Test-style (test) |", "|---|---|---|---|---|---|---|---|---|"]
+    for name in args.searches.split(","):
+        search_dir = Path(args.output_dir) / name.lower()
+        run_search(["--config", str(CONFIG), "--data_dir", args.data_dir, "--image_features_file",
+                    args.image_features_file, "--seed", str(args.seed), *SEARCHES[name]], args.trials, search_dir,
+                   validation_sts_dir=str(SHARED / "data" / "sts16"), seed=args.seed)
+        trials = json.loads((search_dir / "trials.json").read_text())
+        for metric, label in SELECTIONS.items():
+            best = max(trials, key=lambda trial: trial["scores"][metric])
+            test = held_out_scores(search_dir / f"trial-{best['number']}", args.data_dir, args.seed)
+            params = best["params"]
+            lines.append(
+                f"| {name} | {label} | {best['number']} | {params['learning_rate']:.2e}, "
+                f"{params['per_device_train_batch_size']}, {params['num_train_epochs']}, {params['embed_dim']} | "
+                f"{best['scores']['sts16_all_pearson']:.1f} | {best['scores']['validation_relatedness_pearson']:.1f} | "
+                f"{test['stsb']:.1f} | {test['sick']:.1f} | {test['coco_test']:.1f} |")
+    table = "\n".join(lines)
+    print(table)
+    (Path(args.output_dir) / "selections.md").write_text(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
