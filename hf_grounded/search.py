@@ -9,7 +9,6 @@ with the same arguments draws the same configurations and reuses finished trials
 import json
 import logging
 import math
-from dataclasses import asdict
 from pathlib import Path
 
 import optuna
@@ -19,6 +18,7 @@ from .evaluation import BinaryRelatednessEvaluator, STSEvaluator, load_sick, loa
 from .families import FAMILIES
 from .files import write_json, write_text
 from .training import parse_arguments, train
+from .training.arguments import recorded_arguments
 from .inputs import load_dataset
 
 logger = logging.getLogger(__name__)
@@ -97,9 +97,7 @@ def run_search(argv: list[str], trials: int, output_dir: str | Path, validation_
 
 def _recorded_arguments(argv: list[str]) -> dict:
     """Every training argument `argv` sets (a config's values included), as training_args.json records them."""
-    model_args, data_args, training_args = parse_arguments(argv)
-    return _json_ready({"model": model_args.to_dict(), "data": asdict(data_args),
-                        "training": {**asdict(training_args), "hub_token": None}})
+    return _json_ready(recorded_arguments(*parse_arguments(argv)))
 
 
 def _json_ready(value):

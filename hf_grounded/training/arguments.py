@@ -319,5 +319,11 @@ def changed_arguments(recorded: dict, current: dict) -> dict[str, list]:
             if name not in RESUMABLE_CHANGES and name in recorded and recorded[name] != value}
 
 
+def recorded_arguments(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
+    """Every argument of a run by group, as training_args.json records them (the Hub token never)."""
+    return {"model": model_args.to_dict(), "data": asdict(data_args),
+            "training": {**asdict(training_args), "hub_token": None}}
+
+
 __all__ = ["DataArguments", "ModelArguments", "ModelChoice", "TrainingArguments", "changed_arguments", "option_groups",
-           "parse_arguments", "read_config"]
+           "parse_arguments", "read_config", "recorded_arguments"]

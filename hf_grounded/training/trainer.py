@@ -22,7 +22,7 @@ from ..hub import push_to_hub
 from ..inputs import DataArguments, load_book_triples, load_dataset, visual_vectors
 from ..model_card import write_model_card
 from ..tables import format_retrieval_comparison, format_retrieval_table
-from .arguments import ModelArguments, TrainingArguments, changed_arguments
+from .arguments import ModelArguments, TrainingArguments, changed_arguments, recorded_arguments
 from .checkpoints import (
     TrainingProgress,
     checkpoint_arguments,
@@ -418,8 +418,7 @@ def _write_outputs(model, tokenizer, results: dict, progress: TrainingProgress, 
     model_args, data_args, training_args = arguments
     output_dir = Path(training_args.output_dir)
     save_model(model, tokenizer, output_dir)
-    recorded = {"model": model_args.to_dict(), "data": asdict(data_args),
-                "training": {**asdict(training_args), "hub_token": None},
+    recorded = {**recorded_arguments(model_args, data_args, training_args),
                 "objective_description": objective_description(model_args.objective, model_args.objective_options)}
     if progress.changed_arguments:
         recorded["changed_on_resume"] = progress.changed_arguments
