@@ -1,4 +1,5 @@
-"""What every benchmark shares: the machine's description, alternating timed arms, peak memory, output."""
+"""What every benchmark shares: the machine's description, alternating timed arms, peak memory, output, and the
+transfer scores of a trained model."""
 
 import json
 import os
@@ -14,6 +15,8 @@ from datasets import Dataset
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 FLICKR8K = SHARED / "data" / "flickr8k_sample"
 STSB = SHARED / "data" / "stsbenchmark"
+STS16 = SHARED / "data" / "sts16"
+SICK = SHARED / "data" / "sick" / "SICK.txt"
 EFFICIENTNET = SHARED / "models" / "efficientnet_lite0.safetensors"
 
 
@@ -117,3 +120,29 @@ def stsb_sentences(limit: int | None = None) -> list[str] | None:
     train = load_stsb(STSB)["train"]
     sentences = list(dict.fromkeys(train.sentences1 + train.sentences2))
     return sentences[:limit] if limit else sentences
+
+
+# Where each task's cosine Pearson (x100) sits in `evaluate_model`'s results.
+PEARSON_OF_TASK = {
+    "coco_test": lambda results: results["flickr8k"]["pearson"],
+    "sts16": lambda results: results["all"]["pearson_mean"],
+    "stsb": lambda results: results["unsupervised"]["pearson"],
+    "sick": lambda results: results["unsupervised"]["pearson"],
+}
+
+
+def transfer_pearsons(model_dir: Path, tasks: list[str], data_dir: str, seed: int, output: Path,
+                      *flags: str) -> dict[str, float]:
+    """Cosine Pearson x100 of the model in `model_dir` on each of `tasks` among `PEARSON_OF_TASK`'s: COCO-Test-style
+    relatedness of the Flickr8k test captions in `data_dir`, STS16 `all`, STS-B test and SICK test (from ../shared).
+    The full results go to `output`; `flags` are further `recipes/evaluate.py` arguments (e.g. `--random_init`)."""
+    from hf_grounded.evaluation.suite import evaluate_model, parse_evaluation_arguments
+
+    unknown = sorted(set(tasks) - set(PEARSON_OF_TASK))
+    if unknown:
+        raise ValueError(f"transfer_pearsons: unknown tasks {unknown}; choose among {sorted(PEARSON_OF_TASK)}")
+    results = evaluate_model(*parse_evaluation_arguments([
+        "--model", str(model_dir), "--tasks", ",".join(tasks), "--sts_dir", str(STS16), "--stsb_dir", str(STSB),
+        "--sick_path", str(SICK), "--dataset", "flickr8k", "--data_dir", data_dir, "--no_supervised_probe",
+        "--seed", str(seed), "--output", str(output), *flags]))
+    return {task: PEARSON_OF_TASK[task](results[task]) for task in tasks}

@@ -32,13 +32,12 @@ import torch
 
 from hf_grounded.data import load_captioned_images
 from hf_grounded.data.sampling import fixed_captions
-from hf_grounded.evaluation.suite import evaluate_model, parse_evaluation_arguments
 from hf_grounded.features import FeatureCache
 from hf_grounded.models.vete import VETEConfig, VETEModel
 from hf_grounded.training import parse_arguments, train
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
-from common import SHARED
+from common import SHARED, transfer_pearsons
 
 CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "vete_bow_flickr8k.yaml"
 FEATURES = SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"
@@ -99,15 +98,8 @@ def pure_text_features(data_dir: str, seed: int, path: Path) -> Path:
 
 
 def scores(args, model_dir: Path, *flags: str) -> dict:
-    arguments = parse_evaluation_arguments([
-        "--model", str(model_dir), "--tasks", "coco_test,sts16,stsb,sick", "--sts_dir", str(SHARED / "data" / "sts16"),
-        "--stsb_dir", str(SHARED / "data" / "stsbenchmark"), "--sick_path", str(SHARED / "data" / "sick" / "SICK.txt"),
-        "--dataset", "flickr8k", "--data_dir", args.data_dir, "--no_supervised_probe", "--seed", str(args.seed),
-        "--output", str(model_dir / f"evaluation{''.join(flags)}.json"), *flags,
-    ])
-    results = evaluate_model(*arguments)
-    return {"coco_test": results["coco_test"]["flickr8k"]["pearson"], "sts16": results["sts16"]["all"]["pearson_mean"],
-            "stsb": results["stsb"]["unsupervised"]["pearson"], "sick": results["sick"]["unsupervised"]["pearson"]}
+    return transfer_pearsons(model_dir, ["coco_test", "sts16", "stsb", "sick"], args.data_dir, args.seed,
+                             model_dir / f"evaluation{''.join(flags)}.json", *flags)
 
 
 def main() -> None:

@@ -15,11 +15,10 @@ import argparse
 import json
 from pathlib import Path
 
-from hf_grounded.evaluation.suite import evaluate_model, parse_evaluation_arguments
 from hf_grounded.files import write_json
 from hf_grounded.search import run_search
 
-from common import SHARED
+from common import SHARED, STS16, transfer_pearsons
 
 CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "vete_bow_flickr8k.yaml"
 FEATURES = SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"
@@ -32,13 +31,8 @@ def held_out_scores(trial_dir: Path, data_dir: str, seed: int) -> dict:
     path = trial_dir / "test_scores.json"
     if path.is_file():
         return json.loads(path.read_text())
-    results = evaluate_model(*parse_evaluation_arguments([
-        "--model", str(trial_dir), "--tasks", "coco_test,stsb,sick",
-        "--stsb_dir", str(SHARED / "data" / "stsbenchmark"),
-        "--sick_path", str(SHARED / "data" / "sick" / "SICK.txt"), "--dataset", "flickr8k", "--data_dir", data_dir,
-        "--no_supervised_probe", "--seed", str(seed), "--output", str(trial_dir / "test_evaluation.json")]))
-    scores = {"coco_test": results["coco_test"]["flickr8k"]["pearson"],
-              "stsb": results["stsb"]["unsupervised"]["pearson"], "sick": results["sick"]["unsupervised"]["pearson"]}
+    scores = transfer_pearsons(trial_dir, ["coco_test", "stsb", "sick"], data_dir, seed,
+                               trial_dir / "test_evaluation.json")
     write_json(path, scores)
     return scores
 
@@ -58,7 +52,7 @@ def main() -> None:
         search_dir = Path(args.output_dir) / name.lower()
         run_search(["--config", str(CONFIG), "--data_dir", args.data_dir, "--image_features_file",
                     args.image_features_file, "--seed", str(args.seed), *SEARCHES[name]], args.trials, search_dir,
-                   validation_sts_dir=str(SHARED / "data" / "sts16"), seed=args.seed)
+                   validation_sts_dir=str(STS16), seed=args.seed)
         trials = json.loads((search_dir / "trials.json").read_text())
         for metric, label in SELECTIONS.items():
             best = max(trials, key=lambda trial: trial["scores"][metric])
