@@ -4,6 +4,8 @@ import csv
 import json
 from pathlib import Path
 
+import numpy as np
+
 from PIL import Image
 
 CAPTIONS = ["A dog runs on the grass .", "A brown dog running .", "The dog is playing outside .",
@@ -110,3 +112,23 @@ def msvd_csv(root: Path) -> None:
             writer.writerow([video, start, end, 1, "clean", 10, "English", f"A man, cooking {clip}."])
             writer.writerow([video, start, end, 2, "clean", 10, "English", f"Someone cooks {clip}"])
             writer.writerow([video, start, end, 3, "clean", 10, "German", "Ein Mann kocht"])
+
+
+def relatedness_data(root: Path) -> None:
+    """stsb/sts-{train,dev,test}.csv and SICK.txt in their upstream layouts, of random sentences and scores."""
+    rng = np.random.default_rng(0)
+    words = ["red", "crimson", "blue", "square", "box", "circle", "a", "the", "small", "big"]
+
+    def sentence():
+        return " ".join(rng.choice(words, size=rng.integers(2, 6)))
+
+    stsb = root / "stsb"
+    stsb.mkdir()
+    for name, count in (("train", 60), ("dev", 20), ("test", 20)):
+        lines = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{rng.uniform(0, 5):.2f}\t{sentence()}\t{sentence()}"
+                 for i in range(count)]
+        (stsb / f"sts-{name}.csv").write_text("\n".join(lines) + "\n")
+    rows = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\tSemEval_set"]
+    for index, split in enumerate(["TRAIN"] * 60 + ["TRIAL"] * 20 + ["TEST"] * 20):
+        rows.append(f"{index}\t{sentence()}\t{sentence()}\t{rng.uniform(1, 5):.2f}\tNEUTRAL\t{split}")
+    (root / "SICK.txt").write_text("\n".join(rows) + "\n")

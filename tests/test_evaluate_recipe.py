@@ -16,27 +16,9 @@ from hf_grounded.metrics import metric_path
 from hf_grounded.training import DataArguments, ModelArguments, TrainingArguments, train
 
 from .conftest import REPO_ROOT
+from .fixtures import relatedness_data
 
 SYNTHETIC = ["--backbone", "test_efficientnet", "--synthetic_train_images", "40", "--synthetic_eval_images", "20"]
-
-
-def _write_relatedness_data(root):
-    rng = np.random.default_rng(0)
-    words = ["red", "crimson", "blue", "square", "box", "circle", "a", "the", "small", "big"]
-
-    def sentence():
-        return " ".join(rng.choice(words, size=rng.integers(2, 6)))
-
-    stsb = root / "stsb"
-    stsb.mkdir()
-    for name, count in (("train", 60), ("dev", 20), ("test", 20)):
-        lines = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{rng.uniform(0, 5):.2f}\t{sentence()}\t{sentence()}"
-                 for i in range(count)]
-        (stsb / f"sts-{name}.csv").write_text("\n".join(lines) + "\n")
-    rows = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\tSemEval_set"]
-    for index, split in enumerate(["TRAIN"] * 60 + ["TRIAL"] * 20 + ["TEST"] * 20):
-        rows.append(f"{index}\t{sentence()}\t{sentence()}\t{rng.uniform(1, 5):.2f}\tNEUTRAL\t{split}")
-    (root / "SICK.txt").write_text("\n".join(rows) + "\n")
 
 
 def _train_tiny_model(model_dir, hidden_size: int, images: int, steps: int) -> None:
@@ -50,7 +32,7 @@ def _train_tiny_model(model_dir, hidden_size: int, images: int, steps: int) -> N
 def test_evaluate_recipe_runs_every_task_with_data_and_updates_the_card(tmp_path):
     model_dir = tmp_path / "model"
     _train_tiny_model(model_dir, hidden_size=16, images=40, steps=6)
-    _write_relatedness_data(tmp_path)
+    relatedness_data(tmp_path)
     output = tmp_path / "evaluation" / "results.json"
     command = [sys.executable, str(REPO_ROOT / "recipes" / "evaluate.py"), "--model", str(model_dir),
                "--stsb_dir", str(tmp_path / "stsb"), "--sick_path", str(tmp_path / "SICK.txt"),
@@ -129,7 +111,7 @@ def test_the_cosine_scores_alone_skip_the_supervised_probe(tmp_path):
 
     model_dir = tmp_path / "model"
     _train_tiny_model(model_dir, hidden_size=8, images=20, steps=2)
-    _write_relatedness_data(tmp_path)
+    relatedness_data(tmp_path)
     common = ["--model", str(model_dir), "--stsb_dir", str(tmp_path / "stsb"), "--sick_path",
               str(tmp_path / "SICK.txt")]
     both = evaluate_model(*parse_evaluation_arguments([*common, "--output", str(tmp_path / "both.json")]))

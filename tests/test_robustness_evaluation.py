@@ -22,7 +22,7 @@ from hf_grounded.training import DataArguments, ModelArguments, TrainingArgument
 from hf_grounded.training.plots import PLOT_FILES, plot_training
 
 from .conftest import REPO_ROOT
-from .test_evaluate_recipe import _write_relatedness_data
+from .fixtures import relatedness_data
 from .test_evaluation_measures import _write_flickr8k_text
 from .test_hub import RecordingHub
 from .test_sts import _write_sts_year
@@ -142,7 +142,7 @@ def test_results_with_nan_are_never_written_as_json(trained_folder, tmp_path, mo
 
     monkeypatch.setattr(suite, "run_evaluators", lambda model, evaluators: {
         "stsb": {"unsupervised": {"pearson": 12.5, "spearman": math.nan, "n": 20}}})
-    _write_relatedness_data(tmp_path)
+    relatedness_data(tmp_path)
     output = tmp_path / "results.json"
     argv = ["--model", str(trained_folder), "--stsb_dir", str(tmp_path / "stsb"), "--output", str(output)]
     with pytest.raises(ValueError, match=r"results.json: stsb.unsupervised.spearman is nan, which JSON cannot "
@@ -186,7 +186,7 @@ def test_sts_gold_scores_must_be_finite_naming_file_and_line(tmp_path, gold):
     with pytest.raises(ValueError, match=f"STS.gs.FNWN.txt, line 3: gold score '{gold}' is not a finite number"):
         load_sts_year(tmp_path / "sts", "sts13")
 
-    _write_relatedness_data(tmp_path)
+    relatedness_data(tmp_path)
     _replace_field(tmp_path / "stsb" / "sts-dev.csv", line=5, field=4, value=gold)
     with pytest.raises(ValueError, match=f"sts-dev.csv, line 5: score '{gold}' is not a finite number"):
         load_stsb(tmp_path / "stsb")
@@ -197,14 +197,14 @@ def test_sts_gold_scores_must_be_finite_naming_file_and_line(tmp_path, gold):
 
 
 def test_a_sick_score_that_is_not_a_number_is_named(tmp_path):
-    _write_relatedness_data(tmp_path)
+    relatedness_data(tmp_path)
     _replace_field(tmp_path / "SICK.txt", line=82, field=3, value="4.5x")
     with pytest.raises(ValueError, match="SICK.txt, line 82: relatedness_score '4.5x' is not a finite number"):
         load_sick(tmp_path / "SICK.txt")
 
 
 def test_evaluate_refuses_a_non_finite_gold_score_from_the_command_line(trained_folder, tmp_path):
-    _write_relatedness_data(tmp_path)
+    relatedness_data(tmp_path)
     _replace_field(tmp_path / "stsb" / "sts-test.csv", line=4, field=4, value="nan")
     output = tmp_path / "results.json"
     argv = ["--model", str(trained_folder), "--stsb_dir", str(tmp_path / "stsb"), "--output", str(output)]
