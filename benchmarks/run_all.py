@@ -50,8 +50,8 @@ def ratios(results: dict) -> list[str]:
                      f"{row['speedup']:.2f}x the naive loop")
     for row in results["encoding_throughput"]["rows"]:
         if "vs_minilm" in row:
-            lines.append(f"encoding {row['model']}, {row['corpus']}, batch {row['batch']}: "
-                         f"{row['vs_minilm'][0]:.1f}x MiniLM (float32), {row['vs_minilm'][1]:.1f}x (int8)")
+            ratios_text = ", ".join(f"{value:.1f}x ({backend})" for backend, value in row["vs_minilm"].items())
+            lines.append(f"encoding {row['model']}, {row['corpus']}, batch {row['batch']}: MiniLM {ratios_text}")
     for row in results["tokenizer_throughput"]["rows"]:
         lines.append(f"tokenizer {row['tokenizer']}: {row['median'] / 1e6:.1f}M characters/s")
     features = {row["preprocessing"]: row for row in results["feature_extraction"]["rows"]}

@@ -14,6 +14,7 @@ import re
 import threading
 import unicodedata
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from dataclasses import dataclass
 
@@ -26,7 +27,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers import initialization as init
 from safetensors import safe_open
-from transformers.utils import ModelOutput
+from transformers.utils import ModelOutput, cached_file
 
 from .configuration_char_gru import CharGRUConfig, CharGRUEnsembleConfig
 from .tokenization_char import CharTokenizer
@@ -155,11 +156,17 @@ class CharGRUTextEncoder(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         lengths = attention_mask.sum(dim=1)
+        positions = torch.arange(attention_mask.size(1), device=attention_mask.device)
+        if torch.onnx.is_in_onnx_export():
+            # A trace would freeze the batch's longest length into the graph, and the exporter cannot take a packed
+            # RNN of any batch size; the padded two-direction run gives the same states with no data-dependent
+            # shape. The checks below are left to encode(), the graph's caller, which never sends empty rows.
+            return self.pooling(self._bidirectional_states_padded(self.embeddings(input_ids), lengths, positions),
+                                attention_mask)
         if bool((lengths == 0).any()):
             empty = (lengths == 0).nonzero().flatten().tolist()
             raise ValueError(f"empty sequences at batch positions {empty}: every sentence needs a character")
         _check_right_padded(attention_mask)
-        positions = torch.arange(attention_mask.size(1), device=attention_mask.device)
         longest = int(lengths.max())
         input_ids, attention_mask = input_ids[:, :longest], attention_mask[:, :longest]
         embedded = self.embeddings(input_ids)
@@ -309,6 +316,7 @@ class CharSentenceEncoderMixin:
         precision: str = "float32",
         show_progress_bar: bool = False,
         quantize: bool = False,
+        backend: str = "torch",
     ) -> np.ndarray | torch.Tensor:
         """Embed sentences, returned in input order as an `(n, embed_dim)` array (1-D for a single string).
 
@@ -327,6 +335,11 @@ class CharSentenceEncoderMixin:
         quantised (`torch.ao.quantization.quantize_dynamic`): several times faster for wide recurrent encoders, at
         the cost of small changes in the embeddings (see the README's Performance section for what it keeps); as
         activations are quantised with one range per batch, an int8 embedding also moves a little with its batch.
+
+        `backend="onnx"` (CPU only; `pip install hf_grounded[onnx]`) runs the text encoder exported beside the
+        model (`onnx/model.onnx`, or its int8 copy `onnx/model_qint8.onnx` with `quantize=True`; see
+        `hf_grounded.export_onnx`) with ONNX Runtime, on the same tokens, so the embeddings equal the torch ones to
+        float rounding. A graph exported from other weights than the model's is refused.
         """
         single = isinstance(sentences, str)
         if not single and not isinstance(sentences, (list, tuple)):
@@ -341,15 +354,20 @@ class CharSentenceEncoderMixin:
         batch_size = operator.index(batch_size)
         if precision != "float32":
             raise ValueError(f"precision must be 'float32' (int8 is `quantize=True`), got {precision!r}")
+        if backend not in ("torch", "onnx"):
+            raise ValueError(f"backend must be 'torch' or 'onnx', got {backend!r}")
         tokenizer = tokenizer or self.default_tokenizer()
         self.check_tokenizer(tokenizer)
         if device is not None:
             self.to(device)
-        if quantize and self.device.type != "cpu":
-            raise ValueError(f"quantize=True runs on the CPU only; the model is on {self.device}")
+        if (quantize or backend == "onnx") and self.device.type != "cpu":
+            raise ValueError(f"quantize=True and backend='onnx' run on the CPU only; the model is on {self.device}")
         was_training = self.training
         self.eval()
-        model = self._int8_copy() if quantize else self
+        if backend == "onnx":
+            text_features = self._onnx_text_features(quantize)
+        else:
+            text_features = (self._int8_copy() if quantize else self).get_text_features
         order = np.argsort([-len(sentence) for sentence in sentences], kind="stable")
         chunks, truncated = [], 0
         for start in tqdm(range(0, len(sentences), batch_size), desc="Encoding", disable=not show_progress_bar):
@@ -370,7 +388,7 @@ class CharSentenceEncoderMixin:
             input_ids, attention_mask = inputs["input_ids"], inputs["attention_mask"]
             if bool((lengths == 0).any()):
                 input_ids, attention_mask = _one_unknown_token_for_empty_rows(input_ids, attention_mask, tokenizer)
-            chunks.append(model.get_text_features(input_ids.to(self.device), attention_mask.to(self.device)))
+            chunks.append(text_features(input_ids.to(self.device), attention_mask.to(self.device)))
         self.train(was_training)
         if truncated:
             # Once per model, as transformers warns once: encoding sentence by sentence would flood the log.
@@ -400,6 +418,52 @@ class CharSentenceEncoderMixin:
                 )
             cached = (weights_version, quantized)
         self.__dict__["_int8_cache"] = cached
+        return cached[1]
+
+    def _onnx_text_features(self, quantize: bool) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """The text encoder exported beside this model, run by ONNX Runtime: `(input_ids, attention_mask)` to
+        embeddings. The graph must come from this model's weights as they are now: one exported before the weights
+        changed (or from another model) would give other embeddings without a word."""
+        name = f"onnx/{'model_qint8' if quantize else 'model'}.onnx"
+        source = self.config.name_or_path
+        path = cached_file(source, name, _raise_exceptions_for_missing_entries=False) if source else None
+        if path is None:
+            raise FileNotFoundError(f"{source or 'this model'} has no {name}: export its text encoder first with "
+                                    f"hf_grounded.export_onnx(model, folder) and load the model from that folder")
+        try:
+            import onnxruntime
+        except ImportError as error:
+            raise ImportError("backend='onnx' needs ONNX Runtime: pip install 'hf_grounded[onnx]'") from error
+        sessions = self.__dict__.setdefault("_onnx_sessions", {})
+        if path not in sessions:
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = torch.get_num_threads()
+            session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+            sessions[path] = (session, session.get_modelmeta().custom_metadata_map.get("weights_sha256"))
+        session, exported_from = sessions[path]
+        if exported_from != self.weights_fingerprint():
+            raise ValueError(f"{path} was exported from other weights than this model's (weights_sha256 "
+                             f"{exported_from} against {self.weights_fingerprint()}): export it again")
+
+        def run(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            inputs = {"input_ids": input_ids.cpu().numpy(), "attention_mask": attention_mask.cpu().numpy()}
+            return torch.from_numpy(session.run(None, inputs)[0])
+
+        return run
+
+    def weights_fingerprint(self) -> str:
+        """SHA-256 of every tensor of the state dict (names, dtypes, shapes and values), cached until a weight
+        changes; `export_onnx` records it in the graph so that `encode(backend="onnx")` can tell it is this
+        model's."""
+        weights_version = tuple(parameter._version for parameter in self.parameters())
+        cached = self.__dict__.get("_weights_fingerprint")
+        if cached is None or cached[0] != weights_version:
+            digest = hashlib.sha256()
+            for name, tensor in sorted(self.state_dict().items()):
+                digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+                digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+            cached = (weights_version, digest.hexdigest())
+            self.__dict__["_weights_fingerprint"] = cached
         return cached[1]
 
     def default_tokenizer(self) -> CharTokenizer:
@@ -608,6 +672,8 @@ def _truncatable_prefix(sentence: str, tokenizer: PreTrainedTokenizerBase) -> tu
 def _check_right_padded(attention_mask: torch.Tensor) -> None:
     """Refuse a mask that is not right-padded: the encoders read positions 0 to length - 1 as the sentence, so left
     padding would make an embedding depend on its batch."""
+    if torch.onnx.is_in_onnx_export():
+        return  # a traced graph cannot raise on values; encode(), the exported graph's caller, pads on the right
     lengths = attention_mask.sum(dim=1)
     positions = torch.arange(attention_mask.size(1), device=attention_mask.device)
     if not torch.equal(attention_mask.bool(), positions.unsqueeze(0) < lengths.unsqueeze(1)):
