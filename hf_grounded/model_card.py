@@ -47,7 +47,7 @@ def evaluation_eval_results(evaluation: dict) -> list[EvalResult]:
     """model-index entries for the results of `recipes/evaluate.py` other than retrieval."""
     entries = []
     for task, subtasks in evaluation.items():
-        if task == "retrieval":
+        if task in ("retrieval", "mteb"):  # MTEB's entries are written as MTEB writes them (`_eval_results`)
             continue
         for subtask, metrics in subtasks.items():
             for metric, value in metrics.items():
@@ -143,7 +143,13 @@ def _results_table(test: dict) -> str:
 
 
 def _eval_results(results: dict, evaluation: dict | None, dataset: str) -> list[EvalResult]:
-    """Retrieval from evaluate.py (which adds confidence intervals) replaces that of training when both exist."""
+    """Retrieval from evaluate.py (which adds confidence intervals) replaces that of training when both exist;
+    MTEB's results are indexed as MTEB itself indexes them."""
+    return _library_eval_results(results, evaluation, dataset) + [
+        EvalResult(**entry) for entry in (evaluation or {}).get("mteb_model_index", [])]
+
+
+def _library_eval_results(results: dict, evaluation: dict | None, dataset: str) -> list[EvalResult]:
     evaluated = (evaluation or {}).get("results", {})
     if "retrieval" in evaluated and evaluation["dataset"] == dataset:
         retrieval = {direction: {metric: value for metric, value in metrics.items() if "_ci95_" not in metric}

@@ -82,6 +82,11 @@ class EvaluationArguments:
         metadata={"help": "STS-B and SICK: also train SentEval's supervised probe; --no_supervised_probe reports the "
                           "cosine (unsupervised) scores alone, in a fraction of the time."},
     )
+    mteb: str | None = field(
+        default=None, metadata={"help": "Comma-separated MTEB tasks (e.g. STSBenchmark) run by MTEB's own code "
+                                        "(pip install 'hf_grounded[mteb]'): STSBenchmark from --stsb_dir when "
+                                        "given, every other task from the Hub."}
+    )
     data_seed: int = field(
         default=42, metadata={"help": "Seed of the synthetic set and of a randomly initialised backbone: by default "
                                       "the model's training seed from training_args.json, else train.py's 42."}
@@ -115,8 +120,8 @@ def selected_tasks(args: EvaluationArguments, data_args: DataArguments) -> list[
         chosen = [task for task in TASKS if needs[task][1] is not None]
         if "human" in chosen and not _has_judgements(data_args):
             chosen.remove("human")
-        if not chosen:
-            raise ValueError("no task has its inputs: give --sts_dir, --stsb_dir, --sick_path or --dataset")
+        if not chosen and not args.mteb:
+            raise ValueError("no task has its inputs: give --sts_dir, --stsb_dir, --sick_path, --dataset or --mteb")
         return chosen
     chosen = [task.strip() for task in args.tasks.split(",") if task.strip()]
     for task in chosen:
@@ -224,14 +229,22 @@ def evaluate_model(args: EvaluationArguments, data_args: DataArguments) -> dict:
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     evaluators = build_evaluators(tasks, args, data_args)
-    results = run_evaluators(load_model(args), evaluators)
+    model = load_model(args)
+    results = run_evaluators(model, evaluators)
+    mteb_model_index = []
+    if args.mteb:
+        from .mteb import run_mteb
+
+        names = [name.strip() for name in args.mteb.split(",") if name.strip()]
+        results["mteb"], mteb_model_index = run_mteb(model, names, batch_size=args.batch_size,
+                                                     stsb_dir=args.stsb_dir)
     groups = sts_groups(results)
     if groups:
         results["sts_groups"] = groups
     write_json(output, results)
     if args.update_model_card:
         recorded = {"model": args.model, "random_init": args.random_init, "senteval_style": args.senteval_style,
-                    "dataset": data_args.dataset, "results": results}
+                    "dataset": data_args.dataset, "results": results, "mteb_model_index": mteb_model_index}
         if "structure" in results:
             copy_file(tsne_path(args.output), Path(args.model) / "embedding_map.png")
             recorded["embedding_map"] = "embedding_map.png"

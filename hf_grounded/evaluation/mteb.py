@@ -1,0 +1,146 @@
+"""Any model of this library as an MTEB 2.x encoder, and MTEB's STS tasks run from local files.
+
+With internet, MTEB downloads each task's data from the Hub:
+
+    import mteb
+    from hf_grounded.evaluation.mteb import MTEBEncoder
+
+    results = mteb.evaluate(MTEBEncoder(model), mteb.get_tasks(tasks=["STSBenchmark", "SICK-R"]))
+
+Offline (or to score the very files the library's own evaluation reads), `local_task("STSBenchmark",
+stsb_dir=...)` loads the task's definition from the installed mteb, puts the local SentEval files in as its data and
+marks it loaded, so `mteb.evaluate` runs it without a download:
+
+    task = local_task("STSBenchmark", stsb_dir="data/stsbenchmark")
+    results = mteb.evaluate(MTEBEncoder(model), task, cache=None)
+
+MTEB computes its scores with its own code (sklearn's paired cosine distances, scipy's correlations), so its
+STSBenchmark main score (cosine Spearman of the test split) is a check on the library's STS-B evaluation:
+tests/test_mteb.py holds the two equal to 1e-4.
+"""
+
+import logging
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+from datasets import Dataset, DatasetDict
+
+import mteb
+from mteb.models import ModelMeta
+from mteb.models.abs_encoder import AbsEncoder
+
+from .sts import load_stsb
+
+logger = logging.getLogger(__name__)
+
+# MTEB task name -> (what `local_task` reads it from, the loader of those files); the SentEval STS Benchmark files
+# are the pairs of MTEB's v1 STSBenchmark (mteb/stsbenchmark-sts), whose test split it evaluates.
+LOCAL_SOURCES = {"STSBenchmark": ("stsb_dir", load_stsb)}
+
+
+class MTEBEncoder(AbsEncoder):
+    """MTEB's encoder protocol over `model.encode()`: every batch MTEB sends is embedded as sentences, unit length,
+    compared by cosine similarity."""
+
+    def __init__(self, model, *, batch_size: int = 64, name: str | None = None, revision: str | None = None):
+        self.model = model
+        self.batch_size = batch_size
+        self.mteb_model_meta = model_meta(model, name=name, revision=revision)
+
+    def encode(self, inputs, *, task_metadata, hf_split: str, hf_subset: str, prompt_type=None,
+               **kwargs) -> np.ndarray:
+        chunks = [self.model.encode(list(batch["text"]), batch_size=self.batch_size) for batch in inputs]
+        if not chunks:
+            return np.empty((0, self.mteb_model_meta.embed_dim), dtype=np.float32)
+        return np.concatenate(chunks)
+
+
+def model_meta(model, *, name: str | None = None, revision: str | None = None) -> ModelMeta:
+    """MTEB's description of a model of this library, from its config and the card beside it: its name (the Hub id
+    or folder it was loaded from, or `name`), the Hub revision it was loaded at, embedding width, parameter count,
+    maximum length and the datasets the card says it was trained on."""
+    source = model.config.name_or_path or ""
+    if name is None:
+        # MTEB names a model as the Hub does, owner/name; a local folder gets one.
+        hub_id = source.count("/") == 1 and not Path(source).exists()
+        name = source if hub_id else f"local/{Path(source).name or 'model'}"
+    parameters = sum(parameter.numel() for parameter in model.parameters())
+    bytes_used = sum(tensor.numel() * tensor.element_size() for tensor in model.state_dict().values())
+    return ModelMeta(
+        loader=None,
+        name=name,
+        revision=revision or getattr(model.config, "_commit_hash", None),
+        release_date=None,
+        languages=["eng-Latn"],
+        n_parameters=parameters,
+        memory_usage_mb=round(bytes_used / 2**20, 2),
+        max_tokens=model.default_tokenizer().model_max_length,
+        embed_dim=int(model.encode("a").shape[-1]),
+        license="apache-2.0",
+        open_weights=True,
+        public_training_code=None,
+        public_training_data=None,
+        framework=["PyTorch"],
+        similarity_fn_name="cosine",
+        use_instructions=False,
+        training_datasets=_card_datasets(source),
+    )
+
+
+def _card_datasets(source: str) -> set[str]:
+    """The `datasets` of the model card in a local model folder (MTEB lists a model's training data so that a task
+    on the same data is not taken for zero-shot)."""
+    card = Path(source, "README.md") if source else None
+    if card is None or not card.is_file():
+        return set()
+    from huggingface_hub import ModelCard
+
+    return set(ModelCard.load(card).data.to_dict().get("datasets") or [])
+
+
+def local_task(name: str, **sources: str):
+    """MTEB's task `name` with its evaluation data read from local files instead of the Hub; `sources` names them
+    as `recipes/evaluate.py` does (`stsb_dir=...`). Tasks with a local reader: `LOCAL_SOURCES`."""
+    if name not in LOCAL_SOURCES:
+        raise ValueError(f"no local reader for MTEB task {name!r}; tasks that run from local files: "
+                         f"{sorted(LOCAL_SOURCES)} (others need the Hub)")
+    argument, load = LOCAL_SOURCES[name]
+    if not sources.get(argument):
+        raise ValueError(f"MTEB task {name} from local files needs {argument}")
+    task = mteb.get_task(name)
+    splits = load(sources[argument])
+    task.dataset = DatasetDict({
+        split: Dataset.from_dict({"sentence1": pairs.sentences1, "sentence2": pairs.sentences2,
+                                  "score": pairs.scores.tolist()})
+        for split, pairs in splits.items() if split in task.metadata.eval_splits})
+    task.data_loaded = True
+    return task
+
+
+def run_mteb(model, task_names: list[str], *, batch_size: int = 64,
+             **sources: str) -> tuple[dict[str, dict[str, float]], list[dict]]:
+    """Run MTEB tasks on `model`: from local files where `sources` has them (see `local_task`), from the Hub
+    otherwise. Returns `{task: {metric: value}}` for the first split and subset each task evaluates (x100, like the
+    library's own scores; `main_score` among them), and the model-index entries MTEB writes for them (its own
+    0-1 scale)."""
+    tasks = [local_task(name, **sources) if name in LOCAL_SOURCES and sources.get(LOCAL_SOURCES[name][0])
+             else mteb.get_task(name) for name in task_names]
+    with torch.inference_mode():
+        evaluated = mteb.evaluate(MTEBEncoder(model, batch_size=batch_size), tasks, cache=None,
+                                  show_progress_bar=False)
+    scores, model_index = {}, []
+    for task_result in evaluated.task_results:
+        first = next(iter(task_result.scores.values()))[0]
+        scores[task_result.task_name] = {key: 100 * value for key, value in first.items() if isinstance(value, float)}
+        with warnings.catch_warnings():
+            # MTEB marks its model-index writer deprecated in favour of Hub eval-results files; a model card's
+            # model-index is still where the Hub reads results from, and this is what MTEB writes there.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            model_index += [asdict(entry) for entry in task_result.get_hf_eval_results()]
+    return scores, model_index
+
+
+__all__ = ["LOCAL_SOURCES", "MTEBEncoder", "local_task", "model_meta", "run_mteb"]
