@@ -35,8 +35,16 @@ setup(
         "scikit-learn>=1.3",
     ],
     extras_require={
-        "test": ["pytest>=8", "scipy", "tensorboard", "optuna>=4", "hypothesis>=6", "sentence-transformers>=6"],
+        "test": ["pytest>=8", "scipy", "tensorboard", "optuna>=4", "hypothesis>=6", "sentence-transformers>=6",
+                 "gradio>=6,<7", "gradio_client>=2", "playwright>=1.50", "onnx>=1.17", "onnxruntime>=1.20",
+                 "mteb>=2,<3"],
         "tensorboard": ["tensorboard"],
+        # demo/app.py: the Space's Gradio app.
+        "demo": ["gradio>=6,<7"],
+        # encode(backend="onnx") and hf_grounded.onnx_export.
+        "onnx": ["onnx>=1.17", "onnxruntime>=1.20"],
+        # hf_grounded.evaluation.mteb and recipes/evaluate.py --mteb.
+        "mteb": ["mteb>=2,<3"],
         # recipes/search.py: Kurach et al.'s random search, with Optuna's sampler.
         "search": ["optuna>=4"],
     },

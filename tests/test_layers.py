@@ -12,11 +12,12 @@ LAYERS = [
     ("models", ["hf_grounded.models", "hf_grounded.families", "hf_grounded"]),
     ("objectives", ["hf_grounded.objectives"]),
     ("data and features", ["hf_grounded.data", "hf_grounded.features", "hf_grounded.inputs"]),
-    ("cards", ["hf_grounded.model_card", "hf_grounded.hub"]),
+    ("cards and export", ["hf_grounded.model_card", "hf_grounded.hub", "hf_grounded.onnx_export"]),
     ("evaluation", ["hf_grounded.evaluation", "hf_grounded.metrics"]),
     ("training", ["hf_grounded.training"]),
     ("search", ["hf_grounded.search"]),
     ("recipes' command line", ["hf_grounded.command_line"]),
+    ("demo", ["hf_grounded.demo"]),
 ]
 
 

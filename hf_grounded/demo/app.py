@@ -1,0 +1,168 @@
+"""The Gradio app of a model's Space: search a folder of images by sentence, and compare sentences.
+
+`build_demo` never lets an exception reach a visitor as a traceback: a model that does not load, a folder without
+readable images or an empty query becomes a message in the page (`gr.Error`), and the rest keeps working.
+"""
+
+import logging
+import threading
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+import pandas as pd
+from transformers import AutoModel
+
+from ..features import FeatureSpec
+from .index import ImageIndex, build_index, model_feature_spec
+
+logger = logging.getLogger(__name__)
+
+MAX_SENTENCES = 20
+MAX_QUERY_CHARACTERS = 1000
+
+
+class DemoModel:
+    """The model behind the page and the image index, built once and shared by every visitor; what failed while
+    loading is kept as a message for the page."""
+
+    def __init__(self, model_source: str, images_dir: str | Path | None, *, trust_remote_code: bool = False,
+                 feature_overrides: dict | None = None):
+        self.model_source, self.images_dir = model_source, images_dir
+        self.model, self.load_error = None, None
+        self.spec: FeatureSpec | None = None
+        self.index: ImageIndex | None = None
+        self.index_error: str | None = None
+        self._index_lock = threading.Lock()
+        self.feature_overrides = feature_overrides or {}
+        try:
+            import hf_grounded  # noqa: F401  (registers the Auto classes)
+
+            self.model = AutoModel.from_pretrained(model_source, trust_remote_code=trust_remote_code).eval()
+            if not hasattr(self.model, "encode"):
+                raise ValueError(f"{model_source} is a {type(self.model).__name__}, not an hf_grounded sentence "
+                                 f"encoder")
+        except Exception as error:  # shown in the page: any failure to load is the visitor's only news
+            self.model, self.load_error = None, f"The model {model_source!r} could not be loaded: {error}"
+            logger.error(self.load_error)
+
+    def require_model(self):
+        if self.model is None:
+            raise gr.Error(self.load_error, print_exception=False)
+        return self.model
+
+    def image_index(self) -> ImageIndex:
+        """The index of `images_dir`, built by the first visitor who needs it (the others wait for it)."""
+        model = self.require_model()
+        with self._index_lock:
+            if self.index is None and self.index_error is None:
+                try:
+                    if self.images_dir is None:
+                        raise ValueError("no folder of images was given (--images)")
+                    self.spec = model_feature_spec(self.model_source, **self.feature_overrides)
+                    self.index = build_index(model, self.images_dir, self.spec)
+                except (ValueError, OSError) as error:
+                    self.index_error = str(error)
+                    logger.error("image search is unavailable: %s", error)
+        if self.index is None:
+            raise gr.Error(f"Image search is unavailable: {self.index_error}", print_exception=False)
+        return self.index
+
+    def index_status(self, progress=gr.Progress(track_tqdm=True)) -> str:
+        """Index the images (with a progress bar on first use) and say what was indexed."""
+        if self.model is None:
+            return f"**{self.load_error}**"
+        try:
+            index = self.image_index()
+        except gr.Error as error:
+            return f"**{error.message}**"
+        status = f"{len(index.paths)} images indexed from `{self.images_dir}`."
+        if index.skipped:
+            status += " Skipped (unreadable): " + "; ".join(f"`{name}`" for name in index.skipped) + "."
+        return status
+
+    def search(self, query: str, top_k: float) -> list[tuple[str, str]]:
+        """The `top_k` images nearest to the query, as gallery items `(path, "name · cosine")`."""
+        query = (query or "").strip()
+        if not query:
+            raise gr.Error("Type a sentence to search the images with.", print_exception=False)
+        if len(query) > MAX_QUERY_CHARACTERS:
+            raise gr.Error(f"The query is {len(query)} characters long; keep it under {MAX_QUERY_CHARACTERS}.",
+                           print_exception=False)
+        index = self.image_index()
+        embedding = self.model.encode(query, convert_to_tensor=True).float().cpu()
+        return [(str(path), f"{path.name} · {score:.3f}") for path, score in index.search(embedding, int(top_k))]
+
+    def compare(self, text: str):
+        """The cosine matrix of the sentences in `text` (one per line): a heatmap and a table."""
+        sentences = [line.strip() for line in (text or "").splitlines() if line.strip()]
+        if len(sentences) < 2:
+            raise gr.Error("Give at least two sentences, one per line.", print_exception=False)
+        if len(sentences) > MAX_SENTENCES:
+            raise gr.Error(f"{len(sentences)} sentences given; compare at most {MAX_SENTENCES} at once.",
+                           print_exception=False)
+        embeddings = self.require_model().encode(sentences)
+        cosines = np.clip(embeddings @ embeddings.T, -1.0, 1.0)
+        labels = [f"{number}. {_shorten(sentence)}" for number, sentence in enumerate(sentences, start=1)]
+        table = pd.DataFrame(np.round(cosines.astype(np.float64), 3), columns=[str(n) for n in range(1, len(sentences) + 1)])
+        table.insert(0, "sentence", labels)
+        return _heatmap(cosines, len(sentences)), table
+
+
+def _shorten(sentence: str, width: int = 40) -> str:
+    return sentence if len(sentence) <= width else sentence[: width - 1] + "…"
+
+
+def _heatmap(cosines: np.ndarray, count: int):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    # A Figure of its own, not pyplot's global state, which concurrent visitors would share.
+    figure = Figure(figsize=(1.2 + 0.6 * count, 0.8 + 0.6 * count))
+    axes = figure.subplots()
+    image = axes.imshow(cosines, vmin=-1, vmax=1, cmap="RdBu_r")
+    ticks = list(range(count))
+    axes.set_xticks(ticks, [str(n + 1) for n in ticks])
+    axes.set_yticks(ticks, [str(n + 1) for n in ticks])
+    for row in range(count):
+        for column in range(count):
+            axes.text(column, row, f"{cosines[row, column]:.2f}", ha="center", va="center", fontsize=8)
+    figure.colorbar(image, ax=axes, label="cosine")
+    figure.tight_layout()
+    return figure
+
+
+def build_demo(model_source: str, images_dir: str | Path | None, *, trust_remote_code: bool = False,
+               feature_overrides: dict | None = None, top_k: int = 8) -> gr.Blocks:
+    """The two-tab page for `model_source` (a folder or Hub id) and the images of `images_dir`."""
+    state = DemoModel(model_source, images_dir, trust_remote_code=trust_remote_code,
+                      feature_overrides=feature_overrides)
+    with gr.Blocks(title="hf_grounded: visually grounded sentence encoders", analytics_enabled=False) as demo:
+        gr.Markdown(f"# Visually grounded sentence encoder\nModel: `{model_source}`")
+        if state.load_error:
+            gr.Markdown(f"**{state.load_error}**", elem_id="load-error")
+        with gr.Tabs():
+            with gr.Tab("Search images", id="search", elem_id="tab-search"):
+                status = gr.Markdown(elem_id="index-status")
+                with gr.Row():
+                    query = gr.Textbox(label="Sentence", placeholder="a red square", elem_id="query", scale=4)
+                    count = gr.Slider(1, 32, value=top_k, step=1, label="Images", elem_id="top-k", scale=1)
+                search_button = gr.Button("Search", variant="primary", elem_id="search-button")
+                gallery = gr.Gallery(label="Nearest images", elem_id="gallery", columns=4, allow_preview=False)
+            with gr.Tab("Compare sentences", id="compare", elem_id="tab-compare"):
+                sentences = gr.Textbox(label="Sentences, one per line", lines=5, elem_id="sentences",
+                                       value="A dog runs on the grass.\nA puppy plays outside.\nA red car.")
+                compare_button = gr.Button("Compare", variant="primary", elem_id="compare-button")
+                heatmap = gr.Plot(label="Cosine similarities", elem_id="heatmap")
+                table = gr.Dataframe(label="Cosine matrix", elem_id="matrix", interactive=False)
+        search_button.click(state.search, [query, count], gallery, api_name="search")
+        query.submit(state.search, [query, count], gallery, api_visibility="private")
+        compare_button.click(state.compare, sentences, [heatmap, table], api_name="compare")
+        demo.load(state.index_status, None, status, api_name="index_status")
+    demo.demo_state = state
+    return demo
+
+
+__all__ = ["DemoModel", "build_demo"]

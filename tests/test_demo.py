@@ -1,0 +1,282 @@
+"""The Space demo (hf_grounded.demo, demo/app.py) through its API with gradio_client, in a real browser with
+Playwright and Debian's Chromium, and under 16 concurrent visitors; on localhost only."""
+
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+# gradio_client asks the Hub for data unless telemetry is off before huggingface_hub is imported; the page's
+# own analytics call gradio's servers.
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+os.environ["NO_PROXY"] = "127.0.0.1,localhost"
+
+gradio_client = pytest.importorskip("gradio_client")
+
+from hf_grounded.demo import build_index, launch, model_feature_spec, synthetic_test_images  # noqa: E402
+
+from .conftest import REPO_ROOT  # noqa: E402
+from .test_evaluate_recipe import _train_tiny_model  # noqa: E402
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--no-first-run", "--disable-dev-shm-usage"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny char-GRU trained on the synthetic set, and its test images plus an unreadable file and a text file."""
+    root = tmp_path_factory.mktemp("demo")
+    _train_tiny_model(root / "model", hidden_size=16, images=40, steps=4)
+    images = synthetic_test_images(root / "model", root / "images")
+    (images / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg at all")
+    (images / "notes.txt").write_text("not an image")
+    return root / "model", images
+
+
+@pytest.fixture(scope="module")
+def server(trained):
+    model_dir, images = trained
+    demo = launch(str(model_dir), images, port=free_port(), block=False)
+    yield demo
+    demo.close()
+
+
+def client_of(demo, tmp_path) -> "gradio_client.Client":
+    return gradio_client.Client(demo.local_url, analytics_enabled=False, verbose=False,
+                                download_files=str(tmp_path))
+
+
+def expected_ranking(model_dir, images, query: str, top_k: int) -> list[str]:
+    """The images `encode` and `get_image_features` rank first for `query`, computed without the app."""
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(model_dir).eval()
+    index = build_index(model, images, model_feature_spec(str(model_dir)))
+    text = model.encode(query, convert_to_tensor=True)
+    scores = index.embeddings @ text
+    return [index.paths[i].name for i in torch.argsort(scores, descending=True)[:top_k].tolist()]
+
+
+def gallery_names(result) -> list[str]:
+    return [item["caption"].split(" · ")[0] for item in result]
+
+
+def test_search_returns_the_images_the_model_ranks_first(server, trained, tmp_path):
+    model_dir, images = trained
+    client = client_of(server, tmp_path)
+    status = client.predict(api_name="/index_status")
+    assert "20 images indexed" in status and "`broken.jpg`" in status and "notes.txt" not in status
+    result = client.predict("a big red square", 5, api_name="/search")
+    assert gallery_names(result) == expected_ranking(model_dir, images, "a big red square", 5)
+    scores = [float(item["caption"].split(" · ")[1]) for item in result]
+    assert scores == sorted(scores, reverse=True) and all(-1 <= score <= 1 for score in scores)
+    assert all(Path(item["image"]).is_file() for item in result)
+
+
+def test_compare_returns_the_cosine_matrix(server, trained, tmp_path):
+    from transformers import AutoModel
+
+    sentences = ["a red square", "a crimson box", "two small blue circles"]
+    result = gradio_client.Client(server.local_url, analytics_enabled=False, verbose=False).predict(
+        "\n".join(sentences), api_name="/compare")
+    plot, table = result
+    assert plot["type"] == "matplotlib"
+    embeddings = AutoModel.from_pretrained(trained[0]).encode(sentences)
+    matrix = np.array([[float(value) for value in row[1:]] for row in table["data"]])
+    np.testing.assert_allclose(matrix, embeddings @ embeddings.T, atol=1e-3)
+    assert table["headers"] == ["sentence", "1", "2", "3"]
+
+
+def test_bad_input_gets_a_message_not_a_traceback(server, tmp_path):
+    client = client_of(server, tmp_path)
+    with pytest.raises(gradio_client.exceptions.AppError, match="Type a sentence"):
+        client.predict("   ", 3, api_name="/search")
+    with pytest.raises(gradio_client.exceptions.AppError, match="at least two sentences"):
+        client.predict("only one", api_name="/compare")
+
+
+def test_a_folder_without_images_and_a_model_that_is_not_ours_are_explained(trained, tmp_path):
+    model_dir, _ = trained
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "readme.txt").write_text("nothing here")
+    demo = launch(str(model_dir), tmp_path / "empty", port=free_port(), block=False)
+    try:
+        client = client_of(demo, tmp_path)
+        assert "holds no images" in client.predict(api_name="/index_status")
+        with pytest.raises(gradio_client.exceptions.AppError, match="Image search is unavailable: .*holds no images"):
+            client.predict("a red square", 3, api_name="/search")
+    finally:
+        demo.close()
+    (tmp_path / "not_a_model").mkdir()
+    (tmp_path / "not_a_model" / "config.json").write_text('{"model_type": "no_such_family"}')
+    demo = launch(str(tmp_path / "not_a_model"), tmp_path / "empty", port=free_port(), block=False)
+    try:
+        client = client_of(demo, tmp_path)
+        assert "could not be loaded" in client.predict(api_name="/index_status")
+        with pytest.raises(gradio_client.exceptions.AppError, match="could not be loaded"):
+            client.predict("a dog\na cat", api_name="/compare")
+    finally:
+        demo.close()
+
+
+@pytest.fixture
+def browser():
+    if not CHROMIUM.is_file():
+        pytest.skip("Debian's chromium is not installed (apt install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS)
+        assert browser.version.split(".")[0] in subprocess.run([str(CHROMIUM), "--version"], capture_output=True,
+                                                                 text=True).stdout
+        yield browser
+        browser.close()
+
+
+def _page(browser, server):
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    # Nothing but the local server is loaded: the machines have no network, and a page must not need one.
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server.local_url)
+               else route.abort())
+    page.goto(server.local_url)
+    return page
+
+
+def test_a_visitor_searches_images_in_the_browser(browser, server, trained, tmp_path):
+    from playwright.sync_api import expect
+
+    page = _page(browser, server)
+    expect(page.locator("#index-status")).to_contain_text("20 images indexed", timeout=60_000)
+    page.locator("#query textarea").fill("a big red square")
+    page.locator("#top-k input[type=number]").fill("4")
+    page.locator("#top-k input[type=number]").press("Enter")
+    page.locator("#search-button").click()
+    images = page.locator("#gallery .gallery-item img")
+    expect(images).to_have_count(4, timeout=30_000)
+    shown = [caption.split(" · ")[0] for caption in page.locator("#gallery .caption-label").all_inner_texts()]
+    assert shown == expected_ranking(*trained, "a big red square", 4)
+    screenshot = tmp_path / "search.png"
+    page.screenshot(path=str(screenshot), full_page=True)
+    print(f"screenshot: {screenshot}")
+
+
+def test_a_visitor_compares_sentences_in_the_browser(browser, server, trained, tmp_path):
+    from playwright.sync_api import expect
+    from transformers import AutoModel
+
+    page = _page(browser, server)
+    page.get_by_role("tab", name="Compare sentences").click()
+    page.locator("#sentences textarea").fill("a red square\na crimson box")
+    page.locator("#compare-button").click()
+    expect(page.locator("#heatmap img")).to_have_count(1, timeout=30_000)
+    # Column 0 holds the sentences; the diagonal is 1 and the off-diagonal cell is the model's cosine.
+    expect(page.locator('#matrix [data-testid="cell-0-1"]')).to_have_text("1", timeout=30_000)
+    expect(page.locator('#matrix [data-testid="cell-1-2"]')).to_have_text("1")
+    embeddings = AutoModel.from_pretrained(trained[0]).encode(["a red square", "a crimson box"])
+    shown = float(page.locator('#matrix [data-testid="cell-0-2"]').inner_text())
+    assert shown == pytest.approx(float(embeddings[0] @ embeddings[1]), abs=1e-3)
+    assert page.locator('#matrix [data-testid="cell-1-1"]').inner_text().strip() == f"{shown:g}"
+    screenshot = tmp_path / "compare.png"
+    page.screenshot(path=str(screenshot), full_page=True)
+    print(f"screenshot: {screenshot}")
+
+    page.locator("#sentences textarea").fill("alone")
+    page.locator("#compare-button").click()
+    expect(page.locator('[data-testid="toast-text"]')).to_contain_text("at least two sentences", timeout=30_000)
+    assert "Traceback" not in page.content()
+
+
+def _rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+@pytest.mark.slow
+def test_sixteen_visitors_at_once_get_the_answers_they_would_get_alone(tmp_path):
+    """16 concurrent gradio_client sessions x 5 queries (search and compare mixed) against `demo/app.py` serving a
+    1,000-image index: every answer arrives and equals the same query's answer alone; latency and the server's
+    memory are printed."""
+    model_dir = tmp_path / "model"
+    _train_tiny_model(model_dir, hidden_size=16, images=1000, steps=4)
+    images = synthetic_test_images(model_dir, tmp_path / "images")
+    # The synthetic test split has 500 images; twice over (as copies) makes the 1,000-image index.
+    for path in list(images.iterdir()):
+        shutil.copy(path, images / f"copy-{path.name}")
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, str(REPO_ROOT / "demo" / "app.py"), "--model", str(model_dir), "--images", str(images),
+         "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                client = gradio_client.Client(url, analytics_enabled=False, verbose=False,
+                                              download_files=str(tmp_path / "alone"))
+                break
+            except Exception:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"the app did not start: {server.stdout.read()[-3000:]}")
+                time.sleep(1)
+        assert "1000 images indexed" in client.predict(api_name="/index_status")
+        words = ["red", "blue", "green", "crimson", "azure", "golden"]
+        shapes = ["square", "circle", "triangle", "box", "disc"]
+        queries = [("search", (f"a {words[i % 6]} {shapes[i % 5]}", 8)) if i % 2 == 0
+                   else ("compare", (f"a {words[i % 6]} {shapes[i % 5]}\na {words[(i + 1) % 6]} box",))
+                   for i in range(16 * 5)]
+        alone = {query: _answer(client, *query) for query in set(queries)}
+        for _ in range(5):
+            _answer(client, *queries[0])
+        rss_warm = _rss_bytes(server.pid)
+
+        def visitor(number: int) -> list[tuple[tuple, object, float]]:
+            session = gradio_client.Client(url, analytics_enabled=False, verbose=False,
+                                           download_files=str(tmp_path / f"visitor-{number}"))
+            answers = []
+            for query in queries[number * 5:(number + 1) * 5]:
+                started = time.perf_counter()
+                answers.append((query, _answer(session, *query), time.perf_counter() - started))
+            return answers
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(16) as pool:
+            results = [answer for answers in pool.map(visitor, range(16)) for answer in answers]
+        wall = time.perf_counter() - started
+        rss_after = _rss_bytes(server.pid)
+        assert len(results) == 80
+        for query, answer, _ in results:
+            assert answer == alone[query], query
+        latencies = sorted(seconds for _, _, seconds in results)
+        p50, p95 = statistics.median(latencies), latencies[int(0.95 * len(latencies)) - 1]
+        print(f"load: 80 queries from 16 visitors in {wall:.1f} s; latency p50 {p50:.3f} s, p95 {p95:.3f} s; "
+              f"server RSS {rss_warm / 2**20:.0f} MiB after warm-up, {rss_after / 2**20:.0f} MiB after the load")
+        assert wall < 300
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _answer(client, kind: str, arguments: tuple):
+    """What a visitor sees: the gallery's captions (names and cosines) or the comparison table."""
+    if kind == "search":
+        return tuple(item["caption"] for item in client.predict(*arguments, api_name="/search"))
+    plot, table = client.predict(*arguments, api_name="/compare")
+    return tuple(tuple(row) for row in table["data"])
