@@ -98,7 +98,9 @@ def main(argv: list[str] | None = None) -> None:
     if importlib.util.find_spec("onnxruntime") is None:
         backends = {name: options for name, options in backends.items() if "backend" not in options}
     else:
-        models = saved_and_exported(models, tempfile.mkdtemp())
+        # Removed when the process ends; the paper-width models' folders hold hundreds of MB.
+        exported = tempfile.TemporaryDirectory()
+        models = saved_and_exported(models, exported.name)
     print("| model | corpus | batch | " + " | ".join(f"sentences/s {name}" for name in backends)
           + f" | × MiniLM ({' / '.join(backends)}) |")
     print("|---" * (len(backends) + 4) + "|")

@@ -30,14 +30,15 @@ def main() -> None:
     parser.add_argument("--backbone", help="For a model trained on precomputed features: the timm backbone that "
                                            "made them.")
     parser.add_argument("--pretrained_file", help="Its weights file (safetensors).")
-    parser.add_argument("--image_preprocessing", help="Its preprocessing preset (center, tencrop, ...).")
+    parser.add_argument("--pretrained_backbone", action="store_true", help="Or timm's weights from the Hub.")
+    parser.add_argument("--image_preprocessing", help="Its preprocessing preset (center or ten_crop).")
     parser.add_argument("--trust_remote_code", action="store_true")
     args = parser.parse_args()
     images = args.images
     if images is None and args.model == DEFAULT_MODEL and os.path.isdir(DEFAULT_MODEL):
         images = str(synthetic_test_images(DEFAULT_MODEL))
     overrides = {"backbone": args.backbone, "pretrained_file": args.pretrained_file,
-                 "pretrained_backbone": bool(args.pretrained_file) or None,
+                 "pretrained_backbone": bool(args.pretrained_file or args.pretrained_backbone) or None,
                  "image_preprocessing": args.image_preprocessing}
     launch(args.model, images, host=args.host, port=args.port, trust_remote_code=args.trust_remote_code,
            feature_overrides={key: value for key, value in overrides.items() if value is not None})

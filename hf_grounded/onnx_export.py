@@ -43,9 +43,9 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
     exported from (`weights_sha256`), which `encode(backend="onnx")` checks against the model. Files are written
     whole or not at all.
 
-    The int8 copy quantises weights and activations to 7 bits (`reduce_range=True`): with the full 8, ONNX
-    Runtime's int8 kernels saturate on CPUs without VNNI (AVX2 only), which moved an LSTM's embeddings to a cosine
-    of 0.92 with the float32 ones. ONNX Runtime does not quantise GRU nodes, so a GRU encoder's int8 graph gains
+    The int8 copy quantises weights to 7 bits (`reduce_range=True`; activations stay 8-bit, quantised per batch):
+    with 8-bit weights, ONNX Runtime's int8 kernels saturate on CPUs without VNNI (AVX2 only), which moved an
+    untrained LSTM's embeddings to a cosine of 0.92 with the float32 ones. ONNX Runtime does not quantise GRU nodes, so a GRU encoder's int8 graph gains
     little; an LSTM, convolution or projection does.
     """
     import onnx
@@ -67,8 +67,9 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
             with warnings.catch_warnings(), torch.no_grad():
                 # The TorchScript exporter is deprecated in favour of dynamo (see the module docstring for why it
                 # is used), and warns that a GRU with a batch other than 1 may fail: the parity tests show it
-                # does not.
-                warnings.simplefilter("ignore")
+                # does not. Other warnings (a TracerWarning: a value frozen into the graph) stay visible.
+                warnings.filterwarnings("ignore", category=DeprecationWarning)
+                warnings.filterwarnings("ignore", message=".*batch_size other than 1.*")
                 torch.onnx.export(
                     _TextEmbeddings(model), (example["input_ids"], example["attention_mask"]), str(traced),
                     dynamo=False, opset_version=OPSET, input_names=["input_ids", "attention_mask"],

@@ -132,3 +132,13 @@ def relatedness_data(root: Path) -> None:
     for index, split in enumerate(["TRAIN"] * 60 + ["TRIAL"] * 20 + ["TEST"] * 20):
         rows.append(f"{index}\t{sentence()}\t{sentence()}\t{rng.uniform(1, 5):.2f}\tNEUTRAL\t{split}")
     (root / "SICK.txt").write_text("\n".join(rows) + "\n")
+
+
+def train_tiny_char_gru(model_dir: Path, hidden_size: int, images: int, steps: int) -> None:
+    """A char-GRU trained for `steps` on `images` synthetic images (half as many for validation and test)."""
+    from hf_grounded.training import DataArguments, ModelArguments, TrainingArguments, train
+
+    train(ModelArguments(hidden_size=hidden_size),
+          DataArguments(backbone="test_efficientnet", synthetic_train_images=images,
+                        synthetic_eval_images=images // 2),
+          TrainingArguments(output_dir=str(model_dir), max_steps=steps, per_device_train_batch_size=8))

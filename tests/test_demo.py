@@ -26,7 +26,7 @@ gradio_client = pytest.importorskip("gradio_client")
 from hf_grounded.demo import build_index, launch, model_feature_spec, synthetic_test_images  # noqa: E402
 
 from .conftest import REPO_ROOT  # noqa: E402
-from .test_evaluate_recipe import _train_tiny_model  # noqa: E402
+from .fixtures import train_tiny_char_gru  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -43,7 +43,7 @@ def free_port() -> int:
 def trained(tmp_path_factory):
     """A tiny char-GRU trained on the synthetic set, and its test images plus an unreadable file and a text file."""
     root = tmp_path_factory.mktemp("demo")
-    _train_tiny_model(root / "model", hidden_size=16, images=40, steps=4)
+    train_tiny_char_gru(root / "model", hidden_size=16, images=40, steps=4)
     images = synthetic_test_images(root / "model", root / "images")
     (images / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg at all")
     (images / "notes.txt").write_text("not an image")
@@ -215,16 +215,19 @@ def test_sixteen_visitors_at_once_get_the_answers_they_would_get_alone(tmp_path)
     1,000-image index: every answer arrives and equals the same query's answer alone; latency and the server's
     memory are printed."""
     model_dir = tmp_path / "model"
-    _train_tiny_model(model_dir, hidden_size=16, images=1000, steps=4)
+    train_tiny_char_gru(model_dir, hidden_size=16, images=1000, steps=4)
     images = synthetic_test_images(model_dir, tmp_path / "images")
     # The synthetic test split has 500 images; twice over (as copies) makes the 1,000-image index.
     for path in list(images.iterdir()):
         shutil.copy(path, images / f"copy-{path.name}")
     port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, str(REPO_ROOT / "demo" / "app.py"), "--model", str(model_dir), "--images", str(images),
-         "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = tmp_path / "server.log"
+    with open(log, "w") as output:  # a file, not a pipe nobody reads, which would fill and stall the server
+        server = subprocess.Popen(
+            [sys.executable, str(REPO_ROOT / "demo" / "app.py"), "--model", str(model_dir), "--images",
+             str(images), "--port", str(port)], stdout=output, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}/"
+    sessions = []
     try:
         deadline = time.monotonic() + 300
         while True:
@@ -234,8 +237,9 @@ def test_sixteen_visitors_at_once_get_the_answers_they_would_get_alone(tmp_path)
                 break
             except Exception:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"the app did not start: {server.stdout.read()[-3000:]}")
+                    raise AssertionError(f"the app did not start: {log.read_text()[-3000:]}")
                 time.sleep(1)
+        sessions.append(client)
         assert "1000 images indexed" in client.predict(api_name="/index_status")
         words = ["red", "blue", "green", "crimson", "azure", "golden"]
         shapes = ["square", "circle", "triangle", "box", "disc"]
@@ -250,6 +254,7 @@ def test_sixteen_visitors_at_once_get_the_answers_they_would_get_alone(tmp_path)
         def visitor(number: int) -> list[tuple[tuple, object, float]]:
             session = gradio_client.Client(url, analytics_enabled=False, verbose=False,
                                            download_files=str(tmp_path / f"visitor-{number}"))
+            sessions.append(session)
             answers = []
             for query in queries[number * 5:(number + 1) * 5]:
                 started = time.perf_counter()
@@ -270,8 +275,14 @@ def test_sixteen_visitors_at_once_get_the_answers_they_would_get_alone(tmp_path)
               f"server RSS {rss_warm / 2**20:.0f} MiB after warm-up, {rss_after / 2**20:.0f} MiB after the load")
         assert wall < 300
     finally:
+        for session in sessions:
+            session.close()
         server.terminate()
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 def _answer(client, kind: str, arguments: tuple):

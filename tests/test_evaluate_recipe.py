@@ -13,25 +13,18 @@ from scipy.stats import pearsonr, spearmanr
 from hf_grounded.evaluation import retrieval_ranks, summarize_ranks
 from hf_grounded.evaluation.suite import EvaluationArguments, evaluate_model, selected_tasks
 from hf_grounded.metrics import metric_path
-from hf_grounded.training import DataArguments, ModelArguments, TrainingArguments, train
+from hf_grounded.training import DataArguments
 
 from .conftest import REPO_ROOT
-from .fixtures import relatedness_data
+from .fixtures import relatedness_data, train_tiny_char_gru
 
 SYNTHETIC = ["--backbone", "test_efficientnet", "--synthetic_train_images", "40", "--synthetic_eval_images", "20"]
-
-
-def _train_tiny_model(model_dir, hidden_size: int, images: int, steps: int) -> None:
-    train(ModelArguments(hidden_size=hidden_size),
-          DataArguments(backbone="test_efficientnet", synthetic_train_images=images,
-                        synthetic_eval_images=images // 2),
-          TrainingArguments(output_dir=str(model_dir), max_steps=steps, per_device_train_batch_size=8))
 
 
 @pytest.mark.slow
 def test_evaluate_recipe_runs_every_task_with_data_and_updates_the_card(tmp_path):
     model_dir = tmp_path / "model"
-    _train_tiny_model(model_dir, hidden_size=16, images=40, steps=6)
+    train_tiny_char_gru(model_dir, hidden_size=16, images=40, steps=6)
     relatedness_data(tmp_path)
     output = tmp_path / "evaluation" / "results.json"
     command = [sys.executable, str(REPO_ROOT / "recipes" / "evaluate.py"), "--model", str(model_dir),
@@ -110,7 +103,7 @@ def test_the_cosine_scores_alone_skip_the_supervised_probe(tmp_path):
     from hf_grounded.evaluation.suite import evaluate_model, parse_evaluation_arguments
 
     model_dir = tmp_path / "model"
-    _train_tiny_model(model_dir, hidden_size=8, images=20, steps=2)
+    train_tiny_char_gru(model_dir, hidden_size=8, images=20, steps=2)
     relatedness_data(tmp_path)
     common = ["--model", str(model_dir), "--stsb_dir", str(tmp_path / "stsb"), "--sick_path",
               str(tmp_path / "SICK.txt")]

@@ -11,6 +11,7 @@ from transformers import AutoModel
 
 from hf_grounded import (
     CharGRUConfig,
+    CharGRUEnsembleModel,
     CharGRUModel,
     CharTokenizer,
     GroundedSkipThoughtConfig,
@@ -32,8 +33,10 @@ def tiny_model(name: str):
     torch.manual_seed(0)
     if name.startswith("char_gru"):
         rnn_type, pooling = ("lstm", "max") if name == "char_gru_lstm_max" else ("gru", "attention")
-        model = CharGRUModel(CharGRUConfig(hidden_size=24, image_feature_dim=6, rnn_type=rnn_type, pooling=pooling,
-                                           attention_heads=2))
+        config = CharGRUConfig(hidden_size=24, image_feature_dim=6, rnn_type=rnn_type, pooling=pooling,
+                               attention_heads=2)
+        model = (CharGRUEnsembleModel.from_members([CharGRUModel(config) for _ in range(3)])
+                 if name == "char_gru_ensemble" else CharGRUModel(config))
         tokenizer = CharTokenizer()
     else:
         tokenizer = train_word_tokenizer(CAPTIONS)
@@ -43,7 +46,8 @@ def tiny_model(name: str):
         else:
             encoder = name.removeprefix("vete_")
             options = {"rnn_lstm": {"text_encoder": "rnn", "rnn_type": "lstm", "rnn_num_layers": 2},
-                       "rnn": {"text_encoder": "rnn"}}.get(encoder, {"text_encoder": encoder})
+                       "rnn": {"text_encoder": "rnn", "rnn_num_layers": 2},
+                       "cnn": {"text_encoder": "cnn", "cnn_filter_widths": [2, 3, 5]}}.get(encoder, {"text_encoder": encoder})
             model = VETEModel(VETEConfig(vocab_size=len(tokenizer), image_feature_dim=6, embed_dim=16,
                                          word_embedding_size=12, rnn_hidden_size=20, **options))
     with torch.no_grad():
@@ -53,7 +57,7 @@ def tiny_model(name: str):
     return model
 
 
-FAMILIES = ["char_gru", "char_gru_lstm_max", "vete_bow", "vete_rnn", "vete_rnn_lstm", "vete_cnn",
+FAMILIES = ["char_gru", "char_gru_lstm_max", "char_gru_ensemble", "vete_bow", "vete_rnn", "vete_rnn_lstm", "vete_cnn",
             "grounded_skipthought"]
 
 
@@ -87,7 +91,25 @@ def test_a_graph_from_other_weights_is_refused(tmp_path):
         model.encode(CAPTIONS, backend="onnx")
 
 
-def test_onnx_needs_an_exported_graph_and_the_cpu(tmp_path):
+def test_a_graph_exported_again_is_read_again_and_the_model_still_copies(tmp_path):
+    import copy
+
+    tiny_model("vete_rnn").save_pretrained(tmp_path)
+    model = AutoModel.from_pretrained(tmp_path)
+    export_onnx(model, tmp_path, quantize=False)
+    before = model.encode(CAPTIONS, backend="onnx")
+    with torch.no_grad():
+        model.text_encoder.projection.weight.mul_(-1)
+        model.text_encoder.projection.bias.mul_(-1)
+    export_onnx(model, tmp_path, quantize=False)
+    np.testing.assert_allclose(model.encode(CAPTIONS, backend="onnx"), -before, atol=1e-5)
+    # The ONNX Runtime sessions the model holds are neither copied nor pickled with it.
+    assert (model.encode(CAPTIONS, quantize=True) * -before).sum(axis=1).min() > 0.95
+    copied = copy.deepcopy(model)
+    np.testing.assert_allclose(copied.encode(CAPTIONS, backend="onnx"), -before, atol=1e-5)
+
+
+def test_onnx_needs_an_exported_graph(tmp_path):
     model = tiny_model("vete_bow")
     with pytest.raises(FileNotFoundError, match="export_onnx"):
         model.encode(CAPTIONS, backend="onnx")

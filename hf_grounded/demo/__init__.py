@@ -15,8 +15,18 @@ def launch(model_source: str, images_dir: str | Path | None, *, host: str = "127
     demo = build_demo(model_source, images_dir, **options)
     demo.queue(default_concurrency_limit=concurrency).launch(
         server_name=host, server_port=port, share=False, prevent_thread_lock=not block, quiet=not block,
-        allowed_paths=[str(Path(images_dir).resolve())] if images_dir else None, footer_links=["api"])
+        allowed_paths=_served_folders(images_dir), footer_links=["api"])
     return demo
+
+
+def _served_folders(images_dir: str | Path | None) -> list[str] | None:
+    """The folders gradio may serve gallery files from: the images' folder, and where its links point (gradio
+    resolves them; a Hub snapshot's files are links into its blobs)."""
+    if images_dir is None or not Path(images_dir).is_dir():
+        return None
+    folders = {Path(images_dir).resolve()} | {path.resolve().parent for path in Path(images_dir).iterdir()
+                                              if path.is_symlink()}
+    return sorted(str(folder) for folder in folders)
 
 
 __all__ = ["DEFAULT_MODEL", "DemoModel", "ImageIndex", "build_demo", "build_index", "image_files", "launch",

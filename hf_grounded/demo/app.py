@@ -61,9 +61,9 @@ class DemoModel:
                         raise ValueError("no folder of images was given (--images)")
                     self.spec = model_feature_spec(self.model_source, **self.feature_overrides)
                     self.index = build_index(model, self.images_dir, self.spec)
-                except (ValueError, OSError) as error:
+                except Exception as error:  # any failure (a backbone timm does not know, say) is the page's news
                     self.index_error = str(error)
-                    logger.error("image search is unavailable: %s", error)
+                    logger.exception("image search is unavailable")
         if self.index is None:
             raise gr.Error(f"Image search is unavailable: {self.index_error}", print_exception=False)
         return self.index

@@ -25,8 +25,10 @@ def synthetic_test_images(model_dir: str | Path, folder: str | Path | None = Non
     for row in test:
         path = folder / f"{row['image_id']}.png"
         if not path.is_file():
-            row["image"].save(path.with_suffix(".tmp"), format="PNG")
-            path.with_suffix(".tmp").replace(path)
+            # A file of its own per writer, renamed into place: two demos starting at once never interleave.
+            with tempfile.NamedTemporaryFile(dir=folder, suffix=".part", delete=False) as handle:
+                row["image"].save(handle, format="PNG")
+            Path(handle.name).replace(path)
     return folder
 
 

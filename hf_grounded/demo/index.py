@@ -56,11 +56,16 @@ def model_feature_spec(model_source: str, **overrides) -> FeatureSpec:
         raise ValueError(f"{model_source} has no training_args.json, so how its images became features is not "
                          f"known: it is not a model trained by hf_grounded")
     recorded = json.loads(Path(path).read_text())
-    data = {**recorded.get("data", {}), **{key: value for key, value in overrides.items() if value is not None}}
-    if recorded.get("data", {}).get("image_features_file") and "backbone" not in overrides:
-        raise ValueError(f"{model_source} was trained on precomputed features "
-                         f"({recorded['data']['image_features_file']}): give the backbone, weights and "
-                         f"preprocessing that made them (--backbone, --pretrained_file, --image_preprocessing)")
+    given = {key: value for key, value in overrides.items() if value is not None}
+    data = {**recorded.get("data", {}), **given}
+    features_file = recorded.get("data", {}).get("image_features_file")
+    # The run read its features from a file, so what it records of the backbone are flag defaults, not the
+    # file's maker: random weights and a centre crop would index images silently unlike the training ones.
+    if features_file and not ("backbone" in given and "image_preprocessing" in given
+                              and (given.get("pretrained_file") or given.get("pretrained_backbone"))):
+        raise ValueError(f"{model_source} was trained on precomputed features ({features_file}): give the "
+                         f"backbone, weights and preprocessing that made them (--backbone, --pretrained_file or "
+                         f"--pretrained_backbone, --image_preprocessing)")
     if data.get("visual_vectors", "features") != "features":
         raise ValueError(f"{model_source} was trained on {data['visual_vectors']} visual vectors, not image features: "
                          f"its image side means nothing for real images")

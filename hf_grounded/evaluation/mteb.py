@@ -59,9 +59,9 @@ class MTEBEncoder(AbsEncoder):
 
 
 def model_meta(model, *, name: str | None = None, revision: str | None = None) -> ModelMeta:
-    """MTEB's description of a model of this library, from its config and the card beside it: its name (the Hub id
-    or folder it was loaded from, or `name`), the Hub revision it was loaded at, embedding width, parameter count,
-    maximum length and the datasets the card says it was trained on."""
+    """MTEB's description of a model of this library, from its config: its name (the Hub id or folder it was
+    loaded from, or `name`), the Hub revision it was loaded at, embedding width, parameter count and maximum
+    length."""
     source = model.config.name_or_path or ""
     if name is None:
         # MTEB names a model as the Hub does, owner/name; a local folder gets one.
@@ -86,24 +86,15 @@ def model_meta(model, *, name: str | None = None, revision: str | None = None) -
         framework=["PyTorch"],
         similarity_fn_name="cosine",
         use_instructions=False,
-        training_datasets=_card_datasets(source),
+        # MTEB lists the MTEB tasks a model trained on; ours train on image-caption sets MTEB does not name.
+        training_datasets=None,
     )
-
-
-def _card_datasets(source: str) -> set[str]:
-    """The `datasets` of the model card in a local model folder (MTEB lists a model's training data so that a task
-    on the same data is not taken for zero-shot)."""
-    card = Path(source, "README.md") if source else None
-    if card is None or not card.is_file():
-        return set()
-    from huggingface_hub import ModelCard
-
-    return set(ModelCard.load(card).data.to_dict().get("datasets") or [])
 
 
 def local_task(name: str, **sources: str):
     """MTEB's task `name` with its evaluation data read from local files instead of the Hub; `sources` names them
-    as `recipes/evaluate.py` does (`stsb_dir=...`). Tasks with a local reader: `LOCAL_SOURCES`."""
+    as `recipes/evaluate.py` does (`stsb_dir=...`). Tasks with a local reader: `LOCAL_SOURCES`. The task records
+    where its data came from and whether each split has as many pairs as MTEB's (`local_files`)."""
     if name not in LOCAL_SOURCES:
         raise ValueError(f"no local reader for MTEB task {name!r}; tasks that run from local files: "
                          f"{sorted(LOCAL_SOURCES)} (others need the Hub)")
@@ -111,36 +102,58 @@ def local_task(name: str, **sources: str):
     if not sources.get(argument):
         raise ValueError(f"MTEB task {name} from local files needs {argument}")
     task = mteb.get_task(name)
-    splits = load(sources[argument])
+    splits = {split: pairs for split, pairs in load(sources[argument]).items() if split in task.metadata.eval_splits}
     task.dataset = DatasetDict({
         split: Dataset.from_dict({"sentence1": pairs.sentences1, "sentence2": pairs.sentences2,
                                   "score": pairs.scores.tolist()})
-        for split, pairs in splits.items() if split in task.metadata.eval_splits})
+        for split, pairs in splits.items()})
     task.data_loaded = True
+    expected = task.metadata.n_samples or {}
+    task.local_files = {"path": str(sources[argument]),
+                        "same_size_as_mteb": all(len(pairs) == expected.get(split) for split, pairs in splits.items())}
     return task
 
 
-def run_mteb(model, task_names: list[str], *, batch_size: int = 64,
-             **sources: str) -> tuple[dict[str, dict[str, float]], list[dict]]:
-    """Run MTEB tasks on `model`: from local files where `sources` has them (see `local_task`), from the Hub
-    otherwise. Returns `{task: {metric: value}}` for the first split and subset each task evaluates (x100, like the
-    library's own scores; `main_score` among them), and the model-index entries MTEB writes for them (its own
-    0-1 scale)."""
-    tasks = [local_task(name, **sources) if name in LOCAL_SOURCES and sources.get(LOCAL_SOURCES[name][0])
-             else mteb.get_task(name) for name in task_names]
+def mteb_tasks(names: list[str], **sources: str) -> list:
+    """MTEB's tasks by name: from local files where `sources` has them (see `local_task`), else as MTEB defines
+    them (their data is downloaded when they run). An unknown name is an error before anything runs."""
+    tasks = []
+    for name in names:
+        local = name in LOCAL_SOURCES and sources.get(LOCAL_SOURCES[name][0])
+        try:
+            tasks.append(local_task(name, **sources) if local else mteb.get_task(name))
+        except KeyError as error:
+            raise ValueError(f"MTEB has no task {name!r}") from error
+    return tasks
+
+
+def run_mteb(model, tasks: list, *, batch_size: int = 64) -> tuple[dict[str, dict[str, float]], list[dict]]:
+    """Run MTEB tasks (see `mteb_tasks`) on `model`. Returns `{task: {metric: value}}` for each task's test split
+    (its first split when it has none) and first subset, x100 like the library's own scores with `main_score`
+    among them, and the model-index entries MTEB writes for every split and subset (its own 0-1 scale). Entries
+    of a task run on local files of another size than MTEB's data say so instead of naming MTEB's dataset."""
     with torch.inference_mode():
-        evaluated = mteb.evaluate(MTEBEncoder(model, batch_size=batch_size), tasks, cache=None,
+        # co2_tracker=False: codecarbon, when installed, would otherwise reach the network.
+        evaluated = mteb.evaluate(MTEBEncoder(model, batch_size=batch_size), tasks, cache=None, co2_tracker=False,
                                   show_progress_bar=False)
+    local = {task.metadata.name: getattr(task, "local_files", None) for task in tasks}
     scores, model_index = {}, []
     for task_result in evaluated.task_results:
-        first = next(iter(task_result.scores.values()))[0]
+        split = "test" if "test" in task_result.scores else next(iter(task_result.scores))
+        first = task_result.scores[split][0]
         scores[task_result.task_name] = {key: 100 * value for key, value in first.items() if isinstance(value, float)}
         with warnings.catch_warnings():
             # MTEB marks its model-index writer deprecated in favour of Hub eval-results files; a model card's
             # model-index is still where the Hub reads results from, and this is what MTEB writes there.
             warnings.simplefilter("ignore", DeprecationWarning)
-            model_index += [asdict(entry) for entry in task_result.get_hf_eval_results()]
+            entries = [asdict(entry) for entry in task_result.get_hf_eval_results()]
+        files = local.get(task_result.task_name)
+        if files and not files["same_size_as_mteb"]:
+            for entry in entries:
+                entry.update(dataset_type="local", dataset_revision=None,
+                             dataset_name=f"{entry['dataset_name']} on local files {files['path']} (not MTEB's data)")
+        model_index += entries
     return scores, model_index
 
 
-__all__ = ["LOCAL_SOURCES", "MTEBEncoder", "local_task", "model_meta", "run_mteb"]
+__all__ = ["LOCAL_SOURCES", "MTEBEncoder", "local_task", "model_meta", "mteb_tasks", "run_mteb"]

@@ -229,15 +229,14 @@ def evaluate_model(args: EvaluationArguments, data_args: DataArguments) -> dict:
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     evaluators = build_evaluators(tasks, args, data_args)
+    mteb_tasks = _mteb_tasks(args) if args.mteb else []
     model = load_model(args)
     results = run_evaluators(model, evaluators)
     mteb_model_index = []
-    if args.mteb:
+    if mteb_tasks:
         from .mteb import run_mteb
 
-        names = [name.strip() for name in args.mteb.split(",") if name.strip()]
-        results["mteb"], mteb_model_index = run_mteb(model, names, batch_size=args.batch_size,
-                                                     stsb_dir=args.stsb_dir)
+        results["mteb"], mteb_model_index = run_mteb(model, mteb_tasks, batch_size=args.batch_size)
     groups = sts_groups(results)
     if groups:
         results["sts_groups"] = groups
@@ -251,6 +250,16 @@ def evaluate_model(args: EvaluationArguments, data_args: DataArguments) -> dict:
         write_json(Path(args.model) / "evaluation.json", recorded)
         write_model_card(args.model)
     return results
+
+
+def _mteb_tasks(args: EvaluationArguments) -> list:
+    """`--mteb`'s tasks, resolved (and their local files read) before any evaluation runs: a missing package or
+    an unknown task fails at once instead of after hours of the library's own tasks."""
+    try:
+        from .mteb import mteb_tasks
+    except ImportError as error:
+        raise ImportError(f"--mteb needs MTEB: pip install 'hf_grounded[mteb]' ({error})") from error
+    return mteb_tasks([name.strip() for name in args.mteb.split(",") if name.strip()], stsb_dir=args.stsb_dir)
 
 
 def _written_files(tasks: list[str], args: EvaluationArguments) -> list[Path]:

@@ -299,6 +299,17 @@ class CharGRUPreTrainedModel(PreTrainedModel):
                     init.zeros_(param)
 
 
+class _NotCopied(dict):
+    """A model's cache of native objects (ONNX Runtime sessions): a copy or pickle of the model starts without it,
+    since the objects themselves can be neither copied nor pickled."""
+
+    def __deepcopy__(self, memo: dict) -> "_NotCopied":
+        return type(self)()
+
+    def __reduce__(self):
+        return (type(self), ())
+
+
 class CharSentenceEncoderMixin:
     """`encode()` for models that embed [`CharTokenizer`] ids with `get_text_features`."""
 
@@ -338,7 +349,7 @@ class CharSentenceEncoderMixin:
 
         `backend="onnx"` (CPU only; `pip install hf_grounded[onnx]`) runs the text encoder exported beside the
         model (`onnx/model.onnx`, or its int8 copy `onnx/model_qint8.onnx` with `quantize=True`; see
-        `hf_grounded.export_onnx`) with ONNX Runtime, on the same tokens, so the embeddings equal the torch ones to
+        `recipes/export_onnx.py`) with ONNX Runtime, on the same tokens, so the embeddings equal the torch ones to
         float rounding. A graph exported from other weights than the model's is refused.
         """
         single = isinstance(sentences, str)
@@ -426,21 +437,26 @@ class CharSentenceEncoderMixin:
         changed (or from another model) would give other embeddings without a word."""
         name = f"onnx/{'model_qint8' if quantize else 'model'}.onnx"
         source = self.config.name_or_path
-        path = cached_file(source, name, _raise_exceptions_for_missing_entries=False) if source else None
+        path = (cached_file(source, name, revision=getattr(self.config, "_commit_hash", None),
+                            _raise_exceptions_for_missing_entries=False) if source else None)
         if path is None:
-            raise FileNotFoundError(f"{source or 'this model'} has no {name}: export its text encoder first with "
-                                    f"hf_grounded.export_onnx(model, folder) and load the model from that folder")
+            raise FileNotFoundError(f"{source or 'this model'} has no {name}: export its text encoder first "
+                                    f"(python recipes/export_onnx.py --model FOLDER, or "
+                                    f"hf_grounded.onnx_export.export_onnx) and load the model from that folder")
         try:
             import onnxruntime
         except ImportError as error:
             raise ImportError("backend='onnx' needs ONNX Runtime: pip install 'hf_grounded[onnx]'") from error
-        sessions = self.__dict__.setdefault("_onnx_sessions", {})
-        if path not in sessions:
+        # A graph exported again to the same path is a new file: the key sees it.
+        status = os.stat(path)
+        key = (path, status.st_mtime_ns, status.st_size)
+        sessions = self.__dict__.setdefault("_onnx_sessions", _NotCopied())
+        if key not in sessions:
             options = onnxruntime.SessionOptions()
             options.intra_op_num_threads = torch.get_num_threads()
             session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-            sessions[path] = (session, session.get_modelmeta().custom_metadata_map.get("weights_sha256"))
-        session, exported_from = sessions[path]
+            sessions[key] = (session, session.get_modelmeta().custom_metadata_map.get("weights_sha256"))
+        session, exported_from = sessions[key]
         if exported_from != self.weights_fingerprint():
             raise ValueError(f"{path} was exported from other weights than this model's (weights_sha256 "
                              f"{exported_from} against {self.weights_fingerprint()}): export it again")
@@ -452,17 +468,19 @@ class CharSentenceEncoderMixin:
         return run
 
     def weights_fingerprint(self) -> str:
-        """SHA-256 of every tensor of the state dict (names, dtypes, shapes and values), cached until a weight
-        changes; `export_onnx` records it in the graph so that `encode(backend="onnx")` can tell it is this
-        model's."""
-        weights_version = tuple(parameter._version for parameter in self.parameters())
+        """SHA-256 of every tensor of the state dict (names, dtypes, shapes and values); `export_onnx` records it
+        in the graph so that `encode(backend="onnx")` can tell it is this model's. Cached until a parameter or
+        buffer is replaced or changed in place (its storage, dtype or version counter moves; a write through
+        `.data` moves none of them, as autograd does not see it either)."""
+        state = tuple((id(tensor), tensor.data_ptr(), tensor.dtype, tensor._version)
+                      for tensor in (*self.parameters(), *self.buffers()))
         cached = self.__dict__.get("_weights_fingerprint")
-        if cached is None or cached[0] != weights_version:
+        if cached is None or cached[0] != state:
             digest = hashlib.sha256()
             for name, tensor in sorted(self.state_dict().items()):
                 digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
                 digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-            cached = (weights_version, digest.hexdigest())
+            cached = (state, digest.hexdigest())
             self.__dict__["_weights_fingerprint"] = cached
         return cached[1]
 
