@@ -246,7 +246,11 @@ def test_sixteen_visitors_at_once_get_the_answers_they_would_get_alone(tmp_path)
         queries = [("search", (f"a {words[i % 6]} {shapes[i % 5]}", 8)) if i % 2 == 0
                    else ("compare", (f"a {words[i % 6]} {shapes[i % 5]}\na {words[(i + 1) % 6]} box",))
                    for i in range(16 * 5)]
-        alone = {query: _answer(client, *query) for query in set(queries)}
+        alone, alone_seconds = {}, []
+        for query in set(queries):
+            started = time.perf_counter()
+            alone[query] = _answer(client, *query)
+            alone_seconds.append(time.perf_counter() - started)
         for _ in range(5):
             _answer(client, *queries[0])
         rss_warm = _rss_bytes(server.pid)
@@ -271,6 +275,8 @@ def test_sixteen_visitors_at_once_get_the_answers_they_would_get_alone(tmp_path)
             assert answer == alone[query], query
         latencies = sorted(seconds for _, _, seconds in results)
         p50, p95 = statistics.median(latencies), latencies[int(0.95 * len(latencies)) - 1]
+        print(f"alone: one visitor's queries one at a time, latency p50 {statistics.median(alone_seconds):.3f} s, "
+              f"max {max(alone_seconds):.3f} s")
         print(f"load: 80 queries from 16 visitors in {wall:.1f} s; latency p50 {p50:.3f} s, p95 {p95:.3f} s; "
               f"server RSS {rss_warm / 2**20:.0f} MiB after warm-up, {rss_after / 2**20:.0f} MiB after the load")
         assert wall < 300
