@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 from transformers import AutoModel
 
-from ..features import FeatureSpec
 from .index import ImageIndex, build_index, model_feature_spec
 
 logger = logging.getLogger(__name__)
@@ -30,7 +29,6 @@ class DemoModel:
                  feature_overrides: dict | None = None):
         self.model_source, self.images_dir = model_source, images_dir
         self.model, self.load_error = None, None
-        self.spec: FeatureSpec | None = None
         self.index: ImageIndex | None = None
         self.index_error: str | None = None
         self._index_lock = threading.Lock()
@@ -59,8 +57,8 @@ class DemoModel:
                 try:
                     if self.images_dir is None:
                         raise ValueError("no folder of images was given (--images)")
-                    self.spec = model_feature_spec(self.model_source, **self.feature_overrides)
-                    self.index = build_index(model, self.images_dir, self.spec)
+                    spec = model_feature_spec(self.model_source, **self.feature_overrides)
+                    self.index = build_index(model, self.images_dir, spec)
                 except Exception as error:  # any failure (a backbone timm does not know, say) is the page's news
                     self.index_error = str(error)
                     logger.exception("image search is unavailable")
@@ -104,22 +102,24 @@ class DemoModel:
         embeddings = self.require_model().encode(sentences)
         cosines = np.clip(embeddings @ embeddings.T, -1.0, 1.0)
         labels = [f"{number}. {_shorten(sentence)}" for number, sentence in enumerate(sentences, start=1)]
-        table = pd.DataFrame(np.round(cosines.astype(np.float64), 3), columns=[str(n) for n in range(1, len(sentences) + 1)])
+        table = pd.DataFrame(np.round(cosines.astype(np.float64), 3),
+                             columns=[str(number) for number in range(1, len(sentences) + 1)])
         table.insert(0, "sentence", labels)
-        return _heatmap(cosines, len(sentences)), table
+        return _heatmap(cosines), table
 
 
 def _shorten(sentence: str, width: int = 40) -> str:
     return sentence if len(sentence) <= width else sentence[: width - 1] + "…"
 
 
-def _heatmap(cosines: np.ndarray, count: int):
+def _heatmap(cosines: np.ndarray):
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
     # A Figure of its own, not pyplot's global state, which concurrent visitors would share.
+    count = len(cosines)
     figure = Figure(figsize=(1.2 + 0.6 * count, 0.8 + 0.6 * count))
     axes = figure.subplots()
     image = axes.imshow(cosines, vmin=-1, vmax=1, cmap="RdBu_r")
@@ -161,7 +161,6 @@ def build_demo(model_source: str, images_dir: str | Path | None, *, trust_remote
         query.submit(state.search, [query, count], gallery, api_visibility="private")
         compare_button.click(state.compare, sentences, [heatmap, table], api_name="compare")
         demo.load(state.index_status, None, status, api_name="index_status")
-    demo.demo_state = state
     return demo
 
 
