@@ -1,7 +1,8 @@
-"""One training step's loss and gradients, run by tests/test_distributed_training.py under torchrun (2 processes)
-or as a single process. Writes them to the JSON file named by argv[1] (rank 0 only); argv[2] names the objective
-(default hinge): an image-text one, or Bordes et al.'s `cluster`, `perceptual` or `projection` over caption groups,
-or `cluster_pairs` and `perceptual_full` as their code computes L_C and L_P."""
+"""One training step's loss and gradients per objective, run by tests/test_distributed_training.py under torchrun
+(2 processes) or as a single process. Writes them to the JSON file named by argv[1] (rank 0 only), keyed by objective;
+argv[2] lists the objectives, comma-separated: image-text ones, or Bordes et al.'s `cluster`, `perceptual` or
+`projection` over caption groups, or `cluster_pairs` and `perceptual_full` as their code computes L_C and L_P. One
+launch steps every objective because starting the processes costs far more than a step."""
 
 import json
 import sys
@@ -23,14 +24,25 @@ CAPTIONS = ["a red square", "two blue circles", "a tiny violet plus sign", "a bo
             "an emerald disc next to a crimson box", "a small cross"]
 SHARES = {1: [slice(0, 8)], 2: [slice(0, 5), slice(5, 8)]}  # uneven shares exercise the padded gather
 GROUPS = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])  # group 2 straddles the two processes' shares
-OBJECTIVE = sys.argv[2] if len(sys.argv) > 2 else "hinge"
 
 
 def main() -> None:
-    # Without the image projection in the graph, DDP must be told to reduce the other gradients without it.
-    unused = DistributedDataParallelKwargs(find_unused_parameters=OBJECTIVE in (
+    accelerator = Accelerator(cpu=True)
+    results = {objective: step(accelerator, objective) for objective in sys.argv[2].split(",")}
+    if accelerator.is_main_process:
+        with open(sys.argv[1], "w") as handle:
+            json.dump(results, handle)
+    # Tear gloo down on every process together: one leaving while another still holds the group can abort it.
+    accelerator.wait_for_everyone()
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+def step(accelerator: Accelerator, objective: str) -> dict:
+    # Without the image projection in the graph, DDP must be told to reduce the other gradients without it; the
+    # handler is read by each prepare(), so every objective's model is wrapped as training would wrap it.
+    accelerator.ddp_handler = DistributedDataParallelKwargs(find_unused_parameters=objective in (
         "cluster", "perceptual", "cluster_pairs", "perceptual_full"))
-    accelerator = Accelerator(cpu=True, kwargs_handlers=[unused])
     torch.manual_seed(0)
     model = CharGRUModel(CharGRUConfig(hidden_size=8, attention_hidden_size=4, image_feature_dim=6))
     features = torch.randn(len(CAPTIONS), 6)
@@ -40,30 +52,23 @@ def main() -> None:
     items = [{"input_ids": ids} for ids in tokenizer(CAPTIONS[share])["input_ids"]]
     batch = collate_captions(items)
     outputs = model(**batch, image_features=features[share])
-    if OBJECTIVE == "cluster":
+    if objective == "cluster":
         loss = ClusterObjective()(outputs.text_embeds, GROUPS[share])
-    elif OBJECTIVE == "perceptual":
+    elif objective == "perceptual":
         loss = PerceptualObjective()(outputs.text_embeds, features[share])
-    elif OBJECTIVE == "cluster_pairs":
+    elif objective == "cluster_pairs":
         loss = ClusterPairObjective(negatives=1)(outputs.text_embeds, GROUPS[share])
-    elif OBJECTIVE == "perceptual_full":
+    elif objective == "perceptual_full":
         loss = PerceptualObjective(full_matrices=True)(outputs.text_embeds, features[share])
-    elif OBJECTIVE == "projection":
+    elif objective == "projection":
         loss = ProjectionObjective()(outputs.text_embeds, outputs.image_embeds, GROUPS[share])
     else:
-        loss = create_objective(OBJECTIVE)(outputs.text_embeds, outputs.image_embeds)
+        loss = create_objective(objective)(outputs.text_embeds, outputs.image_embeds)
     accelerator.backward(loss * accelerator.num_processes)
-    if accelerator.is_main_process:
-        unwrapped = accelerator.unwrap_model(model)
-        # The caption-group objectives leave the image projection out of the graph.
-        gradients = {name: parameter.grad.tolist() for name, parameter in unwrapped.named_parameters()
-                     if parameter.grad is not None}
-        with open(sys.argv[1], "w") as handle:
-            json.dump({"processes": accelerator.num_processes, "loss": loss.item(), "gradients": gradients}, handle)
-    # Tear gloo down on every process together: one leaving while another still holds the group can abort it.
-    accelerator.wait_for_everyone()
-    if torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
+    # The caption-group objectives leave the image projection out of the graph.
+    parameters = accelerator.unwrap_model(model).named_parameters()
+    gradients = {name: parameter.grad.tolist() for name, parameter in parameters if parameter.grad is not None}
+    return {"processes": accelerator.num_processes, "loss": loss.item(), "gradients": gradients}
 
 
 if __name__ == "__main__":
