@@ -11,9 +11,12 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 import pandas as pd
+from matplotlib import colormaps
+from PIL import Image, ImageDraw, ImageFont
 from transformers import AutoModel
 
 from .index import ImageIndex, build_index, model_feature_spec
+from .served_files import ServedImages
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +35,7 @@ class DemoModel:
         self.index: ImageIndex | None = None
         self.index_error: str | None = None
         self._index_lock = threading.Lock()
+        self.heatmaps = ServedImages()
         self.feature_overrides = feature_overrides or {}
         try:
             import hf_grounded  # noqa: F401  (registers the Auto classes)
@@ -105,33 +109,32 @@ class DemoModel:
         table = pd.DataFrame(np.round(cosines.astype(np.float64), 3),
                              columns=[str(number) for number in range(1, len(sentences) + 1)])
         table.insert(0, "sentence", labels)
-        return _heatmap(cosines), table
+        return self.heatmaps.save(_heatmap(cosines)), table
 
 
 def _shorten(sentence: str, width: int = 40) -> str:
     return sentence if len(sentence) <= width else sentence[: width - 1] + "…"
 
 
-def _heatmap(cosines: np.ndarray):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    # A Figure of its own, not pyplot's global state, which concurrent visitors would share.
+def _heatmap(cosines: np.ndarray, cell: int = 56, margin: int = 28) -> Image.Image:
+    """The cosine matrix as an image: one coloured cell per pair (blue -1, white 0, red 1) with its value, rows and
+    columns numbered as in the table. Drawn directly rather than through a plotting library, whose figure layout
+    and rendering cost several times a whole search."""
     count = len(cosines)
-    figure = Figure(figsize=(1.2 + 0.6 * count, 0.8 + 0.6 * count))
-    axes = figure.subplots()
-    image = axes.imshow(cosines, vmin=-1, vmax=1, cmap="RdBu_r")
-    ticks = list(range(count))
-    axes.set_xticks(ticks, [str(n + 1) for n in ticks])
-    axes.set_yticks(ticks, [str(n + 1) for n in ticks])
-    for row in range(count):
+    colours = (colormaps["RdBu_r"]((cosines + 1) / 2)[..., :3] * 255).astype(np.uint8)
+    cells = colours.repeat(cell, axis=0).repeat(cell, axis=1)
+    image = Image.new("RGB", (margin + count * cell, margin + count * cell), "white")
+    image.paste(Image.fromarray(cells), (margin, margin))
+    draw, font = ImageDraw.Draw(image), ImageFont.load_default(size=14)
+    for position in range(count):
+        centre = margin + position * cell + cell // 2
+        draw.text((centre, margin // 2), str(position + 1), fill="black", font=font, anchor="mm")
+        draw.text((margin // 2, centre), str(position + 1), fill="black", font=font, anchor="mm")
         for column in range(count):
-            axes.text(column, row, f"{cosines[row, column]:.2f}", ha="center", va="center", fontsize=8)
-    figure.colorbar(image, ax=axes, label="cosine")
-    figure.tight_layout()
-    return figure
+            value = cosines[position, column]
+            draw.text((margin + column * cell + cell // 2, centre), f"{value:.2f}", font=font, anchor="mm",
+                      fill="white" if abs(value) > 0.6 else "black")
+    return image
 
 
 def build_demo(model_source: str, images_dir: str | Path | None, *, trust_remote_code: bool = False,
@@ -155,7 +158,8 @@ def build_demo(model_source: str, images_dir: str | Path | None, *, trust_remote
                 sentences = gr.Textbox(label="Sentences, one per line", lines=5, elem_id="sentences",
                                        value="A dog runs on the grass.\nA puppy plays outside.\nA red car.")
                 compare_button = gr.Button("Compare", variant="primary", elem_id="compare-button")
-                heatmap = gr.Plot(label="Cosine similarities", elem_id="heatmap")
+                heatmap = gr.Image(label="Cosine similarities", elem_id="heatmap", type="filepath",
+                                   interactive=False)
                 table = gr.Dataframe(label="Cosine matrix", elem_id="matrix", interactive=False)
         search_button.click(state.search, [query, count], gallery, api_name="search")
         query.submit(state.search, [query, count], gallery, api_visibility="private")
