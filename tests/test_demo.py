@@ -2,7 +2,6 @@
 Playwright and Debian's Chromium, and under 16 concurrent visitors; on localhost only."""
 
 import os
-import shutil
 import socket
 import ssl
 import subprocess
@@ -228,12 +227,14 @@ def test_sixteen_visitors_at_once_get_the_answers_they_would_get_alone(tmp_path)
     fetch them) and the server's CPU and memory are printed: the load runs twice, the first round warming up."""
     import httpx
 
+    from hf_grounded.data import load_captioned_images
+
     model_dir = tmp_path / "model"
-    train_tiny_char_gru(model_dir, hidden_size=16, images=1000, steps=4)
-    images = synthetic_test_images(model_dir, tmp_path / "images")
-    # The synthetic test split has 500 images; twice over (as copies) makes the 1,000-image index.
-    for path in list(images.iterdir()):
-        shutil.copy(path, images / f"copy-{path.name}")
+    train_tiny_char_gru(model_dir, hidden_size=16, images=40, steps=4)
+    images = tmp_path / "images"
+    images.mkdir()
+    for row in load_captioned_images("synthetic", seed=1, num_train=8, num_eval=1000)["test"]:
+        row["image"].save(images / f"{row['image_id']}.png")
     port = free_port()
     log = tmp_path / "server.log"
     with open(log, "w") as output:  # a file, not a pipe nobody reads, which would fill and stall the server

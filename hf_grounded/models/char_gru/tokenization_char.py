@@ -140,6 +140,14 @@ class CharTokenizer(PreTrainedTokenizer):
     def _convert_token_to_id(self, token: str) -> int:
         return self.char_to_id.get(token, 1)
 
+    def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | list[int]:
+        if isinstance(tokens, str):
+            return super().convert_tokens_to_ids(tokens)
+        # One dict lookup per character instead of two method calls: the general path converts a whole text
+        # before truncating it, so a long one spent most of its time here.
+        ids = {**self.char_to_id, **self._added_tokens_encoder}
+        return [ids.get(token, 1) for token in tokens]
+
     def _convert_id_to_token(self, index: int) -> str:
         if index == 0:
             return PAD_TOKEN
