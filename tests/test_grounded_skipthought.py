@@ -241,24 +241,40 @@ FRESH_PROCESS = """
 import json, sys
 sys.modules["hf_grounded"] = None  # any import of hf_grounded now raises ImportError
 from transformers import AutoModel
-model = AutoModel.from_pretrained({path!r}, trust_remote_code=True)
-assert "hf_grounded" not in type(model).__module__, type(model).__module__
-print(json.dumps(model.encode({sentences!r}).tolist()))
+embeddings = {{}}
+for path in {paths!r}:
+    model = AutoModel.from_pretrained(path, trust_remote_code=True)
+    assert "hf_grounded" not in type(model).__module__, type(model).__module__
+    embeddings[path] = model.encode({sentences!r}).tolist()
+print(json.dumps(embeddings))
 """
 
 
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory, tokenizer):
+    """The model with and without its decoders, saved, and what a fresh process without hf_grounded encodes with
+    each: one process for both, since starting one costs far more than loading a model."""
+    folder = tmp_path_factory.mktemp("saved")
+    full = tiny_model(tokenizer).eval()
+    models = {True: full, False: full.encoder_only()}
+    for decoders, model in models.items():
+        save_model(model, tokenizer, folder / str(decoders))
+    result = run_python(FRESH_PROCESS.format(paths=[str(folder / str(decoders)) for decoders in models],
+                                             sentences=SENTENCES), cwd=folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    fresh = json.loads(result.stdout.strip().splitlines()[-1])
+    return {decoders: (model, folder / str(decoders), fresh[str(folder / str(decoders))])
+            for decoders, model in models.items()}
+
+
 @pytest.mark.parametrize("decoders", [True, False], ids=["with-decoders", "encoder-only"])
-def test_saved_model_loads_as_safetensors_and_with_remote_code_in_a_fresh_process(tmp_path, tokenizer, decoders):
+def test_saved_model_loads_as_safetensors_and_with_remote_code_in_a_fresh_process(saved, tokenizer, decoders):
     from transformers import AutoModel
 
-    model = tiny_model(tokenizer).eval()
-    model = model if decoders else model.encoder_only()
-    save_model(model, tokenizer, tmp_path / "model")
-    assert (tmp_path / "model" / "model.safetensors").is_file()
+    model, path, fresh = saved[decoders]
+    assert (path / "model.safetensors").is_file()
     expected = model.encode(SENTENCES, tokenizer=tokenizer)
-    loaded = AutoModel.from_pretrained(tmp_path / "model")
+    loaded = AutoModel.from_pretrained(path)
     assert isinstance(loaded, GroundedSkipThoughtModel) and loaded.config.decoders == decoders
     np.testing.assert_allclose(loaded.encode(SENTENCES), expected, atol=1e-6)
-    result = run_python(FRESH_PROCESS.format(path=str(tmp_path / "model"), sentences=SENTENCES), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    np.testing.assert_allclose(np.array(json.loads(result.stdout.strip().splitlines()[-1])), expected, atol=1e-6)
+    np.testing.assert_allclose(np.array(fresh), expected, atol=1e-6)

@@ -80,31 +80,48 @@ FRESH_PROCESS = """
 import json, sys
 sys.modules["hf_grounded"] = None  # any import of hf_grounded now raises ImportError
 from transformers import AutoModel, AutoTokenizer
-model = AutoModel.from_pretrained({path!r}, trust_remote_code=True)
-# trust_remote_code is for the model's config, which AutoTokenizer reads too; the tokenizer is transformers' own.
-tokenizer = AutoTokenizer.from_pretrained({path!r}, trust_remote_code=True)
-assert "hf_grounded" not in type(model).__module__, type(model).__module__
-assert type(tokenizer).__module__.startswith("transformers."), type(tokenizer).__module__
-print(json.dumps({{"with": model.encode({sentences!r}, tokenizer=tokenizer).tolist(),
-                  "without": model.encode({sentences!r}).tolist()}}))
+embeddings = {{}}
+for path in {paths!r}:
+    model = AutoModel.from_pretrained(path, trust_remote_code=True)
+    # trust_remote_code is for the model's config, which AutoTokenizer reads too; the tokenizer is transformers' own.
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
+    assert "hf_grounded" not in type(model).__module__, type(model).__module__
+    assert type(tokenizer).__module__.startswith("transformers."), type(tokenizer).__module__
+    embeddings[path] = {{"with": model.encode({sentences!r}, tokenizer=tokenizer).tolist(),
+                        "without": model.encode({sentences!r}).tolist()}}
+print(json.dumps(embeddings))
 """
+SAVED_ENCODERS = ENCODERS[::2]
 
 
-@pytest.mark.parametrize("options", ENCODERS[::2], ids=lambda options: options["text_encoder"])
-def test_saved_model_loads_as_safetensors_and_with_remote_code_in_a_fresh_process(tmp_path, tokenizer, options):
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory, tokenizer):
+    """One saved model per encoder, and what a fresh process without hf_grounded encodes with each: one process for
+    all of them, since starting one costs far more than loading a model."""
+    folder = tmp_path_factory.mktemp("saved")
+    models = {}
+    for options in SAVED_ENCODERS:
+        model = tiny_model(tokenizer, **options)
+        save_model(model, tokenizer, folder / options["text_encoder"])
+        models[options["text_encoder"]] = model
+    paths = [str(folder / name) for name in models]
+    result = run_python(FRESH_PROCESS.format(paths=paths, sentences=SENTENCES), cwd=folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    fresh = json.loads(result.stdout.strip().splitlines()[-1])
+    return {name: (model, folder / name, fresh[str(folder / name)]) for name, model in models.items()}
+
+
+@pytest.mark.parametrize("options", SAVED_ENCODERS, ids=lambda options: options["text_encoder"])
+def test_saved_model_loads_as_safetensors_and_with_remote_code_in_a_fresh_process(saved, tokenizer, options):
     from transformers import AutoModel, AutoTokenizer
 
-    model = tiny_model(tokenizer, **options)
-    save_model(model, tokenizer, tmp_path / "model")
-    assert (tmp_path / "model" / "model.safetensors").is_file()
-    assert "auto_map" not in json.loads((tmp_path / "model" / "tokenizer_config.json").read_text())
+    model, path, fresh = saved[options["text_encoder"]]
+    assert (path / "model.safetensors").is_file()
+    assert "auto_map" not in json.loads((path / "tokenizer_config.json").read_text())
     expected = model.encode(SENTENCES, tokenizer=tokenizer)
-    loaded = AutoModel.from_pretrained(tmp_path / "model")
+    loaded = AutoModel.from_pretrained(path)
     assert isinstance(loaded, VETEModel)
     np.testing.assert_allclose(loaded.encode(SENTENCES), expected, atol=1e-6)
-    assert AutoTokenizer.from_pretrained(tmp_path / "model")("a dog")["input_ids"] == tokenizer("a dog")["input_ids"]
-    result = run_python(FRESH_PROCESS.format(path=str(tmp_path / "model"), sentences=SENTENCES), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    embeddings = json.loads(result.stdout.strip().splitlines()[-1])
-    np.testing.assert_allclose(np.array(embeddings["with"]), expected, atol=1e-6)
-    np.testing.assert_allclose(np.array(embeddings["without"]), expected, atol=1e-6)
+    assert AutoTokenizer.from_pretrained(path)("a dog")["input_ids"] == tokenizer("a dog")["input_ids"]
+    np.testing.assert_allclose(np.array(fresh["with"]), expected, atol=1e-6)
+    np.testing.assert_allclose(np.array(fresh["without"]), expected, atol=1e-6)
