@@ -1,4 +1,5 @@
 import os
+import runpy
 import sys
 import tempfile
 from pathlib import Path
@@ -46,3 +47,14 @@ def run_python(code: str, cwd: Path, env: dict | None = None):
     return subprocess.run(
         [sys.executable, "-c", code], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True
     )
+
+
+def run_recipe_in_process(recipe: str, arguments: list[str]) -> None:
+    """Run `python recipes/<recipe> ARGUMENTS` in this process (its stdout goes to pytest's capture): starting an
+    interpreter costs more here than most recipes' work on test-sized data."""
+    argv = sys.argv
+    sys.argv = [str(REPO_ROOT / "recipes" / recipe), *arguments]
+    try:
+        runpy.run_path(sys.argv[0], run_name="__main__")
+    finally:
+        sys.argv = argv

@@ -1,7 +1,6 @@
 """Feature extraction spread over two CPU processes (gloo) fills the same cache as one process."""
 
 import os
-import runpy
 import subprocess
 import sys
 
@@ -9,7 +8,7 @@ import torch
 
 from hf_grounded.features import FeatureCache
 
-from .conftest import CPU_ONLY, REPO_ROOT
+from .conftest import CPU_ONLY, REPO_ROOT, run_recipe_in_process
 
 
 RECIPE = REPO_ROOT / "recipes" / "extract_features.py"
@@ -25,7 +24,7 @@ def _items(cache_dir):
     return FeatureCache(cache_file).items
 
 
-def test_two_processes_extract_what_one_does(tmp_path, monkeypatch, capsys):
+def test_two_processes_extract_what_one_does(tmp_path, capsys):
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533"]
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", **CPU_ONLY}
     result = subprocess.run([*torchrun, str(RECIPE), *_arguments(tmp_path / "two")], cwd=tmp_path,
@@ -33,9 +32,7 @@ def test_two_processes_extract_what_one_does(tmp_path, monkeypatch, capsys):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "on 2 process(es)" in result.stdout
     two = _items(tmp_path / "two")
-    # The one-process run goes through the same recipe in this process: a launch costs more than the extraction.
-    monkeypatch.setattr(sys, "argv", [str(RECIPE), *_arguments(tmp_path / "one")])
-    runpy.run_path(str(RECIPE), run_name="__main__")
+    run_recipe_in_process("extract_features.py", _arguments(tmp_path / "one"))
     assert "on 1 process(es)" in capsys.readouterr().out
     one = _items(tmp_path / "one")
     assert len(one) == 23 and set(two) == set(one)
