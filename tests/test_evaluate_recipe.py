@@ -1,8 +1,6 @@
 """recipes/evaluate.py end to end, and the evaluate-library metric modules."""
 
 import json
-import subprocess
-import sys
 
 import evaluate
 import numpy as np
@@ -15,23 +13,24 @@ from hf_grounded.evaluation.suite import EvaluationArguments, evaluate_model, se
 from hf_grounded.metrics import metric_path
 from hf_grounded.training import DataArguments
 
-from .conftest import REPO_ROOT
+from .conftest import run_recipe_in_process
 from .fixtures import relatedness_data, train_tiny_char_gru
 
 SYNTHETIC = ["--backbone", "test_efficientnet", "--synthetic_train_images", "40", "--synthetic_eval_images", "20"]
 
 
 @pytest.mark.slow
-def test_evaluate_recipe_runs_every_task_with_data_and_updates_the_card(tmp_path):
+def test_evaluate_recipe_runs_every_task_with_data_and_updates_the_card(tmp_path, monkeypatch, capsys):
     model_dir = tmp_path / "model"
     train_tiny_char_gru(model_dir, hidden_size=16, images=40, steps=6)
     relatedness_data(tmp_path)
     output = tmp_path / "evaluation" / "results.json"
-    command = [sys.executable, str(REPO_ROOT / "recipes" / "evaluate.py"), "--model", str(model_dir),
-               "--stsb_dir", str(tmp_path / "stsb"), "--sick_path", str(tmp_path / "SICK.txt"),
-               "--dataset", "synthetic", "--coco_test_pairs", "200", "--output", str(output), "--update_model_card"]
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    run_recipe_in_process("evaluate.py", [
+        "--model", str(model_dir), "--stsb_dir", str(tmp_path / "stsb"), "--sick_path", str(tmp_path / "SICK.txt"),
+        "--dataset", "synthetic", "--coco_test_pairs", "200", "--output", str(output), "--update_model_card"])
+    printed = capsys.readouterr().out
     results = json.loads(output.read_text())
     assert list(results) == ["stsb", "sick", "retrieval", "coco_test", "structure"]
     for task in ("stsb", "sick"):
@@ -47,7 +46,7 @@ def test_evaluate_recipe_runs_every_task_with_data_and_updates_the_card(tmp_path
     for direction in ("c2i", "i2c"):
         for metric, value in trained[direction].items():
             assert results["retrieval"][direction][metric] == pytest.approx(value), (direction, metric)
-    assert "| stsb | pearson |" in result.stdout and "| structure |" in result.stdout
+    assert "| stsb | pearson |" in printed and "| structure |" in printed
     assert (output.parent / "results_tsne.png").is_file()
     card = (model_dir / "README.md").read_text()
     assert "## Evaluation" in card and "name: STS Benchmark" in card and "name: SICK-R" in card

@@ -2,8 +2,6 @@
 `recipes/evaluate.py --mteb` writes MTEB's model-index entries into the card."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -20,7 +18,7 @@ from hf_grounded.evaluation.sts import load_stsb  # noqa: E402
 from hf_grounded.inputs import DataArguments  # noqa: E402
 from hf_grounded.word_tokenizer import train_word_tokenizer  # noqa: E402
 
-from .conftest import REPO_ROOT, SHARED  # noqa: E402
+from .conftest import SHARED, run_recipe_in_process  # noqa: E402
 from .fixtures import relatedness_data, train_tiny_char_gru  # noqa: E402
 
 
@@ -80,16 +78,16 @@ def test_a_local_task_holds_the_local_test_pairs_and_unknown_tasks_are_named(sts
 
 
 @pytest.mark.slow
-def test_evaluate_recipe_writes_mteb_results_into_the_card_as_mteb_does(tmp_path, stsb_dir):
+def test_evaluate_recipe_writes_mteb_results_into_the_card_as_mteb_does(tmp_path, stsb_dir, monkeypatch, capsys):
     model_dir = tmp_path / "model"
     train_tiny_char_gru(model_dir, hidden_size=16, images=40, steps=4)
     output = tmp_path / "results.json"
-    command = [sys.executable, str(REPO_ROOT / "recipes" / "evaluate.py"), "--model", str(model_dir), "--mteb",
-               "STSBenchmark", "--stsb_dir", str(stsb_dir), "--output", str(output), "--update_model_card"]
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    run_recipe_in_process("evaluate.py", ["--model", str(model_dir), "--mteb", "STSBenchmark", "--stsb_dir",
+                                          str(stsb_dir), "--output", str(output), "--update_model_card"])
     main_score = json.loads(output.read_text())["mteb"]["STSBenchmark"]["main_score"]
-    assert "| mteb |" in result.stdout
+    assert "| mteb |" in capsys.readouterr().out
     entries = [entry for entry in ModelCard.load(model_dir / "README.md").data.eval_results
                if entry.source_name == "MTEB"]
     assert len(entries) == 1
