@@ -168,7 +168,7 @@ def _page(browser, server):
     return page
 
 
-def test_a_visitor_searches_images_in_the_browser(browser, server, trained, tmp_path):
+def test_a_visitor_searches_images_in_the_browser(browser, server, trained, tmp_path, capsys):
     from playwright.sync_api import expect
 
     page = _page(browser, server)
@@ -183,10 +183,10 @@ def test_a_visitor_searches_images_in_the_browser(browser, server, trained, tmp_
     assert shown == expected_ranking(*trained, "a big red square", 4)
     screenshot = tmp_path / "search.png"
     page.screenshot(path=str(screenshot), full_page=True)
-    print(f"screenshot: {screenshot}")
+    _report(capsys, f"screenshot: {screenshot}")
 
 
-def test_a_visitor_compares_sentences_in_the_browser(browser, server, trained, tmp_path):
+def test_a_visitor_compares_sentences_in_the_browser(browser, server, trained, tmp_path, capsys):
     from playwright.sync_api import expect
     from transformers import AutoModel
 
@@ -204,7 +204,7 @@ def test_a_visitor_compares_sentences_in_the_browser(browser, server, trained, t
     assert page.locator('#matrix [data-testid="cell-1-1"]').inner_text().strip() == f"{shown:g}"
     screenshot = tmp_path / "compare.png"
     page.screenshot(path=str(screenshot), full_page=True)
-    print(f"screenshot: {screenshot}")
+    _report(capsys, f"screenshot: {screenshot}")
 
     page.locator("#sentences textarea").fill("alone")
     page.locator("#compare-button").click()
@@ -220,7 +220,7 @@ def _rss_bytes(pid: int) -> int:
 
 
 @pytest.mark.slow
-def test_sixteen_visitors_at_once_get_the_answers_they_would_get_alone(tmp_path):
+def test_sixteen_visitors_at_once_get_the_answers_they_would_get_alone(tmp_path, capsys):
     """16 concurrent gradio_client sessions x 5 queries (search and compare mixed) against `demo/app.py` serving a
     1,000-image index: every answer arrives and equals the same query's answer alone, and every image it shows is
     served with the bytes of its file. Latency (of the answer, and of the answer with its images as a browser would
@@ -288,10 +288,10 @@ def test_sixteen_visitors_at_once_get_the_answers_they_would_get_alone(tmp_path)
             for query, answer, _, _ in results:
                 assert answer == alone[query], query
             answered, shown = (sorted(result[column] for result in results) for column in (2, 3))
-            print(f"{round_name}: 80 queries from 16 visitors in {wall:.1f} s, server CPU {1000 * cpu / 80:.0f} ms "
-                  f"a query; answer p50 {_percentile(answered, 50):.3f} s, p95 {_percentile(answered, 95):.3f} s; "
-                  f"with its images p50 {_percentile(shown, 50):.3f} s, p95 {_percentile(shown, 95):.3f} s; "
-                  f"server RSS {rss / 2**20:.0f} MiB")
+            _report(capsys, f"{round_name}: 80 queries from 16 visitors in {wall:.1f} s, server CPU "
+                            f"{1000 * cpu / 80:.0f} ms a query; answer p50 {_percentile(answered, 50):.3f} s, p95 "
+                            f"{_percentile(answered, 95):.3f} s; with its images p50 {_percentile(shown, 50):.3f} s, "
+                            f"p95 {_percentile(shown, 95):.3f} s; server RSS {rss / 2**20:.0f} MiB")
             assert wall < 300
     finally:
         for session in sessions:
@@ -334,3 +334,9 @@ def _answer(client, kind: str, arguments: tuple) -> tuple[tuple, list[dict]]:
         return tuple(item["caption"] for item in gallery), [item["image"] for item in gallery]
     heatmap, table = client.predict(*arguments, api_name="/compare")
     return tuple(tuple(row) for row in table["data"]), [heatmap]
+
+
+def _report(capsys, line: str) -> None:
+    """Print past pytest's capture, so CI's log shows the screenshots' paths and the latencies."""
+    with capsys.disabled():
+        print(f"\n{line}")
