@@ -9,7 +9,7 @@ from packaging.requirements import Requirement
 
 pytest.importorskip("gradio")
 
-from hf_grounded.demo.space import build_space_folder, push_space, space_requirements  # noqa: E402
+from hf_grounded.demo.space import build_space_folder, push_space  # noqa: E402
 
 from .conftest import REPO_ROOT  # noqa: E402
 
@@ -24,7 +24,8 @@ def test_the_space_folder_imports_the_library_it_carries(tmp_path):
     assert (space / "images" / "a.png").read_bytes() == b"png bytes"
     assert (space / "hf_grounded" / "model_cards" / "body.md").is_file()
     assert not list(space.rglob("__pycache__"))
-    requirements = [Requirement(line) for line in (space / "requirements.txt").read_text().splitlines()]
+    requirements = [Requirement(line) for line in (space / "requirements.txt").read_text().splitlines()
+                    if line and not line.startswith("#")]
     names = {requirement.name for requirement in requirements}
     assert {"torch", "transformers", "gradio"} <= names and "pytest" not in names
     assert all(requirement.marker is None and requirement.url is None for requirement in requirements)
@@ -71,6 +72,19 @@ def test_push_creates_a_gradio_space_points_it_at_the_model_and_uploads_the_fold
     upload = calls[-1]
     assert upload[0] == "upload_folder" and upload[1]["repo_type"] == "space"
     assert upload[1]["folder_path"] == str(tmp_path / "space") and upload[1]["repo_id"] == "user/demo"
+
+
+def space_requirements(extra: str = "demo") -> list[str]:
+    """setup.py's dependencies plus those of `extra`, as requirement lines without markers."""
+    from importlib import metadata
+
+    requirements = []
+    for line in metadata.requires("hf_grounded") or []:
+        requirement = Requirement(line)
+        if requirement.marker is None or requirement.marker.evaluate({"extra": extra}):
+            requirement.marker = None
+            requirements.append(str(requirement))
+    return requirements
 
 
 def test_the_demo_folder_lists_the_requirements_the_space_gets():

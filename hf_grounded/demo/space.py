@@ -1,5 +1,5 @@
-"""The demo as a Hugging Face Space: a folder holding the app, its Space README, the library itself and a
-requirements.txt of the library's dependencies, pushed with huggingface_hub.
+"""The demo as a Hugging Face Space: a folder holding the app, its Space README and requirements.txt (the files of
+the repository's demo/) and the library itself, pushed with huggingface_hub.
 
 A Space installs requirements.txt before the rest of its files are in place, so the library (not on PyPI) cannot be
 installed from a wheel shipped beside it; it goes into the folder as source instead, next to `app.py`, where
@@ -8,40 +8,28 @@ Python imports it from.
 
 import logging
 import shutil
-from importlib import metadata, resources
+from importlib import resources
 from pathlib import Path
-
-from packaging.requirements import Requirement
 
 logger = logging.getLogger(__name__)
 
 PACKAGE_FOLDER = Path(__file__).resolve().parents[1]
-
-
-def space_requirements(extra: str = "demo") -> list[str]:
-    """The library's own dependencies plus those of `extra`, as requirement lines without markers."""
-    requirements = []
-    for line in metadata.requires("hf_grounded") or []:
-        requirement = Requirement(line)
-        if requirement.marker is None or requirement.marker.evaluate({"extra": extra}):
-            requirement.marker = None
-            requirements.append(str(requirement))
-    return requirements
+DEMO_FILES = ("app.py", "README.md", "requirements.txt")
 
 
 def build_space_folder(destination: str | Path, demo_folder: str | Path, images: str | Path | None = None) -> Path:
-    """Write the Space into `destination` (which must not exist yet): `app.py` and `README.md` from `demo_folder`,
-    the `hf_grounded` package with its card templates, `requirements.txt`, and `images/` copied from `images`."""
+    """Write the Space into `destination` (which must not exist yet): `app.py`, `README.md` and `requirements.txt`
+    from `demo_folder`, the `hf_grounded` package with its card templates, and `images/` copied from `images`."""
     destination, demo_folder = Path(destination), Path(demo_folder)
     if destination.exists():
         raise FileExistsError(f"{destination} already exists: give a new folder for the Space")
-    for name in ("app.py", "README.md"):
+    for name in DEMO_FILES:
         if not (demo_folder / name).is_file():
             raise FileNotFoundError(f"{demo_folder / name} is missing: give the repository's demo/ folder")
     if images is not None and not Path(images).is_dir():
         raise NotADirectoryError(f"{images} is not a folder of images")
     destination.mkdir(parents=True)
-    for name in ("app.py", "README.md"):
+    for name in DEMO_FILES:
         shutil.copy2(demo_folder / name, destination / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     package = destination / "hf_grounded"
@@ -53,7 +41,6 @@ def build_space_folder(destination: str | Path, demo_folder: str | Path, images:
         if template.name.endswith(".md"):
             (cards / template.name).write_text(template.read_text(encoding="utf-8"), encoding="utf-8")
     (cards / "__init__.py").touch()
-    (destination / "requirements.txt").write_text("\n".join(space_requirements()) + "\n")
     if images is not None:
         shutil.copytree(images, destination / "images", ignore=ignore)
     logger.info("Space folder written to %s", destination)
@@ -75,4 +62,4 @@ def push_space(repo_id: str, folder: str | Path, model: str, *, token: str | Non
     return str(url)
 
 
-__all__ = ["build_space_folder", "push_space", "space_requirements"]
+__all__ = ["build_space_folder", "push_space"]
