@@ -22,6 +22,7 @@ from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerB
 from .argument_values import CheckedArguments
 from .models.char_gru import CharGRUConfig, CharGRUEnsembleModel, CharGRUModel, CharTokenizer
 from .models.grounded_skipthought import GroundedSkipThoughtConfig, GroundedSkipThoughtModel
+from .models.grounded_transformer import GroundedTransformerModel
 from .models.vete import VETEConfig, VETEModel
 from .word_tokenizer import train_word_tokenizer
 
@@ -88,6 +89,26 @@ class GroundedSkipThoughtArguments(CheckedArguments):
     )
 
 
+@dataclass
+class GroundedTransformerArguments(CheckedArguments):
+    text_model_name_or_path: str = field(
+        default="sentence-transformers/all-MiniLM-L6-v2",
+        metadata={"help": "The pretrained transformers text encoder to ground (a Hub name or a folder); its "
+                          "tokenizer comes with it."},
+    )
+    pooling: Literal["mean", "cls"] = field(
+        default="mean", metadata={"help": "Mean of the token states (sentence-transformers') or the first token's "
+                                          "(SimCSE's and MCSE's)."}
+    )
+    projection_dim: int = field(
+        default=256, metadata={"minimum": 1, "help": "Width of the shared sentence-image space (MCSE's 256)."}
+    )
+    trainable_layers: int | None = field(
+        default=None, metadata={"minimum": 0, "help": "Train only the text encoder's last k layers (its embeddings "
+                                                      "and earlier layers frozen); all by default."}
+    )
+
+
 @dataclass(frozen=True)
 class BuildInputs:
     """What a new model and tokenizer are built from besides the family's options."""
@@ -146,6 +167,19 @@ def _grounded_skipthought(options: GroundedSkipThoughtArguments,
     return GroundedSkipThoughtModel(config), tokenizer
 
 
+def _grounded_transformer(options: GroundedTransformerArguments,
+                          inputs: BuildInputs) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A pretrained text encoder with new projection heads (MCSE's setting); its own tokenizer, which truncates at
+    `--max_length` (or the encoder's own limit, if lower)."""
+    config_values = {name: value for name, value in {**asdict(options), **inputs.objective_options}.items()
+                     if name in ("pooling", "projection_dim", "trainable_layers", "temperature")}
+    model = GroundedTransformerModel.from_text_model(options.text_model_name_or_path,
+                                                     image_feature_dim=inputs.image_feature_dim, **config_values)
+    tokenizer = model.default_tokenizer()
+    tokenizer.model_max_length = min(tokenizer.model_max_length, inputs.max_length)
+    return model, tokenizer
+
+
 def _char_gru_search_space(trial) -> dict:
     return {
         "learning_rate": trial.suggest_float("learning_rate", 1e-4, 3e-3, log=True),
@@ -170,6 +204,21 @@ def _grounded_skipthought_search_space(trial) -> dict:
         "cluster_weight": trial.suggest_float("cluster_weight", 0.1, 10.0, log=True),
         "perceptual_weight": trial.suggest_float("perceptual_weight", 0.01, 10.0, log=True),
     }
+
+
+def _grounded_transformer_search_space(trial) -> dict:
+    return {
+        "learning_rate": trial.suggest_float("learning_rate", 1e-5, 3e-4, log=True),
+        "mcse_lambda": trial.suggest_float("mcse_lambda", 0.01, 1.0, log=True),
+    }
+
+
+def _grounded_transformer_card(config: dict) -> dict:
+    text_config = config["text_config"]
+    return {"text_model": text_config.get("_name_or_path") or text_config["model_type"],
+            "text_model_type": text_config["model_type"], "num_hidden_layers": text_config["num_hidden_layers"],
+            "hidden_size": text_config["hidden_size"], "pooling": config["pooling"],
+            "projection_dim": config["projection_dim"], "trainable_layers": config["trainable_layers"]}
 
 
 def _char_gru_card(config: dict) -> dict:
@@ -225,6 +274,11 @@ FAMILIES: dict[str, ModelFamily] = {
         _fields("hidden_size", "word_embedding_size", "decoders"), _grounded_skipthought_search_space,
         has_text_objective=True, attends_to_frames=True,
     ),
+    "grounded_transformer": ModelFamily(
+        "a pretrained transformers text encoder grounded through projection heads (MCSE's setting)",
+        GroundedTransformerModel, GroundedTransformerArguments, _grounded_transformer, "grounded_transformer.md",
+        ("mcse", "grounded-transformer"), _grounded_transformer_card, _grounded_transformer_search_space,
+    ),
 }
 
 
@@ -237,5 +291,6 @@ def family_of(model_type: str) -> tuple[str, ModelFamily]:
     raise ValueError(f"{model_type!r} is no model type of hf_grounded's families ({', '.join(known)})")
 
 
-__all__ = ["FAMILIES", "BuildInputs", "CharGRUArguments", "GroundedSkipThoughtArguments", "ModelFamily",
+__all__ = ["FAMILIES", "BuildInputs", "CharGRUArguments", "GroundedSkipThoughtArguments",
+           "GroundedTransformerArguments", "ModelFamily",
            "VETEArguments", "config_from_options", "family_of"]

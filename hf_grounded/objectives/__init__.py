@@ -3,6 +3,7 @@ every process, so any encoder trains with any objective through configuration al
 
 - `image_text`: sentence–image pairs (Merkx & Frank's hinge; VETE's Pearson loss and its ablations);
 - `caption_groups`: captions grouped by what they describe (Bordes et al.'s cluster, perceptual and projection);
+- `contrastive`: MCSE's InfoNCE terms (SimCSE's between dropout views, sentence-to-image);
 - `groundsent`: Kiela et al.'s GroundSent-Both, Bordes et al.'s baseline E (Cap2Img and Cap2Cap);
 - `text`: SkipThought's neighbouring-sentence likelihood;
 - `functional`: the losses' maths, of which the model files carry generated copies for `forward(return_loss=True)`.
@@ -11,7 +12,8 @@ Objectives never import models, and models never import objectives (each model f
 """
 
 from .caption_groups import ClusterObjective, ClusterPairObjective, PerceptualObjective, ProjectionObjective
-from .functional import hinge_loss, last_pairs_max_margin, pearson_loss
+from .functional import hinge_loss, info_nce, last_pairs_max_margin, pearson_loss
+from .contrastive import SentenceToImageObjective, SimCSEObjective
 from .gather import gather_with_local_grad
 from .groundsent import CaptionToCaptionObjective, CaptionToImageObjective
 from .image_text import (
@@ -41,10 +43,13 @@ __all__ = [
     "PerceptualObjective",
     "ProjectionObjective",
     "RankObjective",
+    "SentenceToImageObjective",
+    "SimCSEObjective",
     "SkipThoughtObjective",
     "create_objective",
     "gather_with_local_grad",
     "hinge_loss",
+    "info_nce",
     "last_pairs_max_margin",
     "pearson_loss",
 ]

@@ -60,4 +60,15 @@ def pearson_loss(similarities: torch.Tensor, labels: torch.Tensor, eps: float = 
     return -(x * y).sum() / (torch.sqrt((x * x).sum() + eps) * torch.sqrt((y * y).sum() + eps))
 
 
-__all__ = ["hinge_loss", "last_pairs_max_margin", "pearson_loss"]
+def info_nce(queries: torch.Tensor, keys: torch.Tensor, temperature: float = 0.05) -> torch.Tensor:
+    """InfoNCE (SimCSE's and MCSE's contrastive loss): the cross-entropy of each query's cosines with every key,
+    divided by `temperature`, against its own key (the same row); the other rows are its negatives. Both inputs
+    are unit length."""
+    if queries.shape != keys.shape:
+        raise ValueError(f"info_nce pairs query i with key i, got shapes {tuple(queries.shape)} and "
+                         f"{tuple(keys.shape)}")
+    logits = queries.float() @ keys.float().t() / temperature
+    return torch.nn.functional.cross_entropy(logits, torch.arange(queries.size(0), device=queries.device))
+
+
+__all__ = ["hinge_loss", "info_nce", "last_pairs_max_margin", "pearson_loss"]

@@ -36,6 +36,8 @@ from ..objectives import (
     ImageTextObjective,
     PerceptualObjective,
     ProjectionObjective,
+    SentenceToImageObjective,
+    SimCSEObjective,
     SkipThoughtObjective,
     create_objective,
 )
@@ -93,6 +95,38 @@ class ImageTextLoss(StreamLoss):
         outputs = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                         image_features=batch["image_features"])
         return self.objective(outputs.text_embeds, outputs.image_embeds)
+
+
+class MCSELoss(ImageTextLoss):
+    """Zhang et al.'s MCSE over a batch of captions, one per image: SimCSE's InfoNCE between two dropout views of
+    each caption's sentence embedding, weighted `simcse_weight`, plus `mcse_lambda` times the sentence-to-image
+    InfoNCE of both views' projections (averaged), MCSE's grounding term. The two views are one forward pass over
+    the batch written twice (as SimCSE's code does), so DistributedDataParallel sees one forward per step. Models
+    without separate sentence embeddings (`outputs.sentence_embeds`) read their joint-space `text_embeds` in
+    SimCSE's term."""
+
+    def __init__(self, simcse_weight: float, mcse_lambda: float, temperature: float):
+        super().__init__(SentenceToImageObjective(temperature), "mcse")
+        self.simcse_weight, self.mcse_lambda = simcse_weight, mcse_lambda
+        self.simcse = SimCSEObjective(temperature)
+        # SimCSE alone leaves the projection heads out of the graph.
+        self.uses_every_parameter = mcse_lambda > 0
+
+    def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        twice = {name: torch.cat([batch[name], batch[name]]) for name in ("input_ids", "attention_mask")}
+        if self.mcse_lambda:
+            twice["image_features"] = torch.cat([batch["image_features"], batch["image_features"]])
+        outputs = model(**twice)
+        sentences = outputs.sentence_embeds if getattr(outputs, "sentence_embeds", None) is not None \
+            else outputs.text_embeds
+        first, second = sentences.chunk(2)
+        loss = sentences.new_zeros((), dtype=torch.float32)
+        if self.simcse_weight:
+            loss = loss + self.simcse_weight * self.simcse(first, second)
+        if self.mcse_lambda:
+            views = zip(outputs.text_embeds.chunk(2), outputs.image_embeds.chunk(2))
+            loss = loss + self.mcse_lambda * sum(self.objective(text, images) for text, images in views) / 2
+        return loss
 
 
 class CaptionGroupLoss(StreamLoss):
@@ -385,6 +419,27 @@ class ProjectionOptions(CheckedArguments):
 
 
 @dataclass
+class MCSEOptions(CheckedArguments):
+    simcse_weight: float = field(
+        default=1.0, metadata={"minimum": 0, "help": "Weight of SimCSE's text-text InfoNCE between two dropout views "
+                                                     "of each caption."}
+    )
+    mcse_lambda: float = field(
+        default=0.05, metadata={"minimum": 0, "help": "lambda, the weight of the sentence-to-image InfoNCE through "
+                                                      "the projection heads (MCSE's 0.05 on captions alone); 0 "
+                                                      "trains SimCSE alone, the text-only control."}
+    )
+    temperature: float = field(
+        default=0.05, metadata={"positive": True, "help": "Temperature of both InfoNCE terms (MCSE's 0.05)."}
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.simcse_weight and not self.mcse_lambda:
+            raise ValueError("--objective mcse with --simcse_weight 0 and --mcse_lambda 0 trains nothing")
+
+
+@dataclass
 class SkipThoughtOptions(CheckedArguments):
     text_weight: float = field(
         default=1.0,
@@ -442,6 +497,7 @@ def _grounding_terms(options: GroundingOptions, has_image_map: bool) -> list[Str
 
 
 MERKX_AND_FRANK, KURACH_ET_AL, BORDES_ET_AL = "Merkx & Frank, 2019", "Kurach et al., 2017", "Bordes et al., 2019"
+ZHANG_ET_AL = "Zhang et al., 2022"
 
 
 CAPTION_OBJECTIVES: dict[str, CaptionObjective] = {
@@ -481,6 +537,16 @@ CAPTION_OBJECTIVES: dict[str, CaptionObjective] = {
         model_config=lambda options, visual_dim: {
             "image_prediction_dim": visual_dim if options.cap2img_weight else None,
             "caption_decoder": bool(options.cap2cap_weight)},
+    ),
+    "mcse": CaptionObjective(
+        "MCSE's objective: SimCSE's InfoNCE between two dropout views of each caption (weight {simcse_weight}) "
+        "and the sentence-to-image InfoNCE through projection heads (lambda {mcse_lambda}), temperature "
+        "{temperature}",
+        ZHANG_ET_AL, MCSEOptions,
+        lambda options, seed, has_image_map: [MCSELoss(options.simcse_weight, options.mcse_lambda,
+                                                       options.temperature)],
+        reads_visual_vectors=lambda options, has_image_map: options.mcse_lambda > 0,
+        is_model_loss=True,
     ),
     # The text objective alone.
     "none": CaptionObjective("no caption objective", "", NoOptions, lambda options, seed, has_image_map: [],
@@ -546,6 +612,8 @@ __all__ = [
     "HingeOptions",
     "ImageTextLoss",
     "KendallOptions",
+    "MCSELoss",
+    "MCSEOptions",
     "NoOptions",
     "PerceptualLoss",
     "ProjectionOptions",

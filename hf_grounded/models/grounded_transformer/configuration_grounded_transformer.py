@@ -1,0 +1,104 @@
+"""Configuration of a grounded transformer: any pretrained transformers text encoder grounded in images through
+projection heads (MCSE's setting, Zhang et al., 2022)."""
+
+from transformers import AutoConfig, PreTrainedConfig
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+_POOLINGS = ("mean", "cls")
+
+
+class GroundedTransformerConfig(PreTrainedConfig):
+    r"""
+    Configuration of a [`GroundedTransformerModel`]: a transformers text encoder of any architecture
+    (`text_config`), its token states pooled into a sentence embedding, and two projection heads (MCSE's: a linear
+    layer and a tanh) that map the sentence embedding and precomputed CNN image features into a shared
+    `projection_dim`-wide space, where the cosine scores a sentence against an image.
+
+    Args:
+        text_config (`dict` or `PreTrainedConfig`, *optional*):
+            The text encoder's own configuration, of any `model_type` `AutoModel` knows (BERT's defaults when
+            omitted). [`GroundedTransformerModel.from_text_model`] fills it from a pretrained encoder.
+        pooling (`str`, *optional*, defaults to `"mean"`):
+            `"mean"` of the token states over the attention mask (sentence-transformers' pooling) or the first
+            token's state (`"cls"`, SimCSE's and MCSE's).
+        projection_dim (`int`, *optional*, defaults to 256):
+            Width of the shared sentence-image space (MCSE's 256).
+        image_feature_dim (`int`, *optional*, defaults to 2048):
+            Size of the precomputed image features.
+        trainable_layers (`int`, *optional*):
+            Train only the text encoder's last `trainable_layers` layers (its embeddings and earlier layers stay
+            frozen); `None` trains every layer, 0 trains the projection heads alone.
+        temperature (`float`, *optional*, defaults to 0.05):
+            Temperature of the sentence-to-image InfoNCE loss that `forward(return_loss=True)` returns (MCSE's).
+        tokenizer_fingerprint (`str`, *optional*):
+            SHA-256 of the tokenizer this model was trained with, written when the model is saved with its
+            tokenizer; `encode()` refuses a tokenizer with another fingerprint.
+
+    Example:
+
+    ```python
+    >>> from transformers import BertConfig
+    >>> from hf_grounded.models.grounded_transformer import GroundedTransformerConfig
+
+    >>> config = GroundedTransformerConfig(text_config=BertConfig(hidden_size=32, num_hidden_layers=2,
+    ...                                    num_attention_heads=2, intermediate_size=64), image_feature_dim=1280)
+    >>> config.text_config.model_type, config.embed_dim, config.sentence_embedding_dim
+    ('bert', 256, 32)
+
+    ```
+    """
+
+    model_type = "grounded_transformer"
+    sub_configs = {"text_config": AutoConfig}
+
+    text_config: dict | PreTrainedConfig | None = None
+    pooling: str = "mean"
+    projection_dim: int = 256
+    image_feature_dim: int = 2048
+    trainable_layers: int | None = None
+    temperature: float = 0.05
+    tokenizer_fingerprint: str | None = None
+
+    def __post_init__(self, **kwargs):
+        if self.text_config is None:
+            self.text_config = CONFIG_MAPPING["bert"]()
+        elif isinstance(self.text_config, dict):
+            values = dict(self.text_config)
+            model_type = values.pop("model_type", "bert")
+            if model_type not in CONFIG_MAPPING:
+                raise ValueError(f"GroundedTransformerConfig.text_config has model_type {model_type!r}, which "
+                                 f"transformers does not know")
+            self.text_config = CONFIG_MAPPING[model_type](**values)
+        elif not isinstance(self.text_config, PreTrainedConfig):
+            raise ValueError(f"GroundedTransformerConfig.text_config must be a dict or a PreTrainedConfig, got "
+                             f"{type(self.text_config).__name__}")
+        if self.pooling not in _POOLINGS:
+            raise ValueError(f"GroundedTransformerConfig.pooling must be one of {_POOLINGS}, got {self.pooling!r}")
+        for name in ("projection_dim", "image_feature_dim"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"GroundedTransformerConfig.{name} (config.json key {name!r}) must be a positive "
+                                 f"integer, got {value!r}")
+        layers = self.text_config.num_hidden_layers
+        if self.trainable_layers is not None and (isinstance(self.trainable_layers, bool) or not isinstance(
+                self.trainable_layers, int) or not 0 <= self.trainable_layers <= layers):
+            raise ValueError(f"GroundedTransformerConfig.trainable_layers must be None or an integer from 0 to the "
+                             f"text encoder's {layers} layers, got {self.trainable_layers!r}")
+        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) or \
+                not 0 < self.temperature < float("inf"):
+            raise ValueError(f"GroundedTransformerConfig.temperature must be a positive finite number, got "
+                             f"{self.temperature!r}")
+        super().__post_init__(**kwargs)
+
+    @property
+    def embed_dim(self) -> int:
+        """Width of the shared sentence-image space (`get_text_features`, `get_image_features`)."""
+        return self.projection_dim
+
+    @property
+    def sentence_embedding_dim(self) -> int:
+        """Width of the sentence embeddings `encode()` returns: the text encoder's pooled states."""
+        return self.text_config.hidden_size
+
+
+__all__ = ["GroundedTransformerConfig"]

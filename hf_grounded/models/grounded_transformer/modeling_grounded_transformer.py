@@ -1,0 +1,395 @@
+"""A grounded transformer: any pretrained transformers text encoder grounded in precomputed image features through
+projection heads into a shared space (the setting of MCSE, Zhang et al., NAACL 2022).
+
+Everything the forward pass needs, the loss included, lives in this folder so that a saved checkpoint carries it
+for `trust_remote_code`.
+"""
+
+import hashlib
+import json
+import logging
+import operator
+import os
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import initialization as init
+from transformers.utils import ModelOutput
+
+from .configuration_grounded_transformer import GroundedTransformerConfig
+
+logger = logging.getLogger(__name__)
+
+# sentence-transformers' files, written beside the weights so that `SentenceTransformer(folder)` reads the text
+# encoder's pooled, unit-length states as `encode()` does (see `save_pretrained`).
+_SENTENCE_TRANSFORMERS_FOLDER = "sentence_transformers"
+
+
+@dataclass
+class GroundedTransformerOutput(ModelOutput):
+    r"""
+    Output of [`GroundedTransformerModel.forward`].
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `return_loss=True`):
+            MCSE's sentence-to-image InfoNCE at `config.temperature`.
+        logits_per_text (`torch.FloatTensor` of shape `(text_batch_size, image_batch_size)`, *optional*):
+            Cosine similarities between each sentence and each image (when images are given).
+        logits_per_image (`torch.FloatTensor` of shape `(image_batch_size, text_batch_size)`, *optional*):
+            The transpose of `logits_per_text`.
+        text_embeds (`torch.FloatTensor` of shape `(text_batch_size, projection_dim)`):
+            L2-normalised sentence projections into the shared space.
+        image_embeds (`torch.FloatTensor` of shape `(image_batch_size, projection_dim)`, *optional*):
+            L2-normalised image projections into the shared space.
+        sentence_embeds (`torch.FloatTensor` of shape `(text_batch_size, hidden_size)`):
+            The text encoder's pooled states, before the projection: the sentence embeddings (SimCSE's loss reads
+            them; `encode()` returns them L2-normalised).
+        last_hidden_state (`torch.FloatTensor` of shape `(text_batch_size, sequence_length, hidden_size)`):
+            The text encoder's token states.
+    """
+
+    loss: torch.FloatTensor | None = None
+    logits_per_text: torch.FloatTensor | None = None
+    logits_per_image: torch.FloatTensor | None = None
+    text_embeds: torch.FloatTensor | None = None
+    image_embeds: torch.FloatTensor | None = None
+    sentence_embeds: torch.FloatTensor | None = None
+    last_hidden_state: torch.FloatTensor | None = None
+
+
+# Copied from hf_grounded.objectives.functional.info_nce
+def info_nce(queries: torch.Tensor, keys: torch.Tensor, temperature: float = 0.05) -> torch.Tensor:
+    """InfoNCE (SimCSE's and MCSE's contrastive loss): the cross-entropy of each query's cosines with every key,
+    divided by `temperature`, against its own key (the same row); the other rows are its negatives. Both inputs
+    are unit length."""
+    if queries.shape != keys.shape:
+        raise ValueError(f"info_nce pairs query i with key i, got shapes {tuple(queries.shape)} and "
+                         f"{tuple(keys.shape)}")
+    logits = queries.float() @ keys.float().t() / temperature
+    return torch.nn.functional.cross_entropy(logits, torch.arange(queries.size(0), device=queries.device))
+
+
+class GroundedTransformerProjection(nn.Module):
+    """MCSE's projection head: a linear layer and a tanh."""
+
+    def __init__(self, input_dim: int, output_dim: int):
+        super().__init__()
+        self.dense = nn.Linear(input_dim, output_dim)
+        self.activation = nn.Tanh()
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.dense(inputs))
+
+
+def _encoder_layers(text_model: nn.Module, num_layers: int) -> nn.ModuleList:
+    """The text encoder's stack of layers, whatever the architecture calls it (`encoder.layer` in BERT,
+    `transformer.layer` in DistilBERT, ...): its first module list with one module per hidden layer."""
+    for module in text_model.modules():
+        if isinstance(module, nn.ModuleList) and len(module) == num_layers:
+            return module
+    raise ValueError(f"{type(text_model).__name__} has no list of {num_layers} layers to choose trainable ones "
+                     f"from; leave trainable_layers unset to train it whole")
+
+
+class GroundedTransformerPreTrainedModel(PreTrainedModel):
+    config_class = GroundedTransformerConfig
+    base_model_prefix = "grounded_transformer"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+
+    _tokenizer: PreTrainedTokenizerBase | None = None
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        # The text encoder initialises its own modules (in its `post_init`) or loads them; only the heads are ours.
+        if isinstance(module, GroundedTransformerProjection):
+            init.xavier_uniform_(module.dense.weight)
+            init.zeros_(module.dense.bias)
+
+    def set_tokenizer(self, tokenizer: PreTrainedTokenizerBase) -> None:
+        """Make `tokenizer` this model's own: `encode()` uses it when given none, `save_pretrained` writes it beside
+        the weights, and the config records its fingerprint, so that no other vocabulary is taken for it later."""
+        self.config.tokenizer_fingerprint = None
+        self.check_tokenizer(tokenizer)
+        self.config.tokenizer_fingerprint = _tokenizer_fingerprint(tokenizer, version=2)
+        self._tokenizer = tokenizer
+
+    def check_tokenizer(self, tokenizer: PreTrainedTokenizerBase) -> None:
+        """Refuse a tokenizer whose ids would be wrong for this model: ids beyond the text encoder's embeddings,
+        or, when the config records the fingerprint of the tokenizer the model was trained with, any other
+        tokenizer."""
+        embedded = self.get_input_embeddings().num_embeddings
+        if len(tokenizer) > embedded:
+            raise ValueError(f"the tokenizer has {len(tokenizer)} ids but the text encoder embeds {embedded}; pass "
+                             f"the tokenizer saved with the model")
+        expected = self.config.tokenizer_fingerprint
+        if expected is not None:
+            # One fingerprint per tokenizer object and size: hashing a 30,000-word vocabulary on every call costs.
+            cached = self.__dict__.get("_checked_tokenizer")
+            if cached is None or cached[0] is not tokenizer or cached[1] != len(tokenizer) or cached[3] != expected:
+                cached = (tokenizer, len(tokenizer), _tokenizer_fingerprint(tokenizer, version=2), expected)
+            if cached[2] != expected:
+                raise ValueError(f"the tokenizer's vocabulary (fingerprint {cached[2][:12]}) is not the one this model "
+                                 f"was trained with (config.tokenizer_fingerprint {expected[:12]}); pass the "
+                                 f"tokenizer saved with the model")
+            self.__dict__["_checked_tokenizer"] = cached
+
+    def default_tokenizer(self) -> PreTrainedTokenizerBase:
+        """The tokenizer saved with this model (the text encoder's own)."""
+        if self._tokenizer is None:
+            if not self.config.name_or_path:
+                raise ValueError("no tokenizer was given and this model was not loaded from a folder that has one")
+            self._tokenizer = AutoTokenizer.from_pretrained(self.config.name_or_path)
+        return self._tokenizer
+
+    def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs):
+        """`PreTrainedModel.save_pretrained`, with the tokenizer written beside the weights and the files by which
+        `SentenceTransformer(save_directory)` loads the text encoder with this model's pooling."""
+        if kwargs.get("is_main_process", True):
+            os.makedirs(save_directory, exist_ok=True)
+            if self._tokenizer is not None:
+                self._tokenizer.save_pretrained(save_directory)
+            self._write_sentence_transformers_files(save_directory)
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
+    def _write_sentence_transformers_files(self, save_directory: str | os.PathLike) -> None:
+        """modules.json: this folder's text encoder (sentence-transformers' `Transformer` module, which loads it
+        with `AutoModel` and reads its token states), then its pooling and L2 normalisation."""
+        pooling_folder = os.path.join(save_directory, _SENTENCE_TRANSFORMERS_FOLDER)
+        os.makedirs(pooling_folder, exist_ok=True)
+        modules = [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": _SENTENCE_TRANSFORMERS_FOLDER, "type": "sentence_transformers.models.Pooling"},
+            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+        ]
+        pooling = {"word_embedding_dimension": self.config.sentence_embedding_dim,
+                   "pooling_mode": "mean" if self.config.pooling == "mean" else "cls"}
+        files = {"modules.json": modules,
+                 "sentence_bert_config.json": {"max_seq_length": (self._tokenizer.model_max_length if self._tokenizer
+                                                                  else self.config.text_config.max_position_embeddings),
+                                               "do_lower_case": False},
+                 os.path.join(_SENTENCE_TRANSFORMERS_FOLDER, "config.json"): pooling}
+        for name, content in files.items():
+            with open(os.path.join(save_directory, name), "w", encoding="utf-8") as handle:
+                json.dump(content, handle, indent=2)
+        os.makedirs(os.path.join(save_directory, "2_Normalize"), exist_ok=True)
+
+
+class GroundedTransformerModel(GroundedTransformerPreTrainedModel):
+    r"""
+    A transformers text encoder of any architecture grounded in images (MCSE's setting): its token states pooled
+    into a sentence embedding (`encode()`), which a projection head maps into a space shared with precomputed image
+    features through another head (`get_text_features`, `get_image_features`).
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from transformers import BertConfig
+    >>> from hf_grounded.models.grounded_transformer import GroundedTransformerConfig, GroundedTransformerModel
+
+    >>> text_config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+    ...                          intermediate_size=64)
+    >>> model = GroundedTransformerModel(GroundedTransformerConfig(text_config=text_config, image_feature_dim=16))
+    >>> input_ids = torch.randint(1, 100, (2, 7))
+    >>> outputs = model(input_ids=input_ids, image_features=torch.randn(2, 16), return_loss=True)
+    >>> outputs.logits_per_text.shape, outputs.sentence_embeds.shape
+    (torch.Size([2, 2]), torch.Size([2, 32]))
+
+    ```
+
+    A pretrained encoder, with its tokenizer: `GroundedTransformerModel.from_text_model(
+    "sentence-transformers/all-MiniLM-L6-v2", image_feature_dim=1280)`.
+    """
+
+    def __init__(self, config: GroundedTransformerConfig):
+        super().__init__(config)
+        self.text_model = AutoModel.from_config(config.text_config)
+        # BERT-like models add a pooler that no pooling here reads; its weights would get no gradient.
+        if getattr(self.text_model, "pooler", None) is not None:
+            self.text_model.pooler = None
+        self.text_projection = GroundedTransformerProjection(config.sentence_embedding_dim, config.projection_dim)
+        self.image_projection = GroundedTransformerProjection(config.image_feature_dim, config.projection_dim)
+        self.post_init()
+        self._freeze_layers()
+
+    @classmethod
+    def from_text_model(cls, text_model_name_or_path: str, **config_values) -> "GroundedTransformerModel":
+        """A new model around the pretrained text encoder `text_model_name_or_path` (a Hub name or a folder), with
+        new projection heads; `config_values` set the other [`GroundedTransformerConfig`] fields. Its tokenizer
+        (`AutoTokenizer`) becomes the model's own."""
+        text_model = AutoModel.from_pretrained(text_model_name_or_path)
+        model = cls(GroundedTransformerConfig(text_config=text_model.config.to_dict(), **config_values))
+        weights = {name: tensor for name, tensor in text_model.state_dict().items() if not name.startswith("pooler.")}
+        model.text_model.load_state_dict(weights)
+        model._freeze_layers()
+        model.set_tokenizer(AutoTokenizer.from_pretrained(text_model_name_or_path))
+        return model
+
+    def _freeze_layers(self) -> None:
+        """Only the last `config.trainable_layers` layers of the text encoder train (all when it is None)."""
+        if self.config.trainable_layers is None:
+            return
+        self.text_model.requires_grad_(False)
+        layers = _encoder_layers(self.text_model, self.config.text_config.num_hidden_layers)
+        for layer in layers[len(layers) - self.config.trainable_layers:]:
+            layer.requires_grad_(True)
+
+    def get_input_embeddings(self) -> nn.Module:
+        return self.text_model.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Module) -> None:
+        self.text_model.set_input_embeddings(value)
+
+    def _pool(self, last_hidden_state: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        if self.config.pooling == "cls":
+            return last_hidden_state[:, 0]
+        mask = attention_mask.unsqueeze(-1).to(last_hidden_state.dtype)
+        return (last_hidden_state * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+
+    def _encode_text(self, input_ids: torch.Tensor,
+                     attention_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The token states and their pooled sentence embedding."""
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        last_hidden_state = self.text_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return last_hidden_state, self._pool(last_hidden_state, attention_mask)
+
+    def get_sentence_embeddings(self, input_ids: torch.Tensor,
+                                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """L2-normalised sentence embeddings, `(batch, hidden_size)`: the text encoder's pooled states (what
+        `encode()` returns and the STS evaluations read, MCSE's representation before the projection)."""
+        return F.normalize(self._encode_text(input_ids, attention_mask)[1], dim=-1)
+
+    def get_text_features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """L2-normalised sentence projections into the shared space, `(batch, projection_dim)`."""
+        return F.normalize(self.text_projection(self._encode_text(input_ids, attention_mask)[1]), dim=-1)
+
+    def get_image_features(self, image_features: torch.Tensor) -> torch.Tensor:
+        """L2-normalised image projections into the shared space, `(batch, projection_dim)`, from precomputed CNN
+        features."""
+        return F.normalize(self.image_projection(image_features), dim=-1)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        image_features: torch.Tensor | None = None,
+        return_loss: bool = False,
+        **kwargs,
+    ) -> GroundedTransformerOutput:
+        r"""
+        image_features (`torch.FloatTensor` of shape `(batch_size, image_feature_dim)`, *optional*):
+            Precomputed image features; row i is the image of sentence i.
+        return_loss (`bool`, *optional*, defaults to `False`):
+            Whether to return MCSE's sentence-to-image InfoNCE (needs `image_features`).
+
+        Other keyword arguments (`token_type_ids`, ...) are accepted and ignored, as sentence-transformers passes
+        what the tokenizer gives.
+        """
+        last_hidden_state, sentence_embeds = self._encode_text(input_ids, attention_mask)
+        text_embeds = F.normalize(self.text_projection(sentence_embeds), dim=-1)
+        image_embeds = logits_per_text = loss = None
+        if image_features is not None:
+            image_embeds = self.get_image_features(image_features)
+            logits_per_text = text_embeds @ image_embeds.t()
+        if return_loss:
+            if image_embeds is None:
+                raise ValueError("return_loss=True needs image_features: the loss scores sentences against images")
+            loss = info_nce(text_embeds, image_embeds, self.config.temperature)
+        return GroundedTransformerOutput(
+            loss=loss, logits_per_text=logits_per_text,
+            logits_per_image=None if logits_per_text is None else logits_per_text.t(), text_embeds=text_embeds,
+            image_embeds=image_embeds, sentence_embeds=sentence_embeds, last_hidden_state=last_hidden_state,
+        )
+
+    @torch.inference_mode()
+    def encode(
+        self,
+        sentences: str | list[str],
+        *,
+        tokenizer: PreTrainedTokenizerBase | None = None,
+        batch_size: int = 64,
+        device: str | torch.device | None = None,
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        normalize_embeddings: bool = True,
+        show_progress_bar: bool = False,
+    ) -> np.ndarray | torch.Tensor:
+        """Embed sentences, returned in input order as an `(n, hidden_size)` array (1-D for a single string): the
+        text encoder's pooled states, L2-normalised (sentence-transformers' embeddings of the same encoder).
+
+        Sentences are sorted by length so batches carry little padding, which the attention mask keeps out of
+        every embedding. Without `tokenizer`, the one saved beside the model is used; a sentence longer than its
+        `model_max_length` is truncated to it, as sentence-transformers truncates. Everything after `sentences`
+        is keyword-only and named as in sentence-transformers; `normalize_embeddings=False` returns the pooled
+        states as they are.
+        """
+        single = isinstance(sentences, str)
+        if not single and not isinstance(sentences, (list, tuple)):
+            raise TypeError(f"sentences must be a string or a list of strings, got {type(sentences).__name__}")
+        sentences = [sentences] if single else list(sentences)
+        for index, sentence in enumerate(sentences):
+            if not isinstance(sentence, str):
+                raise TypeError(f"sentences[{index}] is {type(sentence).__name__}, not str")
+        if isinstance(batch_size, bool) or not hasattr(batch_size, "__index__") or operator.index(batch_size) < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        tokenizer = tokenizer or self.default_tokenizer()
+        self.check_tokenizer(tokenizer)
+        if device is not None:
+            self.to(device)
+        was_training = self.training
+        self.eval()
+        order = np.argsort([-len(sentence) for sentence in sentences], kind="stable")
+        chunks = []
+        for start in tqdm(range(0, len(sentences), batch_size), desc="Encoding", disable=not show_progress_bar):
+            # A fast tokenizer keeps its truncation and padding settings in shared state, which concurrent calls
+            # would change under each other.
+            with _TOKENIZATION:
+                inputs = tokenizer([sentences[index] for index in order[start : start + batch_size]], padding=True,
+                                   truncation=True, return_tensors="pt")
+            pooled = self._encode_text(inputs["input_ids"].to(self.device),
+                                       inputs["attention_mask"].to(self.device))[1]
+            chunks.append(F.normalize(pooled, dim=-1) if normalize_embeddings else pooled)
+        self.train(was_training)
+        embeddings = (torch.cat(chunks) if chunks
+                      else torch.empty(0, self.config.sentence_embedding_dim, device=self.device))
+        embeddings = embeddings[torch.as_tensor(np.argsort(order), device=embeddings.device)]
+        if single:
+            embeddings = embeddings[0]
+        if convert_to_tensor or not convert_to_numpy:
+            return embeddings
+        return embeddings.float().cpu().numpy()
+
+
+_TOKENIZATION = threading.Lock()
+
+
+# Copied from hf_grounded.models.char_gru.modeling_char_gru._tokenizer_fingerprint
+def _tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase, version: int = 2) -> str:
+    """SHA-256 of what decides a tokenizer's ids: its vocabulary, how it reads text before the lookup and, from
+    version 2 on (prefixed "v2:"), everything else that changes ids: the backend's whole model (its type and unknown
+    token included), its added tokens, and the special tokens' ids. Version 1 is what folders saved before hold."""
+    reading = {name: getattr(tokenizer, name, None) for name in ("normalization", "strip_accents")}
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        state = json.loads(backend.to_str())
+        # Truncation and padding are per-call settings (encode changes them), not part of what ids mean.
+        parts = ("normalizer", "pre_tokenizer", "post_processor") if version == 1 else set(state) - {
+            "truncation", "padding", "version"}
+        reading.update({part: state.get(part) for part in parts})
+    if version > 1:
+        reading["special_token_ids"] = {name: getattr(tokenizer, name, None) for name in (
+            "unk_token_id", "pad_token_id", "bos_token_id", "eos_token_id")}
+    vocabulary = sorted(tokenizer.get_vocab().items(), key=lambda item: (item[1], item[0]))
+    digest = hashlib.sha256(json.dumps([vocabulary, reading], sort_keys=True).encode()).hexdigest()
+    return digest if version == 1 else f"v2:{digest}"
+
+
+__all__ = ["GroundedTransformerModel", "GroundedTransformerOutput", "GroundedTransformerPreTrainedModel", "info_nce"]
