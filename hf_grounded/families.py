@@ -250,6 +250,8 @@ class ModelFamily:
     has_text_objective: bool = False
     # Whether a model of it can weigh a video's frames by each caption's words (`--frame_pooling attention`).
     attends_to_frames: bool = False
+    # Its modules that are new on a pretrained encoder, which `--head_learning_rate` trains at a rate of their own.
+    head_modules: tuple[str, ...] = ()
 
     @property
     def model_types(self) -> tuple[str, ...]:
@@ -278,6 +280,7 @@ FAMILIES: dict[str, ModelFamily] = {
         "a pretrained transformers text encoder grounded through projection heads (MCSE's setting)",
         GroundedTransformerModel, GroundedTransformerArguments, _grounded_transformer, "grounded_transformer.md",
         ("mcse", "grounded-transformer"), _grounded_transformer_card, _grounded_transformer_search_space,
+        head_modules=("text_projection", "image_projection"),
     ),
 }
 

@@ -159,6 +159,12 @@ class TrainingArguments:
     )
     per_device_eval_batch_size: int = field(default=128, metadata={"minimum": 1, "help": "Batch size when encoding."})
     learning_rate: float = field(default=1e-3, metadata={"positive": True, "help": "Peak learning rate of Adam."})
+    head_learning_rate: float | None = field(
+        default=None,
+        metadata={"positive": True, "help": "Peak learning rate of the new heads a family puts on a pretrained "
+                                            "encoder (grounded_transformer's projections); --learning_rate by "
+                                            "default."},
+    )
     lr_scheduler_type: str = field(
         default="cosine",
         metadata={"help": "'cyclic_cosine' (Merkx & Frank) or any name accepted by transformers.get_scheduler."},

@@ -192,6 +192,20 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     return Run(accelerator, model_args, data_args, training_args, model, tokenizer, family, splits, losses, streams)
 
 
+def _parameter_groups(model: nn.Module, family: ModelFamily, head_learning_rate: float | None) -> list[dict]:
+    """Adam's parameter groups: the family's new heads on a pretrained encoder at `head_learning_rate`, when
+    given, and everything else at the run's learning rate."""
+    if head_learning_rate is None:
+        return [{"params": list(model.parameters())}]
+    if not family.head_modules:
+        raise ValueError(f"--head_learning_rate: {type(model).__name__} has no new heads on a pretrained encoder; "
+                         f"use --learning_rate")
+    named = list(model.named_parameters())
+    heads = [parameter for name, parameter in named if name.split(".")[0] in family.head_modules]
+    rest = [parameter for name, parameter in named if name.split(".")[0] not in family.head_modules]
+    return [{"params": rest}, {"params": heads, "lr": head_learning_rate}]
+
+
 def _prepare_optimisation(run: Run, report_to: str | None) -> None:
     """Length of the run, optimiser and schedule, the model on its devices, and the state of a checkpoint to
     resume from."""
@@ -203,7 +217,8 @@ def _prepare_optimisation(run: Run, report_to: str | None) -> None:
     else:
         run.num_epochs = training_args.num_train_epochs
         run.total_steps = run.num_epochs * steps_per_epoch
-    optimizer = torch.optim.Adam(run.model.parameters(), lr=training_args.learning_rate)
+    optimizer = torch.optim.Adam(_parameter_groups(run.model, run.family, training_args.head_learning_rate),
+                                 lr=training_args.learning_rate)
     run.scheduler = create_scheduler(
         training_args.lr_scheduler_type,
         optimizer,
