@@ -63,12 +63,16 @@ def test_forward_gives_clip_style_outputs_and_mcse_grounding_loss():
     assert torch.allclose(model.get_sentence_embeddings(input_ids, attention_mask)[1], alone[0], atol=1e-5)
 
 
-def test_cls_pooling_reads_the_first_token_state():
-    torch.manual_seed(0)
-    model = GroundedTransformerModel(_tiny_config(pooling="cls")).eval()
+def test_cls_pooling_reads_the_first_token_state_in_encode_and_sentence_transformers(tmp_path, tiny_bert):
+    model = GroundedTransformerModel.from_text_model(tiny_bert, image_feature_dim=16, pooling="cls").eval()
     input_ids = torch.randint(5, 60, (2, 5))
     outputs = model(input_ids=input_ids)
     assert torch.allclose(outputs.sentence_embeds, outputs.last_hidden_state[:, 0])
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    model.save_pretrained(tmp_path)
+    sentences = ["a red square", "two blue circles and a box"]
+    loaded = sentence_transformers.SentenceTransformer(str(tmp_path), trust_remote_code=True, device="cpu")
+    np.testing.assert_allclose(loaded.encode(sentences), model.encode(sentences), atol=1e-6)
 
 
 def test_trainable_layers_freezes_the_embeddings_and_earlier_layers():
@@ -80,6 +84,20 @@ def test_trainable_layers_freezes_the_embeddings_and_earlier_layers():
     heads_only = GroundedTransformerModel(_tiny_config(trainable_layers=0))
     assert all(name.startswith(("text_projection.", "image_projection."))
                for name, parameter in heads_only.named_parameters() if parameter.requires_grad)
+
+
+def test_head_learning_rate_gives_the_projection_heads_a_group_of_their_own():
+    from hf_grounded.families import FAMILIES
+    from hf_grounded.training.trainer import _parameter_groups
+
+    model = GroundedTransformerModel(_tiny_config())
+    rest, heads = _parameter_groups(model, FAMILIES["grounded_transformer"], 1e-2)
+    expected = {id(parameter) for head in (model.text_projection, model.image_projection)
+                for parameter in head.parameters()}
+    assert {id(parameter) for parameter in heads["params"]} == expected and heads["lr"] == 1e-2
+    assert len(rest["params"]) + len(heads["params"]) == len(list(model.parameters())) and "lr" not in rest
+    with pytest.raises(ValueError, match="no new heads"):
+        _parameter_groups(model, FAMILIES["vete"], 1e-2)
 
 
 @pytest.mark.parametrize("values, message", [({"pooling": "max"}, "pooling"),
@@ -121,7 +139,8 @@ def _recipe_arguments(tmp_path, text_model: str, *extra: str) -> list[str]:
             "--logging_steps", "1", *extra]
 
 
-@pytest.mark.parametrize("objective, extra", [("mcse", ["--mcse_lambda", "0.5"]), ("hinge", []),
+@pytest.mark.parametrize("objective, extra", [("mcse", ["--mcse_lambda", "0.5"]),
+                                              ("hinge", ["--head_learning_rate", "1e-2"]),
                                               ("pearson", ["--caption_policy", "one"])])
 def test_the_family_trains_from_a_random_transformer_through_the_recipe(tmp_path, tiny_bert, objective, extra):
     arguments = _recipe_arguments(tmp_path, tiny_bert, "--objective", objective, "--num_train_epochs", "2",

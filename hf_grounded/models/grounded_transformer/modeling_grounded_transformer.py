@@ -26,11 +26,6 @@ from .configuration_grounded_transformer import GroundedTransformerConfig
 
 logger = logging.getLogger(__name__)
 
-# sentence-transformers' files, written beside the weights so that `SentenceTransformer(folder)` reads the text
-# encoder's pooled, unit-length states as `encode()` does (see `save_pretrained`).
-_SENTENCE_TRANSFORMERS_FOLDER = "sentence_transformers"
-
-
 @dataclass
 class GroundedTransformerOutput(ModelOutput):
     r"""
@@ -105,6 +100,18 @@ class GroundedTransformerPreTrainedModel(PreTrainedModel):
 
     _tokenizer: PreTrainedTokenizerBase | None = None
 
+    # Copied from hf_grounded.models.char_gru.modeling_char_gru.CharGRUPreTrainedModel.from_pretrained
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        """`PreTrainedModel.from_pretrained`, then every weight checked finite: a corrupted file that still parses
+        (flipped bytes inside a tensor) is refused with the tensor's name instead of giving NaN embeddings."""
+        loaded = super().from_pretrained(*args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded
+        for name, tensor in model.state_dict().items():
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                raise ValueError(f"{name}: the saved weights hold NaN or infinite values; the file is corrupted")
+        return loaded
+
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         # The text encoder initialises its own modules (in its `post_init`) or loads them; only the heads are ours.
@@ -115,7 +122,6 @@ class GroundedTransformerPreTrainedModel(PreTrainedModel):
     def set_tokenizer(self, tokenizer: PreTrainedTokenizerBase) -> None:
         """Make `tokenizer` this model's own: `encode()` uses it when given none, `save_pretrained` writes it beside
         the weights, and the config records its fingerprint, so that no other vocabulary is taken for it later."""
-        self.config.tokenizer_fingerprint = None
         self.check_tokenizer(tokenizer)
         self.config.tokenizer_fingerprint = _tokenizer_fingerprint(tokenizer, version=2)
         self._tokenizer = tokenizer
@@ -159,26 +165,23 @@ class GroundedTransformerPreTrainedModel(PreTrainedModel):
         return super().save_pretrained(save_directory, *args, **kwargs)
 
     def _write_sentence_transformers_files(self, save_directory: str | os.PathLike) -> None:
-        """modules.json: this folder's text encoder (sentence-transformers' `Transformer` module, which loads it
-        with `AutoModel` and reads its token states), then its pooling and L2 normalisation."""
-        pooling_folder = os.path.join(save_directory, _SENTENCE_TRANSFORMERS_FOLDER)
-        os.makedirs(pooling_folder, exist_ok=True)
-        modules = [
-            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-            {"idx": 1, "name": "1", "path": _SENTENCE_TRANSFORMERS_FOLDER, "type": "sentence_transformers.models.Pooling"},
-            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
-        ]
-        pooling = {"word_embedding_dimension": self.config.sentence_embedding_dim,
-                   "pooling_mode": "mean" if self.config.pooling == "mean" else "cls"}
+        """modules.json: this folder's model as sentence-transformers' `Transformer` module (which loads it with
+        `AutoModel` and reads its token states, `last_hidden_state`), then this model's pooling and the L2
+        normalisation, in sentence-transformers' folder layout."""
+        modules = [{"idx": index, "name": str(index), "path": path, "type": f"sentence_transformers.models.{kind}"}
+                   for index, (path, kind) in enumerate((("", "Transformer"), ("1_Pooling", "Pooling"),
+                                                         ("2_Normalize", "Normalize")))]
+        max_seq_length = (self._tokenizer.model_max_length if self._tokenizer is not None
+                          else self.config.text_config.max_position_embeddings)
+        pooling = {"word_embedding_dimension": self.config.sentence_embedding_dim, "pooling_mode": self.config.pooling}
         files = {"modules.json": modules,
-                 "sentence_bert_config.json": {"max_seq_length": (self._tokenizer.model_max_length if self._tokenizer
-                                                                  else self.config.text_config.max_position_embeddings),
-                                               "do_lower_case": False},
-                 os.path.join(_SENTENCE_TRANSFORMERS_FOLDER, "config.json"): pooling}
+                 "sentence_bert_config.json": {"max_seq_length": max_seq_length, "do_lower_case": False},
+                 os.path.join("1_Pooling", "config.json"): pooling}
+        os.makedirs(os.path.join(save_directory, "1_Pooling"), exist_ok=True)
+        os.makedirs(os.path.join(save_directory, "2_Normalize"), exist_ok=True)
         for name, content in files.items():
             with open(os.path.join(save_directory, name), "w", encoding="utf-8") as handle:
                 json.dump(content, handle, indent=2)
-        os.makedirs(os.path.join(save_directory, "2_Normalize"), exist_ok=True)
 
 
 class GroundedTransformerModel(GroundedTransformerPreTrainedModel):
@@ -228,7 +231,6 @@ class GroundedTransformerModel(GroundedTransformerPreTrainedModel):
         model = cls(GroundedTransformerConfig(text_config=text_model.config.to_dict(), **config_values))
         weights = {name: tensor for name, tensor in text_model.state_dict().items() if not name.startswith("pooler.")}
         model.text_model.load_state_dict(weights)
-        model._freeze_layers()
         model.set_tokenizer(AutoTokenizer.from_pretrained(text_model_name_or_path))
         return model
 
