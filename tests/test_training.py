@@ -14,7 +14,7 @@ from hf_grounded.data.synthetic import COLOURS, SHAPES
 from hf_grounded.evaluation import chance_recall
 from hf_grounded.training import DataArguments, ModelArguments, TrainingArguments, parse_arguments, train
 
-from .conftest import REPO_ROOT
+from .conftest import REPO_ROOT, run_recipe_in_process
 
 
 def test_short_training_run_beats_chance_clearly(tmp_path):
@@ -102,15 +102,15 @@ def test_command_line_smoke(tmp_path):
         assert (output_dir / name).is_file(), name
 
 
-def test_extract_features_recipe_fills_the_cache_that_training_reads(tmp_path, caplog):
+def test_extract_features_recipe_fills_the_cache_that_training_reads(tmp_path, caplog, capsys):
     common = ["--backbone", "test_efficientnet", "--synthetic_train_images", "30", "--synthetic_eval_images", "10",
               "--feature_cache_dir", str(tmp_path / "cache"), "--seed", "5"]
-    extract = subprocess.run([sys.executable, str(REPO_ROOT / "recipes" / "extract_features.py"), *common],
-                             cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert extract.returncode == 0, extract.stderr[-3000:]
-    assert "train: 30 items, " in extract.stdout and "extracting features for 50 of 50 items" in extract.stderr
-    assert len(list((tmp_path / "cache").rglob("*.safetensors"))) == 1
     caplog.set_level("INFO", logger="hf_grounded")
+    run_recipe_in_process("extract_features.py", common)
+    assert "train: 30 items, " in capsys.readouterr().out
+    assert "extracting features for 50 of 50 items" in caplog.text
+    assert len(list((tmp_path / "cache").rglob("*.safetensors"))) == 1
+    caplog.clear()
     train(*parse_arguments([*common, "--max_steps", "2", "--hidden_size", "8", "--output_dir",
                             str(tmp_path / "model")]))
     assert "all 50 image features read from" in caplog.text

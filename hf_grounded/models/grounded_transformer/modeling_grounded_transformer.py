@@ -171,8 +171,10 @@ class GroundedTransformerPreTrainedModel(PreTrainedModel):
         modules = [{"idx": index, "name": str(index), "path": path, "type": f"sentence_transformers.models.{kind}"}
                    for index, (path, kind) in enumerate((("", "Transformer"), ("1_Pooling", "Pooling"),
                                                          ("2_Normalize", "Normalize")))]
-        max_seq_length = (self._tokenizer.model_max_length if self._tokenizer is not None
-                          else self.config.text_config.max_position_embeddings)
+        # A tokenizer without a limit of its own reports a huge model_max_length; the positions bound it anyway.
+        limits = [getattr(self.config.text_config, "max_position_embeddings", None),
+                  getattr(self._tokenizer, "model_max_length", None)]
+        max_seq_length = min((limit for limit in limits if isinstance(limit, int)), default=None)
         pooling = {"word_embedding_dimension": self.config.sentence_embedding_dim, "pooling_mode": self.config.pooling}
         files = {"modules.json": modules,
                  "sentence_bert_config.json": {"max_seq_length": max_seq_length, "do_lower_case": False},
