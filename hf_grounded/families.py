@@ -173,6 +173,9 @@ def _grounded_transformer(options: GroundedTransformerArguments,
     `--max_length` (or the encoder's own limit, if lower)."""
     config_values = {name: value for name, value in {**asdict(options), **inputs.objective_options}.items()
                      if name in ("pooling", "projection_dim", "trainable_layers", "temperature")}
+    if options.trainable_layers == 0 and inputs.objective_options.get("mcse_lambda") == 0:
+        raise ValueError("--trainable_layers 0 with --objective mcse --mcse_lambda 0 trains nothing: SimCSE alone "
+                         "reads the text encoder only, and it is frozen")
     model = GroundedTransformerModel.from_text_model(options.text_model_name_or_path,
                                                      image_feature_dim=inputs.image_feature_dim, **config_values)
     tokenizer = model.default_tokenizer()

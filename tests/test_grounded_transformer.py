@@ -100,6 +100,15 @@ def test_head_learning_rate_gives_the_projection_heads_a_group_of_their_own():
         _parameter_groups(model, FAMILIES["vete"], 1e-2)
 
 
+def test_simcse_alone_on_a_frozen_encoder_is_refused_before_training(tiny_bert):
+    from hf_grounded.families import FAMILIES, BuildInputs, GroundedTransformerArguments
+
+    options = GroundedTransformerArguments(text_model_name_or_path=tiny_bert, trainable_layers=0)
+    inputs = BuildInputs([], 16, 16, {}, False, {"simcse_weight": 1.0, "mcse_lambda": 0.0, "temperature": 0.05})
+    with pytest.raises(ValueError, match="trains nothing"):
+        FAMILIES["grounded_transformer"].build(options, inputs)
+
+
 @pytest.mark.parametrize("values, message", [({"pooling": "max"}, "pooling"),
                                              ({"trainable_layers": 4}, "trainable_layers"),
                                              ({"projection_dim": 0}, "projection_dim"),
@@ -112,7 +121,6 @@ def test_config_rejects_bad_values(values, message):
 def test_simcse_alone_reads_no_image_and_mcse_adds_the_grounding_term():
     torch.manual_seed(0)
     model = GroundedTransformerModel(_tiny_config())
-    model.text_model.config.hidden_dropout_prob = 0.0
     batch = {"input_ids": torch.randint(5, 60, (4, 6)), "attention_mask": torch.ones(4, 6, dtype=torch.long),
              "image_features": torch.randn(4, 16)}
     model.eval()  # no dropout: both views are the same, so each term can be checked by hand
@@ -126,9 +134,8 @@ def test_simcse_alone_reads_no_image_and_mcse_adds_the_grounding_term():
     assert torch.allclose(simcse_alone(model, without_images), simcse, atol=1e-5)
     both = MCSELoss(simcse_weight=1.0, mcse_lambda=0.5, temperature=0.05)
     assert torch.allclose(both(model, batch), simcse + 0.5 * grounding, atol=1e-5)
-    # Dropout makes the two views differ in training: the loss is then above the noiseless one.
+    # Dropout (BERT's 0.1) makes the two views differ in training: the loss then differs from the noiseless one.
     model.train()
-    model.text_model.config.hidden_dropout_prob = 0.1
     assert not torch.allclose(MCSELoss(1.0, 0.0, 0.05)(model, without_images), simcse)
 
 

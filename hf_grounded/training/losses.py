@@ -126,6 +126,10 @@ class MCSELoss(ImageTextLoss):
         if self.mcse_lambda:
             views = zip(outputs.text_embeds.chunk(2), outputs.image_embeds.chunk(2))
             loss = loss + self.mcse_lambda * sum(self.objective(text, images) for text, images in views) / 2
+        elif outputs.text_embeds is not sentences:
+            # The text head ran in the forward pass: DistributedDataParallel, which finds unused parameters from
+            # the outputs, would otherwise wait for its gradient. A zero term gives it one.
+            loss = loss + 0.0 * outputs.text_embeds.sum()
         return loss
 
 
