@@ -25,6 +25,7 @@ rows; a trained folder that has its `results.json` is scored without training ag
 """
 
 import argparse
+import functools
 import json
 import time
 from pathlib import Path
@@ -62,6 +63,14 @@ def packaged_minilm() -> str:
     return str(get_model_path())
 
 
+@functools.cache
+def sts_sets() -> tuple[dict, dict]:
+    """STS-B dev and test and SICK test, and STS16's subtasks, read once for every row."""
+    stsb, sick = load_stsb(STSB), load_sick(SICK)
+    return ({"stsb_dev": stsb["validation"], "stsb": stsb["test"], "sick": sick["test"]},
+            load_sts_year(STS16, "sts16"))
+
+
 def sts_scores(model_dir: Path) -> dict:
     """Cosine Spearman and Pearson x100 of `encode()` on STS-B dev and test, SICK test and STS16 `all`."""
     model = AutoModel.from_pretrained(model_dir)
@@ -69,9 +78,9 @@ def sts_scores(model_dir: Path) -> dict:
     def encode(sentences: list[str]):
         return model.encode(sentences, batch_size=128)
 
-    stsb, sick = load_stsb(STSB), load_sick(SICK)
-    results = unsupervised_sts(encode, {"stsb_dev": stsb["validation"], "stsb": stsb["test"], "sick": sick["test"]})
-    sts16 = unsupervised_sts(encode, load_sts_year(STS16, "sts16"))["all"]
+    pairs, sts16_subtasks = sts_sets()
+    results = unsupervised_sts(encode, pairs)
+    sts16 = unsupervised_sts(encode, sts16_subtasks)["all"]
     scores = {task: {"spearman": results[task]["spearman"], "pearson": results[task]["pearson"]}
               for task in ("stsb_dev", "stsb", "sick")}
     scores["sts16"] = {"spearman": sts16["spearman_mean"], "pearson": sts16["pearson_mean"]}
