@@ -22,7 +22,7 @@ from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerB
 from .argument_values import CheckedArguments
 from .models.char_gru import CharGRUConfig, CharGRUEnsembleModel, CharGRUModel, CharTokenizer
 from .models.grounded_skipthought import GroundedSkipThoughtConfig, GroundedSkipThoughtModel
-from .models.grounded_transformer import GroundedTransformerModel
+from .models.grounded_transformer import GroundedTransformerConfig, GroundedTransformerModel
 from .models.vete import VETEConfig, VETEModel
 from .word_tokenizer import train_word_tokenizer
 
@@ -123,12 +123,17 @@ class BuildInputs:
     objective_options: dict = field(default_factory=dict)  # the objective's options, which a config may carry
 
 
+def config_fields(config_class: type[PreTrainedConfig], options: dict) -> dict:
+    """The options that name one of `config_class`'s own fields (not `PreTrainedConfig`'s)."""
+    names = {name for cls in config_class.__mro__ if issubclass(cls, PreTrainedConfig) and cls is not PreTrainedConfig
+             for name in vars(cls).get("__annotations__", {})}
+    return {name: value for name, value in options.items() if name in names}
+
+
 def config_from_options(config_class: type[PreTrainedConfig], options: dict, **values) -> PreTrainedConfig:
     """`config_class` with every option that names one of its own fields (not `PreTrainedConfig`'s), and
     `values`."""
-    names = {name for cls in config_class.__mro__ if issubclass(cls, PreTrainedConfig) and cls is not PreTrainedConfig
-             for name in vars(cls).get("__annotations__", {})}
-    return config_class(**{name: value for name, value in options.items() if name in names}, **values)
+    return config_class(**config_fields(config_class, options), **values)
 
 
 def _char_gru(options: CharGRUArguments, inputs: BuildInputs) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -171,8 +176,7 @@ def _grounded_transformer(options: GroundedTransformerArguments,
                           inputs: BuildInputs) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A pretrained text encoder with new projection heads (MCSE's setting); its own tokenizer, which truncates at
     `--max_length` (or the encoder's own limit, if lower)."""
-    config_values = {name: value for name, value in {**asdict(options), **inputs.objective_options}.items()
-                     if name in ("pooling", "projection_dim", "trainable_layers", "temperature")}
+    config_values = config_fields(GroundedTransformerConfig, {**asdict(options), **inputs.objective_options})
     if options.trainable_layers == 0 and inputs.objective_options.get("mcse_lambda") == 0:
         raise ValueError("--trainable_layers 0 with --objective mcse --mcse_lambda 0 trains nothing: SimCSE alone "
                          "reads the text encoder only, and it is frozen")
