@@ -13,7 +13,7 @@ import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from hf_grounded.demo import DEFAULT_MODEL, launch, synthetic_test_images  # noqa: E402
+from hf_grounded.demo import DEFAULT_MODEL, launch  # noqa: E402
 
 
 def main() -> None:
@@ -22,8 +22,11 @@ def main() -> None:
     parser.add_argument("--model", default=os.environ.get("HF_GROUNDED_MODEL", DEFAULT_MODEL),
                         help="A model folder or Hub id trained by hf_grounded.")
     parser.add_argument("--images", default=os.environ.get("HF_GROUNDED_IMAGES"),
-                        help="Folder of images to search (default: the synthetic test images, for the default "
-                             "model).")
+                        help="Folder of images to search (default: the synthetic test images, for a model "
+                             "trained on the synthetic set). Only its image files are shown and served.")
+    parser.add_argument("--follow_symlinks", action="store_true",
+                        help="Also show images that are links out of the folder (only the linked files are "
+                             "served, never their folders).")
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                         help="0.0.0.0 to serve other machines (a Space sets GRADIO_SERVER_NAME so).")
     parser.add_argument("--port", type=int, default=None, help="Default: Gradio's (7860, or the next free one).")
@@ -34,13 +37,11 @@ def main() -> None:
     parser.add_argument("--image_preprocessing", help="Its preprocessing preset (center or ten_crop).")
     parser.add_argument("--trust_remote_code", action="store_true")
     args = parser.parse_args()
-    images = args.images
-    if images is None and args.model == DEFAULT_MODEL and os.path.isdir(DEFAULT_MODEL):
-        images = str(synthetic_test_images(DEFAULT_MODEL))
     overrides = {"backbone": args.backbone, "pretrained_file": args.pretrained_file,
                  "pretrained_backbone": bool(args.pretrained_file or args.pretrained_backbone) or None,
                  "image_preprocessing": args.image_preprocessing}
-    launch(args.model, images, host=args.host, port=args.port, trust_remote_code=args.trust_remote_code,
+    launch(args.model, args.images, host=args.host, port=args.port, trust_remote_code=args.trust_remote_code,
+           follow_symlinks=args.follow_symlinks,
            feature_overrides={key: value for key, value in overrides.items() if value is not None})
 
 

@@ -1,7 +1,8 @@
 """The Gradio app of a model's Space: search a folder of images by sentence, and compare sentences.
 
 `build_demo` never lets an exception reach a visitor as a traceback: a model that does not load, a folder without
-readable images or an empty query becomes a message in the page (`gr.Error`), and the rest keeps working.
+readable images or an empty query becomes a message in the page (`VisitorError`, a notice that stays until
+closed), and the rest keeps working.
 """
 
 import logging
@@ -15,7 +16,8 @@ from matplotlib import colormaps
 from PIL import Image, ImageDraw, ImageFont
 from transformers import AutoModel
 
-from .index import ImageIndex, build_index, model_feature_spec
+from .defaults import trained_on_synthetic_images, synthetic_test_images
+from .index import ImageIndex, build_index, model_feature_spec, summary
 from .served_files import ServedImages
 
 logger = logging.getLogger(__name__)
@@ -24,13 +26,22 @@ MAX_SENTENCES = 20
 MAX_QUERY_CHARACTERS = 1000
 
 
+class VisitorError(gr.Error):
+    """A message for the visitor, in a notice that stays until closed: the output it replaces only shows a bare
+    "Error" badge, so a notice that faded would leave no reason on the page."""
+
+    def __init__(self, message: str):
+        super().__init__(message, duration=None, print_exception=False)
+
+
 class DemoModel:
     """The model behind the page and the image index, built once and shared by every visitor; what failed while
-    loading is kept as a message for the page."""
+    loading is kept as a message for the page. With no `images_dir`, a model trained on the synthetic set searches
+    that set's test images, rendered again from its recorded seed and sizes."""
 
     def __init__(self, model_source: str, images_dir: str | Path | None, *, trust_remote_code: bool = False,
-                 feature_overrides: dict | None = None):
-        self.model_source, self.images_dir = model_source, images_dir
+                 feature_overrides: dict | None = None, follow_symlinks: bool = False):
+        self.model_source, self.images_dir, self.follow_symlinks = model_source, images_dir, follow_symlinks
         self.model, self.load_error = None, None
         self.index: ImageIndex | None = None
         self.index_error: str | None = None
@@ -50,7 +61,7 @@ class DemoModel:
 
     def require_model(self):
         if self.model is None:
-            raise gr.Error(self.load_error, print_exception=False)
+            raise VisitorError(self.load_error)
         return self.model
 
     def image_index(self) -> ImageIndex:
@@ -60,14 +71,21 @@ class DemoModel:
             if self.index is None and self.index_error is None:
                 try:
                     if self.images_dir is None:
-                        raise ValueError("no folder of images was given (--images)")
+                        if not trained_on_synthetic_images(self.model_source):
+                            raise ValueError("no folder of images was given (--images)")
+                        self.images_dir = synthetic_test_images(self.model_source)
                     spec = model_feature_spec(self.model_source, **self.feature_overrides)
-                    self.index = build_index(model, self.images_dir, spec)
+                    self.index = build_index(model, self.images_dir, spec, follow_symlinks=self.follow_symlinks)
+                    # Static: gradio serves the gallery's files where they are instead of hashing and copying each
+                    # one it returns; `ServedFilesOnly` decides which of them a visitor may fetch.
+                    folder = Path(self.images_dir).resolve()
+                    gr.set_static_paths([folder] + [image.path for image in self.index.images
+                                                    if image.path.parent != folder])
                 except Exception as error:  # any failure (a backbone timm does not know, say) is the page's news
                     self.index_error = str(error)
                     logger.exception("image search is unavailable")
         if self.index is None:
-            raise gr.Error(f"Image search is unavailable: {self.index_error}", print_exception=False)
+            raise VisitorError(f"Image search is unavailable: {self.index_error}")
         return self.index
 
     def index_status(self, progress=gr.Progress(track_tqdm=True)) -> str:
@@ -76,33 +94,42 @@ class DemoModel:
             return f"**{self.load_error}**"
         try:
             index = self.image_index()
-        except gr.Error as error:
+        except VisitorError as error:
             return f"**{error.message}**"
-        status = f"{len(index.paths)} images indexed from `{self.images_dir}`."
+        status = f"{len(index.images)} images indexed from `{self.images_dir}`."
         if index.skipped:
-            status += " Skipped (unreadable): " + "; ".join(f"`{name}`" for name in index.skipped) + "."
+            status += f" Skipped {summary(index.skipped)}."
+        if index.dropped:
+            status += f" Dropped since: {summary(index.dropped)}."
         return status
+
+    def serves(self, path: str) -> bool:
+        """Whether a visitor may fetch `path` (resolved): an indexed image unchanged since, or a heatmap held now."""
+        return self.heatmaps.serves(path) or (self.index is not None and self.index.serves(path))
 
     def search(self, query: str, top_k: float) -> list[tuple[str, str]]:
         """The `top_k` images nearest to the query, as gallery items `(path, "name · cosine")`."""
         query = (query or "").strip()
         if not query:
-            raise gr.Error("Type a sentence to search the images with.", print_exception=False)
+            raise VisitorError("Type a sentence to search the images with.")
         if len(query) > MAX_QUERY_CHARACTERS:
-            raise gr.Error(f"The query is {len(query)} characters long; keep it under {MAX_QUERY_CHARACTERS}.",
-                           print_exception=False)
+            raise VisitorError(f"The query is {len(query)} characters long; keep it under {MAX_QUERY_CHARACTERS}.")
         index = self.image_index()
         embedding = self.model.encode(query, convert_to_tensor=True).float().cpu()
-        return [(str(path), f"{path.name} · {score:.3f}") for path, score in index.search(embedding, int(top_k))]
+        dropped_before = len(index.dropped)
+        found = index.search(embedding, int(top_k))
+        if len(index.dropped) > dropped_before:
+            gr.Warning(f"{len(index.dropped) - dropped_before} image(s) changed on disk since indexing and were "
+                       f"dropped from the search.")
+        return [(str(image.path), f"{image.name} · {score:.3f}") for image, score in found]
 
     def compare(self, text: str):
         """The cosine matrix of the sentences in `text` (one per line): a heatmap and a table."""
         sentences = [line.strip() for line in (text or "").splitlines() if line.strip()]
         if len(sentences) < 2:
-            raise gr.Error("Give at least two sentences, one per line.", print_exception=False)
+            raise VisitorError("Give at least two sentences, one per line.")
         if len(sentences) > MAX_SENTENCES:
-            raise gr.Error(f"{len(sentences)} sentences given; compare at most {MAX_SENTENCES} at once.",
-                           print_exception=False)
+            raise VisitorError(f"{len(sentences)} sentences given; compare at most {MAX_SENTENCES} at once.")
         embeddings = self.require_model().encode(sentences)
         cosines = np.clip(embeddings @ embeddings.T, -1.0, 1.0)
         labels = [f"{number}. {_shorten(sentence)}" for number, sentence in enumerate(sentences, start=1)]
@@ -137,11 +164,10 @@ def _heatmap(cosines: np.ndarray, cell: int = 56, margin: int = 28) -> Image.Ima
     return image
 
 
-def build_demo(model_source: str, images_dir: str | Path | None, *, trust_remote_code: bool = False,
-               feature_overrides: dict | None = None, top_k: int = 8) -> gr.Blocks:
-    """The two-tab page for `model_source` (a folder or Hub id) and the images of `images_dir`."""
-    state = DemoModel(model_source, images_dir, trust_remote_code=trust_remote_code,
-                      feature_overrides=feature_overrides)
+def build_demo(state: DemoModel, *, top_k: int = 8) -> gr.Blocks:
+    """The two-tab page for the model and images of `state`. Serve it with `hf_grounded.demo.launch`, which lets
+    visitors fetch the indexed images and nothing else; gradio alone would serve whole folders."""
+    model_source = state.model_source
     with gr.Blocks(title="hf_grounded: visually grounded sentence encoders", analytics_enabled=False) as demo:
         gr.Markdown(f"# Visually grounded sentence encoder\nModel: `{model_source}`")
         if state.load_error:

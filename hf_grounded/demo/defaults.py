@@ -5,15 +5,31 @@ import json
 import tempfile
 from pathlib import Path
 
+from transformers.utils import cached_file
+
 from ..data import load_captioned_images
 
 DEFAULT_MODEL = "outputs/char-gru-synthetic"
 
 
+def _training_arguments(model_source: str | Path) -> dict | None:
+    """The run's recorded arguments (`training_args.json` of a folder or Hub id), or None when it has none."""
+    path = cached_file(str(model_source), "training_args.json", _raise_exceptions_for_missing_entries=False)
+    return None if path is None else json.loads(Path(path).read_text())
+
+
+def trained_on_synthetic_images(model_source: str | Path) -> bool:
+    """Whether the model was trained by hf_grounded on the synthetic set, whose test images can be rendered."""
+    recorded = _training_arguments(model_source)
+    return recorded is not None and recorded.get("data", {}).get("dataset") == "synthetic"
+
+
 def synthetic_test_images(model_dir: str | Path, folder: str | Path | None = None) -> Path:
-    """Write the synthetic test split of the model's training run as PNG files (kept between runs, so the
-    feature cache finds them again) and return their folder."""
-    recorded = json.loads((Path(model_dir) / "training_args.json").read_text())
+    """Write the synthetic test split of the model's training run (a folder or Hub id) as PNG files (kept between
+    runs, so the feature cache finds them again) and return their folder."""
+    recorded = _training_arguments(model_dir)
+    if recorded is None:
+        raise ValueError(f"{model_dir} has no training_args.json: it is not a model trained by hf_grounded")
     data, seed = recorded["data"], recorded["training"]["seed"]
     if data["dataset"] != "synthetic":
         raise ValueError(f"{model_dir} was trained on {data['dataset']}, not the synthetic set: give --images")
@@ -32,4 +48,4 @@ def synthetic_test_images(model_dir: str | Path, folder: str | Path | None = Non
     return folder
 
 
-__all__ = ["DEFAULT_MODEL", "synthetic_test_images"]
+__all__ = ["DEFAULT_MODEL", "synthetic_test_images", "trained_on_synthetic_images"]

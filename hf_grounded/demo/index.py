@@ -4,6 +4,7 @@ restart reads them back instead of extracting again."""
 
 import json
 import logging
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,37 +13,62 @@ from transformers.utils import cached_file
 
 from ..data.validation import InvalidSampleError, read_image
 from ..features import BackboneSpec, FeatureSpec, cached_features, feature_cache_file, source_name
+from .image_files import ImageFile, select_images
 
 logger = logging.getLogger(__name__)
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif")
+UNREADABLE = "unreadable"
+DROPPED = "changed on disk since it was indexed (removed, replaced or turned into a link)"
 
 
 @dataclass
 class ImageIndex:
-    """The readable images of a folder and their unit-length embeddings in the model's joint space."""
+    """The readable images of a folder and their unit-length embeddings in the model's joint space. An image whose
+    file changes after indexing is dropped the first time a search ranks it (and named in `dropped`): its embedding
+    no longer describes the file, and the file may no longer be one the page should serve."""
 
-    paths: list[Path]
-    embeddings: torch.Tensor  # (len(paths), embed_dim)
-    skipped: dict[str, str] = field(default_factory=dict)  # unreadable file name -> why
+    images: list[ImageFile]
+    embeddings: torch.Tensor  # (len(images), embed_dim)
+    skipped: dict[str, str] = field(default_factory=dict)  # image-named entry left out -> why
+    dropped: dict[str, str] = field(default_factory=dict)  # indexed image dropped since -> why
 
-    def search(self, text_embedding: torch.Tensor, top_k: int) -> list[tuple[Path, float]]:
-        """The `top_k` images nearest to a unit-length sentence embedding, best first, with their cosines."""
+    def __post_init__(self):
+        self._available = torch.ones(len(self.images), dtype=torch.bool)
+        self._positions = {str(image.path): position for position, image in enumerate(self.images)}
+        self._lock = threading.Lock()
+
+    @property
+    def paths(self) -> list[Path]:
+        return [image.path for image in self.images]
+
+    def search(self, text_embedding: torch.Tensor, top_k: int) -> list[tuple[ImageFile, float]]:
+        """The `top_k` images nearest to a unit-length sentence embedding, best first, with their cosines; only
+        images whose files are unchanged since indexing."""
         scores = self.embeddings @ text_embedding
-        best = torch.topk(scores, min(top_k, len(self.paths)))
-        return [(self.paths[index], float(score)) for score, index in zip(best.values, best.indices)]
+        while True:
+            with self._lock:
+                available = self._available.clone()
+            count = min(top_k, int(available.sum()))
+            best = torch.topk(scores.masked_fill(~available, float("-inf")), count)
+            ranked = [(self.images[index], float(score)) for score, index in zip(best.values, best.indices)]
+            changed = [index for index in best.indices.tolist() if not self.images[index].unchanged()]
+            if not changed:
+                return ranked
+            self._drop(changed)
 
+    def serves(self, path: str) -> bool:
+        """Whether `path` (resolved) is an indexed image whose file is unchanged: the only images a visitor gets."""
+        position = self._positions.get(path)
+        return (position is not None and bool(self._available[position])
+                and self.images[position].unchanged())
 
-def image_files(folder: str | Path) -> list[Path]:
-    """The image files right in `folder` (by suffix), sorted by name; an error naming the folder when it is
-    missing or holds none."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise ValueError(f"{folder} is not a folder of images")
-    files = sorted(path for path in folder.iterdir() if path.is_file() and path.suffix.lower() in IMAGE_SUFFIXES)
-    if not files:
-        raise ValueError(f"{folder} holds no images (looked for {', '.join(IMAGE_SUFFIXES)} files)")
-    return files
+    def _drop(self, indices: list[int]) -> None:
+        with self._lock:
+            for index in indices:
+                if self._available[index]:
+                    self._available[index] = False
+                    self.dropped[self.images[index].name] = DROPPED
+                    logger.warning("dropped %s from the index: %s", self.images[index].path, DROPPED)
 
 
 def model_feature_spec(model_source: str, **overrides) -> FeatureSpec:
@@ -75,31 +101,44 @@ def model_feature_spec(model_source: str, **overrides) -> FeatureSpec:
     return FeatureSpec(backbone, preprocessing=data.get("image_preprocessing", "center"))
 
 
-def build_index(model, folder: str | Path, spec: FeatureSpec, batch_size: int = 16) -> ImageIndex:
-    """Index the images of `folder`: an unreadable one is logged, named in `skipped` and left out; features come
-    from the feature cache when it has them, else are extracted (with a tqdm progress bar) and cached."""
+def build_index(model, folder: str | Path, spec: FeatureSpec, batch_size: int = 16, *,
+                follow_symlinks: bool = False) -> ImageIndex:
+    """Index the images `select_images` finds in `folder`: one that cannot be read or is a link out of the folder
+    (unless `follow_symlinks`) is logged, named in `skipped` and left out; features come from the feature cache
+    when it has them, else are extracted (with a tqdm progress bar) and cached."""
     if not hasattr(model, "get_image_features") or getattr(model.config, "image_feature_dim", 0) is None:
         raise ValueError(f"{model.config.model_type} model {model.config.name_or_path or ''} has no image side "
                          f"(no image projection): it can compare sentences but not search images")
-    readable, skipped = [], {}
-    for path in image_files(folder):
+    images, skipped = select_images(folder, follow_symlinks=follow_symlinks)
+    for name in skipped:
+        logger.warning("skipped %s: %s", Path(folder) / name, skipped[name])
+    readable = []
+    for image in images:
         try:
-            read_image(path, path.name, reduced=True)
+            read_image(image.path, image.name, reduced=True)
         except InvalidSampleError as error:
-            skipped[path.name] = str(error)
+            skipped[image.name] = UNREADABLE
             logger.warning("skipped %s", error)
             continue
-        readable.append(path)
+        readable.append(image)
     if not readable:
-        raise ValueError(f"{folder}: none of its {len(skipped)} image files can be read "
-                         f"({'; '.join(skipped.values())})")
+        raise ValueError(f"{folder}: none of its {len(skipped)} image files can be shown ({summary(skipped)})")
     cache_file = feature_cache_file(source_name("image-folder", str(Path(folder).resolve())), spec)
-    features = cached_features([path.name for path in readable], [str(path) for path in readable], spec, cache_file,
-                               batch_size=batch_size)
+    features = cached_features([image.name for image in readable], [str(image.path) for image in readable], spec,
+                               cache_file, batch_size=batch_size)
     pooled = torch.stack([item.mean(dim=0) for item in features])
     with torch.inference_mode():
         embeddings = model.get_image_features(pooled.to(model.device, model.dtype)).float().cpu()
     return ImageIndex(readable, embeddings, skipped)
 
 
-__all__ = ["IMAGE_SUFFIXES", "ImageIndex", "build_index", "image_files", "model_feature_spec"]
+def summary(named: dict[str, str], shown: int = 5) -> str:
+    """`named` (name -> why) in a line of bounded length: the count, the first `shown` names with their reasons,
+    and how many more; a folder of ten thousand bad files must not make a page of them."""
+    items = [f"`{name}` ({why})" for name, why in list(named.items())[:shown]]
+    if len(named) > shown:
+        items.append(f"and {len(named) - shown:,} more")
+    return f"{len(named):,} {'file' if len(named) == 1 else 'files'}: " + "; ".join(items)
+
+
+__all__ = ["ImageIndex", "build_index", "model_feature_spec", "summary"]

@@ -1,4 +1,5 @@
-"""Images the page makes (the comparison heatmaps), written where gradio serves them in place.
+"""What a visitor can fetch from the demo: the images the page makes (the comparison heatmaps), written where
+gradio serves them in place, and the middleware that refuses every file but those and the indexed images.
 
 Gradio would save a returned PIL image into its cache by rewriting the file named by the image's hash, in place:
 two visitors comparing the same sentences at once then race, and one can be served the file while the other
@@ -9,11 +10,14 @@ folder as static files without copying them.
 import hashlib
 import io
 import os
+import re
 import shutil
+import stat
 import tempfile
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 import gradio as gr
@@ -51,5 +55,55 @@ class ServedImages:
                 evicted.unlink(missing_ok=True)
         return str(path)
 
+    def serves(self, path: str) -> bool:
+        """Whether `path` (resolved) is one of the heatmaps held now, still a regular file."""
+        with self._lock:
+            held = self._recent.get(Path(path).name)
+        if held is None or str(held) != path:
+            return False
+        try:
+            return stat.S_ISREG(os.lstat(path).st_mode)
+        except OSError:
+            return False
 
-__all__ = ["ServedImages"]
+
+# Gradio's routes that answer with a file from the disk: `/gradio_api/file=PATH` and its older spelling
+# `/gradio_api/file/PATH` (both also without the prefix, and under any root path).
+FILE_ROUTE = re.compile(r"(?:^|/gradio_api)/file[=/]")
+# Routes the page never needs, refused outright: uploads (the page takes no files, and each one would be kept on
+# the server's disk) and the proxy to other Spaces.
+UNUSED_ROUTE = re.compile(r"(?:^|/gradio_api)/(?:upload|upload_progress|proxy=)")
+
+
+class ServedFilesOnly:
+    """ASGI middleware in front of gradio: a file route answers only for a path that `serves` accepts once it is
+    made absolute and resolved as gradio would, whatever links, `..` or encoding the request uses; every other file
+    request, URLs included (gradio would fetch them for the visitor), gets 403 before gradio sees it.
+
+    Gradio's own rules (static paths, allowed paths, its cache) accept whole folders, checked through links that may
+    change after the check, so they are not what the demo relies on."""
+
+    def __init__(self, app, serves: Callable[[str], bool]):
+        self.app, self.serves = app, serves
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and not self._allowed(scope["path"]):
+            await send({"type": "http.response.start", "status": 403,
+                        "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
+            await send({"type": "http.response.body", "body": b"Not served: this page serves its images only."})
+            return
+        await self.app(scope, receive, send)
+
+    def _allowed(self, route: str) -> bool:
+        if UNUSED_ROUTE.search(route):
+            return False
+        match = FILE_ROUTE.search(route)
+        if match is None:
+            return True
+        requested = route[match.end():]
+        if "\0" in requested or "://" in requested:
+            return False
+        return self.serves(os.path.realpath(os.path.abspath(requested)))
+
+
+__all__ = ["FILE_ROUTE", "ServedFilesOnly", "ServedImages"]
