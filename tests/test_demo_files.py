@@ -136,6 +136,14 @@ def test_urls_uploads_and_gradio_s_own_folders_are_refused(server, hostile):
                   f"/gradio_api/file={Path(os.environ.get('GRADIO_TEMP_DIR', '/tmp/gradio'))}/x.png"):
         assert fetch(server, route)[0] in (403, 404), route
     assert fetch(server, "/gradio_api/upload", "POST")[0] == 403
+    # gradio's own asset routes do not reach out of their folders either, and the page keeps no run history.
+    private = hostile[2]
+    for route in ("/static/%2e%2e/%2e%2e/%2e%2e/etc/passwd", "/assets/..%2F..%2F..%2Fetc/passwd",
+                  "/gradio_api/custom_component/x/client/..%2F..%2F/etc/passwd", "/gradio_api/runs",
+                  f"/gradio_api/file={private}/shadow?download=1", f"/gradio_api/file={private}/shadow%00.png",
+                  f"/gradio_api/file=file://{private}/shadow", f"/gradio_api/file=../../../../../..{private}/shadow"):
+        status, body = fetch(server, route)
+        assert status in (403, 404, 405) and SECRET not in body, route
 
 
 def test_heatmaps_are_served_and_their_folder_is_not(server):

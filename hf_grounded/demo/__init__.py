@@ -29,7 +29,7 @@ def launch(model_source: str, images_dir: str | Path | None, *, host: str = "127
     demo = build_demo(state, top_k=top_k)
     demo.queue(default_concurrency_limit=concurrency).launch(
         server_name=host, server_port=port, share=False, prevent_thread_lock=not block, quiet=not block,
-        footer_links=["api"], app_kwargs={"middleware": [Middleware(ServedFilesOnly, serves=state.serves)]})
+        footer_links=["api"], run_history=False, app_kwargs={"middleware": [Middleware(ServedFilesOnly, serves=state.serves)]})
     return demo
 
 

@@ -28,7 +28,7 @@ class ServedImages:
     """A folder of PNG files named by their content, holding the `capacity` most recently returned ones."""
 
     def __init__(self, capacity: int = 1000):
-        self.folder = Path(tempfile.mkdtemp(prefix="hf_grounded-demo-"))
+        self.folder = Path(tempfile.mkdtemp(prefix="hf_grounded-demo-")).resolve()  # served paths are resolved
         self.capacity = capacity
         self._recent: OrderedDict[str, Path] = OrderedDict()
         self._lock = threading.Lock()
