@@ -221,10 +221,12 @@ def _grounded_transformer_search_space(trial) -> dict:
 
 
 def _grounded_transformer_card(config: dict) -> dict:
-    text_config = config["text_config"]
-    return {"text_model": text_config.get("_name_or_path") or text_config["model_type"],
-            "text_model_type": text_config["model_type"], "num_hidden_layers": text_config["num_hidden_layers"],
-            "hidden_size": text_config["hidden_size"], "pooling": config["pooling"],
+    # config.json keeps each architecture's own names for its shape (DistilBERT's n_layers and dim); the text
+    # config object, read as from_pretrained reads it, maps the common names onto them (its attribute_map).
+    text_config = GroundedTransformerConfig.from_dict(config).text_config
+    return {"text_model": text_config.name_or_path or text_config.model_type,
+            "text_model_type": text_config.model_type, "num_hidden_layers": text_config.num_hidden_layers,
+            "hidden_size": text_config.hidden_size, "pooling": config["pooling"],
             "projection_dim": config["projection_dim"], "trainable_layers": config["trainable_layers"]}
 
 

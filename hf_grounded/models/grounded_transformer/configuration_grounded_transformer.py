@@ -1,10 +1,60 @@
 """Configuration of a grounded transformer: any pretrained transformers text encoder grounded in images through
 projection heads (MCSE's setting, Zhang et al., 2022)."""
 
+import inspect
+
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+from transformers.models.auto.modeling_auto import (
+    MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+    MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+    MODEL_MAPPING,
+)
 
 _POOLINGS = ("mean", "cls")
+_SUPPORTED = ("supported: encoder-only text models, the model types transformers gives a masked-language-model head "
+              "and no decoder (bert, roberta, distilbert, xlm-roberta, deberta-v2, electra, mpnet, modernbert, ...)")
+
+
+def _unsupported_text_model(text_config: PreTrainedConfig) -> str | None:
+    """Why `text_config` is no encoder-only text model, as transformers' own structure tells: its flags, the task
+    mappings its model type is in, and what its `AutoModel` class reads; None when it is one. Every token state of an
+    encoder-only model reads the whole sentence, which both poolings need: a decoder's first token reads nothing else
+    (CLS pooling gives every sentence the same embedding), an encoder-decoder's `AutoModel` returns decoder states."""
+    model_type = text_config.model_type
+    if model_type not in CONFIG_MAPPING:
+        return "is not a model type transformers knows"
+    if getattr(text_config, "is_encoder_decoder", False) or model_type in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES:
+        return "is an encoder-decoder model: its AutoModel's token states are its decoder's"
+    # BERT-likes built as decoders (is_decoder), XLM's causal language models (causal, is_encoder=False).
+    for flag, causal_value in (("is_decoder", True), ("causal", True), ("is_encoder", False)):
+        if getattr(text_config, flag, not causal_value) == causal_value:
+            return (f"is configured as a decoder ({flag}={causal_value}): each token's state reads only the tokens "
+                    f"before it")
+    if {"text_config", "vision_config"} & set(text_config.sub_configs):
+        return (f"is a multimodal model (its config holds {', '.join(sorted(text_config.sub_configs))}), not a text "
+                f"encoder")
+    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        return ("is a decoder model (transformers gives it a causal-language-model head, no masked one): a token's "
+                "state reads only the tokens before it, so CLS pooling would give every sentence the same embedding")
+    if model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        return "is not an encoder-only text model: transformers has no masked-language-model head for it"
+    if type(text_config) not in MODEL_MAPPING:
+        return f"has no AutoModel class for its config class {type(text_config).__name__}"
+    # Some model types have several AutoModel classes (Funnel's full and base models), chosen by `architectures`.
+    model_classes = MODEL_MAPPING[type(text_config)]
+    for model_class in model_classes if isinstance(model_classes, tuple) else (model_classes,):
+        inputs = inspect.signature(model_class.forward).parameters
+        for name in ("input_ids", "attention_mask"):
+            if name not in inputs:
+                return (f"has an AutoModel ({model_class.__name__}) that takes no {name}: the grounded transformer "
+                        f"feeds it padded batches of token ids")
+    for name in ("num_hidden_layers", "hidden_size"):
+        value = getattr(text_config, name, None)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return f"has no integer {name} (got {value!r})"
+    return None
 
 
 class GroundedTransformerConfig(PreTrainedConfig):
@@ -66,12 +116,16 @@ class GroundedTransformerConfig(PreTrainedConfig):
             values = dict(self.text_config)
             model_type = values.pop("model_type", "bert")
             if model_type not in CONFIG_MAPPING:
-                raise ValueError(f"GroundedTransformerConfig.text_config has model_type {model_type!r}, which "
-                                 f"transformers does not know")
+                raise ValueError(f"GroundedTransformerConfig.text_config: model_type {model_type!r} is not a model "
+                                 f"type transformers knows; {_SUPPORTED}")
             self.text_config = CONFIG_MAPPING[model_type](**values)
         elif not isinstance(self.text_config, PreTrainedConfig):
             raise ValueError(f"GroundedTransformerConfig.text_config must be a dict or a PreTrainedConfig, got "
                              f"{type(self.text_config).__name__}")
+        problem = _unsupported_text_model(self.text_config)
+        if problem is not None:
+            raise ValueError(f"GroundedTransformerConfig.text_config: model_type {self.text_config.model_type!r} "
+                             f"{problem}; {_SUPPORTED}")
         if self.pooling not in _POOLINGS:
             raise ValueError(f"GroundedTransformerConfig.pooling must be one of {_POOLINGS}, got {self.pooling!r}")
         for name in ("projection_dim", "image_feature_dim"):

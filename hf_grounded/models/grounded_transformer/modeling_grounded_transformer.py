@@ -18,7 +18,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
-from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoTokenizer,
+    PreTrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 from transformers import initialization as init
 from transformers.utils import ModelOutput
 
@@ -82,14 +89,26 @@ class GroundedTransformerProjection(nn.Module):
         return self.activation(self.dense(inputs))
 
 
-def _encoder_layers(text_model: nn.Module, num_layers: int) -> nn.ModuleList:
-    """The text encoder's stack of layers, whatever the architecture calls it (`encoder.layer` in BERT,
-    `transformer.layer` in DistilBERT, ...): its first module list with one module per hidden layer."""
-    for module in text_model.modules():
+def _encoder_layer_lists(text_model: nn.Module, text_config: PreTrainedConfig) -> list[nn.ModuleList]:
+    """The module lists that hold the text encoder's layers, entry i of each being part of layer i: one list in most
+    architectures (`encoder.layer` in BERT, `transformer.layer` in DistilBERT, `layers` in ModernBERT), parallel ones
+    in XLM's (`attentions`, `layer_norm1`, `ffns`, `layer_norm2`).
+
+    Lists of `num_hidden_layers` modules are grouped by the module that holds them, and the group with the most
+    parameters is the layers': other lists of that length are parts of one layer (MobileBERT's feed-forward stacks)
+    or small pieces beside the layers, and which comes first in the module tree says nothing."""
+    num_layers = text_config.num_hidden_layers
+    groups: dict[str, list[nn.ModuleList]] = {}
+    for name, module in text_model.named_modules():
         if isinstance(module, nn.ModuleList) and len(module) == num_layers:
-            return module
-    raise ValueError(f"{type(text_model).__name__} has no list of {num_layers} layers to choose trainable ones "
-                     f"from; leave trainable_layers unset to train it whole")
+            groups.setdefault(name.rpartition(".")[0], []).append(module)
+    if not groups:
+        raise ValueError(f"trainable_layers: the {text_config.model_type!r} text encoder ({type(text_model).__name__}) "
+                         f"keeps no list of its {num_layers} layers (its layers share weights or are nested in "
+                         f"blocks), so its last layers cannot train alone; leave trainable_layers unset to train it "
+                         f"whole, or set it to 0 to train the projection heads alone")
+    return max(groups.values(), key=lambda lists: sum(parameter.numel() for layer_list in lists
+                                                      for parameter in layer_list.parameters()))
 
 
 class GroundedTransformerPreTrainedModel(PreTrainedModel):
@@ -124,6 +143,7 @@ class GroundedTransformerPreTrainedModel(PreTrainedModel):
         the weights, and the config records its fingerprint, so that no other vocabulary is taken for it later."""
         self.check_tokenizer(tokenizer)
         self.config.tokenizer_fingerprint = _tokenizer_fingerprint(tokenizer, version=2)
+        tokenizer.model_max_length = self._max_length(tokenizer)
         self._tokenizer = tokenizer
 
     def check_tokenizer(self, tokenizer: PreTrainedTokenizerBase) -> None:
@@ -147,12 +167,36 @@ class GroundedTransformerPreTrainedModel(PreTrainedModel):
             self.__dict__["_checked_tokenizer"] = cached
 
     def default_tokenizer(self) -> PreTrainedTokenizerBase:
-        """The tokenizer saved with this model (the text encoder's own)."""
+        """The tokenizer saved with this model (the text encoder's own), truncating at most at the encoder's
+        positions."""
         if self._tokenizer is None:
             if not self.config.name_or_path:
                 raise ValueError("no tokenizer was given and this model was not loaded from a folder that has one")
-            self._tokenizer = AutoTokenizer.from_pretrained(self.config.name_or_path)
+            tokenizer = AutoTokenizer.from_pretrained(self.config.name_or_path)
+            tokenizer.model_max_length = self._max_length(tokenizer)
+            self._tokenizer = tokenizer
         return self._tokenizer
+
+    @property
+    def max_seq_length(self) -> int | None:
+        """The most tokens the text encoder embeds: its position embeddings, less those its architecture never
+        uses; None when its config states no positions. RoBERTa's family (XLM-RoBERTa, CamemBERT, MPNet, ...)
+        numbers positions from its padding id + 1, which its embeddings module keeps as `padding_idx` (XLM's
+        `embeddings` is its word embedding table, whose padding id says nothing of positions)."""
+        positions = getattr(self.config.text_config, "max_position_embeddings", None)
+        if isinstance(positions, bool) or not isinstance(positions, int) or positions < 1:
+            return None
+        embeddings = getattr(self.text_model, "embeddings", None)
+        padding_idx = None if isinstance(embeddings, nn.Embedding) else getattr(embeddings, "padding_idx", None)
+        return positions - (padding_idx + 1 if isinstance(padding_idx, int) else 0)
+
+    def _max_length(self, tokenizer: PreTrainedTokenizerBase | None) -> int | None:
+        """Tokens kept of a sentence: `tokenizer`'s own limit and the encoder's positions, the lower. A tokenizer
+        without a limit of its own says 1e30 (transformers' VERY_LARGE_INTEGER), and longer inputs than the
+        positions fail inside the encoder."""
+        limits = [limit for limit in (getattr(tokenizer, "model_max_length", None), self.max_seq_length)
+                  if limit is not None]
+        return int(min(limits)) if limits else None
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs):
         """`PreTrainedModel.save_pretrained`, with the tokenizer written beside the weights and the files by which
@@ -171,10 +215,7 @@ class GroundedTransformerPreTrainedModel(PreTrainedModel):
         modules = [{"idx": index, "name": str(index), "path": path, "type": f"sentence_transformers.models.{kind}"}
                    for index, (path, kind) in enumerate((("", "Transformer"), ("1_Pooling", "Pooling"),
                                                          ("2_Normalize", "Normalize")))]
-        # A tokenizer without a limit of its own reports a huge model_max_length; the positions bound it anyway.
-        limits = [getattr(self.config.text_config, "max_position_embeddings", None),
-                  getattr(self._tokenizer, "model_max_length", None)]
-        max_seq_length = min((limit for limit in limits if isinstance(limit, int)), default=None)
+        max_seq_length = self._max_length(self._tokenizer)
         pooling = {"word_embedding_dimension": self.config.sentence_embedding_dim, "pooling_mode": self.config.pooling}
         files = {"modules.json": modules,
                  "sentence_bert_config.json": {"max_seq_length": max_seq_length, "do_lower_case": False},
@@ -216,9 +257,10 @@ class GroundedTransformerModel(GroundedTransformerPreTrainedModel):
     def __init__(self, config: GroundedTransformerConfig):
         super().__init__(config)
         self.text_model = AutoModel.from_config(config.text_config)
-        # BERT-like models add a pooler that no pooling here reads; its weights would get no gradient.
+        # BERT-like models add a pooler that no pooling here reads; its weights would get no gradient. A module
+        # without weights stands in for it, since some (LayoutLM, SqueezeBERT) call it unconditionally.
         if getattr(self.text_model, "pooler", None) is not None:
-            self.text_model.pooler = None
+            self.text_model.pooler = nn.Identity()
         self.text_projection = GroundedTransformerProjection(config.sentence_embedding_dim, config.projection_dim)
         self.image_projection = GroundedTransformerProjection(config.image_feature_dim, config.projection_dim)
         self.post_init()
@@ -229,21 +271,33 @@ class GroundedTransformerModel(GroundedTransformerPreTrainedModel):
         """A new model around the pretrained text encoder `text_model_name_or_path` (a Hub name or a folder), with
         new projection heads; `config_values` set the other [`GroundedTransformerConfig`] fields. Its tokenizer
         (`AutoTokenizer`) becomes the model's own."""
+        # The config first: an unsupported architecture is refused before any weights load.
+        text_config = AutoConfig.from_pretrained(text_model_name_or_path)
+        model = cls(GroundedTransformerConfig(text_config=text_config.to_dict(), **config_values))
         text_model = AutoModel.from_pretrained(text_model_name_or_path)
-        model = cls(GroundedTransformerConfig(text_config=text_model.config.to_dict(), **config_values))
         weights = {name: tensor for name, tensor in text_model.state_dict().items() if not name.startswith("pooler.")}
         model.text_model.load_state_dict(weights)
         model.set_tokenizer(AutoTokenizer.from_pretrained(text_model_name_or_path))
         return model
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        """[`GroundedTransformerPreTrainedModel.from_pretrained`], with `config.trainable_layers` applied again:
+        transformers makes every loaded floating-point weight trainable, undoing what `__init__` froze."""
+        loaded = super().from_pretrained(*args, **kwargs)
+        (loaded[0] if isinstance(loaded, tuple) else loaded)._freeze_layers()
+        return loaded
 
     def _freeze_layers(self) -> None:
         """Only the last `config.trainable_layers` layers of the text encoder train (all when it is None)."""
         if self.config.trainable_layers is None:
             return
         self.text_model.requires_grad_(False)
-        layers = _encoder_layers(self.text_model, self.config.text_config.num_hidden_layers)
-        for layer in layers[len(layers) - self.config.trainable_layers:]:
-            layer.requires_grad_(True)
+        if self.config.trainable_layers == 0:
+            return
+        for layer_list in _encoder_layer_lists(self.text_model, self.config.text_config):
+            for layer in layer_list[len(layer_list) - self.config.trainable_layers:]:
+                layer.requires_grad_(True)
 
     def get_input_embeddings(self) -> nn.Module:
         return self.text_model.get_input_embeddings()
@@ -331,9 +385,9 @@ class GroundedTransformerModel(GroundedTransformerPreTrainedModel):
 
         Sentences are sorted by length so batches carry little padding, which the attention mask keeps out of
         every embedding. Without `tokenizer`, the one saved beside the model is used; a sentence longer than its
-        `model_max_length` is truncated to it, as sentence-transformers truncates. Everything after `sentences`
-        is keyword-only and named as in sentence-transformers; `normalize_embeddings=False` returns the pooled
-        states as they are.
+        `model_max_length` or the encoder's positions (`max_seq_length`) is truncated to the lower, as
+        sentence-transformers truncates. Everything after `sentences` is keyword-only and named as in
+        sentence-transformers; `normalize_embeddings=False` returns the pooled states as they are.
         """
         single = isinstance(sentences, str)
         if not single and not isinstance(sentences, (list, tuple)):
@@ -346,6 +400,7 @@ class GroundedTransformerModel(GroundedTransformerPreTrainedModel):
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         tokenizer = tokenizer or self.default_tokenizer()
         self.check_tokenizer(tokenizer)
+        max_length = self._max_length(tokenizer)
         if device is not None:
             self.to(device)
         was_training = self.training
@@ -357,7 +412,7 @@ class GroundedTransformerModel(GroundedTransformerPreTrainedModel):
             # would change under each other.
             with _TOKENIZATION:
                 inputs = tokenizer([sentences[index] for index in order[start : start + batch_size]], padding=True,
-                                   truncation=True, return_tensors="pt")
+                                   truncation=True, max_length=max_length, return_tensors="pt")
             pooled = self._encode_text(inputs["input_ids"].to(self.device),
                                        inputs["attention_mask"].to(self.device))[1]
             chunks.append(F.normalize(pooled, dim=-1) if normalize_embeddings else pooled)
