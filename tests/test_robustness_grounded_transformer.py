@@ -49,13 +49,14 @@ def _vocabulary(pad_token_id: int) -> list[str]:
     return [*specials, ".", ",", *letters, *(f"##{letter}" for letter in letters), *sorted(words)]
 
 
-def _save_tiny_text_model(folder, model_type: str) -> str:
+def _save_tiny_text_model(folder, model_type: str, positions: int = 64) -> str:
     """A randomly initialised 2-layer, 32-wide text model of `model_type` and a word-piece tokenizer in `folder`,
     as a Hub model would be; sizes are given by the common names, which each config maps to its own."""
     pad_token_id = CONFIG_MAPPING[model_type]().pad_token_id or 0
     vocabulary = _vocabulary(pad_token_id)
     config = CONFIG_MAPPING[model_type](vocab_size=len(vocabulary), hidden_size=32, num_hidden_layers=2,
-                                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+                                        num_attention_heads=2, intermediate_size=64,
+                                        max_position_embeddings=positions,
                                         pad_token_id=pad_token_id, **_ARCHITECTURE_SIZES.get(model_type, {}))
     torch.manual_seed(0)
     AutoModel.from_config(config).save_pretrained(folder)
@@ -77,6 +78,17 @@ def test_every_encoder_architecture_trains_through_the_recipe_and_gets_its_model
     train(*parse_arguments(_recipe_arguments(tmp_path, text_model, "--objective", "mcse", "--max_steps", "2")))
     card = (tmp_path / "model" / "README.md").read_text()
     assert f"({model_type}, 2 layers, 32-d)" in card
+
+
+def test_training_cuts_captions_at_the_encoders_positions_whatever_max_length_says(tmp_path):
+    # 8 positions: the synthetic captions' word pieces (with [CLS] and [SEP]) are longer, and --max_length 512
+    # would feed them whole to the position table.
+    text_model = _save_tiny_text_model(tmp_path / "bert", "bert", positions=8)
+    arguments = _recipe_arguments(tmp_path, text_model, "--objective", "hinge", "--max_steps", "2")
+    arguments[arguments.index("--max_length") + 1] = "512"
+    train(*parse_arguments(arguments))
+    model = GroundedTransformerModel.from_pretrained(tmp_path / "model")
+    assert model.encode(["a big red square and a small blue circle on the left"]).shape == (1, 32)
 
 
 def _masked_language_model_types() -> list[str]:

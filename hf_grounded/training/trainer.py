@@ -167,13 +167,14 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
             raise ValueError("--frame_pooling attention (T) weighs frames by fixed word vectors: start a "
                              "grounded_skipthought model from a text-only checkpoint (--model_name_or_path)")
         model.add_frame_attention(features["train"].size(1))
-    splits = {
-        split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, data_args.max_length)
-        for split in SPLITS
-    }
+    # The tokenizer's own limit may be lower than --max_length (a pretrained encoder's positions): sentences are
+    # cut where encode() cuts them, and never past what the model can read.
+    max_length = min(data_args.max_length, tokenizer.model_max_length)
+    splits = {split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, max_length)
+              for split in SPLITS}
     if data_args.training_unit == "word":
         # Every word of the kept captions is seen once per epoch, so the sampler goes through all of them.
-        splits["train"] = word_level_split(dataset["train"], features["train"], tokenizer, data_args.max_length,
+        splits["train"] = word_level_split(dataset["train"], features["train"], tokenizer, max_length,
                                            data_args.caption_policy, training_args.seed)
     if frames is not None:
         splits = {split: replace(encoded, frames=frames[split]) for split, encoded in splits.items()}
@@ -186,7 +187,7 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
                                     training_args.seed, has_image_map)
     triples = None
     if trains_text_objective(model_args.text_options):
-        triples = EncodedTriples.from_dataset(book_triples, tokenizer, data_args.max_length)
+        triples = EncodedTriples.from_dataset(book_triples, tokenizer, max_length)
     streams = training_streams(losses, splits["train"], triples, data_args, training_args, accelerator)
     logger.info("training %s on %s", " + ".join(type(loss).__name__ for loss in losses), streams.describe())
     return Run(accelerator, model_args, data_args, training_args, model, tokenizer, family, splits, losses, streams)
