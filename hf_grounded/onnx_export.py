@@ -8,8 +8,10 @@ char-GRU's padded path runs. Each model's forward pass takes a trace-friendly pa
 `torch.onnx.is_in_onnx_export()` branches in the model files): no packed sequences, no shape read off the data.
 """
 
+import hashlib
 import os
-import tempfile
+import secrets
+import shutil
 import warnings
 from pathlib import Path
 
@@ -33,67 +35,158 @@ class _TextEmbeddings(nn.Module):
         return self.model.get_text_features(input_ids, attention_mask)
 
 
+def check_exportable(model) -> None:
+    """Refuse, naming its class, model type and family, a model whose family has no ONNX export: one that does not
+    fingerprint its weights (`weights_fingerprint`, which the graph records and `encode(backend="onnx")` checks)."""
+    if callable(getattr(model, "weights_fingerprint", None)):
+        return
+    from .families import FAMILIES
+
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    family = next((name for name, entry in FAMILIES.items() if model_type in entry.model_types), None)
+    exporting = [name for name, entry in FAMILIES.items() if hasattr(entry.model_class, "weights_fingerprint")]
+    described = f"the {family} family" if family else "of no family of hf_grounded"
+    raise ValueError(f"{type(model).__name__} (model type {model_type!r}, {described}) has no ONNX export; the "
+                     f"families that export: {', '.join(exporting)}")
+
+
 def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) -> dict[str, Path]:
     """Write `output_dir/onnx/model.onnx` (float32) and, with `quantize`, `onnx/model_qint8.onnx`, ONNX Runtime's
     dynamic int8 quantisation of it; return their paths by name ("float32", "int8").
 
     The inputs are `input_ids` and `attention_mask` (int64, `(batch, sequence)`, right-padded, no empty row: what
     `encode()` sends after its own checks, truncation and empty-sentence handling), the output
-    `sentence_embedding` (`(batch, embed_dim)`, unit length). The graph records the SHA-256 of the weights it was
-    exported from (`weights_sha256`), which `encode(backend="onnx")` checks against the model. Files are written
-    whole or not at all.
+    `sentence_embedding` (`(batch, embed_dim)`, unit length). Each graph records the SHA-256 of the weights it was
+    exported from (`weights_sha256`), which `encode(backend="onnx")` checks against the model, and a digest of
+    itself with that value (`graph_sha256`, see `exported_session`), so that neither changes alone.
+
+    A model whose family has no export is refused before anything is written (`check_exportable`). The export is
+    written into a new folder beside `onnx/`, which replaces `onnx/` whole once both graphs are complete: a failure
+    midway leaves `onnx/` as it was (or absent), and a new export leaves no graph of an older one behind.
 
     The int8 copy quantises weights to 7 bits (`reduce_range=True`; activations stay 8-bit, quantised per batch):
     with 8-bit weights, ONNX Runtime's int8 kernels saturate on CPUs without VNNI (AVX2 only), which moved an
-    untrained LSTM's embeddings to a cosine of 0.92 with the float32 ones. ONNX Runtime does not quantise GRU nodes, so a GRU encoder's int8 graph gains
-    little; an LSTM, convolution or projection does.
+    untrained LSTM's embeddings to a cosine of 0.92 with the float32 ones. ONNX Runtime does not quantise GRU
+    nodes, so a GRU encoder's int8 graph gains little; an LSTM, convolution or projection does.
     """
+    check_exportable(model)
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    if not Path(output_dir).is_dir():
+        raise NotADirectoryError(f"{output_dir} is not a folder: export_onnx writes into the model's folder")
     folder = Path(output_dir) / ONNX_FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
     tokenizer = model.default_tokenizer()
     # Two lengths, so no size 1 is mistaken for a constant; the axes are declared dynamic anyway.
     example = tokenizer(["A dog runs along the beach.", "Two cats."], padding=True, padding_side="right",
                         return_tensors="pt")
+    names = {"float32": FLOAT_FILE, **({"int8": INT8_FILE} if quantize else {})}
+    # Beside onnx/, on its file system, so that the rename into place is one step; made by mkdir, not mkdtemp,
+    # so that it gets the permissions of any new folder (mkdtemp's are the owner's alone).
+    scratch = Path(output_dir) / f".{ONNX_FOLDER}-{secrets.token_hex(4)}"
+    scratch.mkdir()
     was_training = model.training
     model.eval()
-    fingerprint = model.weights_fingerprint()
-    paths = {}
     try:
-        with tempfile.TemporaryDirectory(dir=folder) as scratch:
-            traced = Path(scratch) / FLOAT_FILE
-            with warnings.catch_warnings(), torch.no_grad():
-                # The TorchScript exporter is deprecated in favour of dynamo (see the module docstring for why it
-                # is used), and warns that a GRU with a batch other than 1 may fail: the parity tests show it
-                # does not. Other warnings (a TracerWarning: a value frozen into the graph) stay visible.
-                warnings.filterwarnings("ignore", category=DeprecationWarning)
-                warnings.filterwarnings("ignore", message=".*batch_size other than 1.*")
-                torch.onnx.export(
-                    _TextEmbeddings(model), (example["input_ids"], example["attention_mask"]), str(traced),
-                    dynamo=False, opset_version=OPSET, input_names=["input_ids", "attention_mask"],
-                    output_names=["sentence_embedding"],
-                    dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
-                                  "attention_mask": {0: "batch", 1: "sequence"},
-                                  "sentence_embedding": {0: "batch"}})
-            graph = onnx.load(str(traced))
-            onnx.helper.set_model_props(graph, {"weights_sha256": fingerprint, "model_type": model.config.model_type})
-            onnx.save(graph, str(traced))
-            if quantize:
-                quantized = Path(scratch) / INT8_FILE
-                quantize_dynamic(str(traced), str(quantized), weight_type=QuantType.QInt8, reduce_range=True)
-                graph = onnx.load(str(quantized))
-                onnx.helper.set_model_props(graph, {"weights_sha256": fingerprint,
-                                                    "model_type": model.config.model_type})
-                onnx.save(graph, str(quantized))
-                paths["int8"] = folder / INT8_FILE
-                os.replace(quantized, paths["int8"])
-            paths["float32"] = folder / FLOAT_FILE
-            os.replace(traced, paths["float32"])
+        fingerprint = model.weights_fingerprint()
+        traced = scratch / FLOAT_FILE
+        with warnings.catch_warnings(), torch.no_grad():
+            # The TorchScript exporter is deprecated in favour of dynamo (see the module docstring for why it is
+            # used), and warns that a GRU with a batch other than 1 may fail: the parity tests show it does not.
+            # Other warnings (a TracerWarning: a value frozen into the graph) stay visible.
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            warnings.filterwarnings("ignore", message=".*batch_size other than 1.*")
+            torch.onnx.export(
+                _TextEmbeddings(model), (example["input_ids"], example["attention_mask"]), str(traced),
+                dynamo=False, opset_version=OPSET, input_names=["input_ids", "attention_mask"],
+                output_names=["sentence_embedding"],
+                dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
+                              "attention_mask": {0: "batch", 1: "sequence"},
+                              "sentence_embedding": {0: "batch"}})
+        if quantize:
+            quantize_dynamic(str(traced), str(scratch / INT8_FILE), weight_type=QuantType.QInt8, reduce_range=True)
+        for name in names.values():
+            exported = onnx.load(str(scratch / name))
+            onnx.helper.set_model_props(exported, {"weights_sha256": fingerprint,
+                                                   "model_type": model.config.model_type,
+                                                   "graph_sha256": graph_sha256(exported, fingerprint)})
+            onnx.save(exported, str(scratch / name))
+        _replace_folder(scratch, folder)
     finally:
+        shutil.rmtree(scratch, ignore_errors=True)
         model.train(was_training)
-    return paths
+    return {kind: folder / name for kind, name in names.items()}
 
 
-__all__ = ["export_onnx", "ONNX_FOLDER", "FLOAT_FILE", "INT8_FILE"]
+def _replace_folder(new: Path, destination: Path) -> None:
+    """Rename the folder `new` to `destination`, whose previous content (a folder, or a link, which is replaced and
+    not followed) is removed once `new` is in place, or put back if the rename fails."""
+    if not os.path.lexists(destination):
+        os.rename(new, destination)
+        return
+    previous = destination.with_name(f".{destination.name}-previous-{secrets.token_hex(4)}")
+    os.rename(destination, previous)
+    try:
+        os.rename(new, destination)
+    except BaseException:
+        os.rename(previous, destination)
+        raise
+    if previous.is_symlink() or not previous.is_dir():
+        previous.unlink()
+    else:
+        shutil.rmtree(previous)
+
+
+def graph_sha256(exported: "onnx.ModelProto", weights_sha256: str) -> str:
+    """SHA-256 of `weights_sha256` and of the ONNX model `exported` (its graph, initializers included, opsets and
+    all) without its metadata, which is where the digest is kept."""
+    import onnx
+
+    bare = onnx.ModelProto()
+    bare.CopyFrom(exported)
+    del bare.metadata_props[:]
+    digest = hashlib.sha256(weights_sha256.encode())
+    digest.update(bare.SerializeToString(deterministic=True))
+    return digest.hexdigest()
+
+
+def exported_session(path: str | os.PathLike,
+                     threads: int | None = None) -> tuple["onnxruntime.InferenceSession", str]:
+    """An ONNX Runtime session on the CPU (`threads` intra-op threads; ONNX Runtime's default without) of the graph
+    `export_onnx` wrote at `path`, and the fingerprint of the weights it records it was exported from
+    (`weights_sha256`), for the caller to compare with its model's.
+
+    The graph must hold its `graph_sha256` as the export computed it: a digest of the graph itself (its
+    initializers, which hold the weights, its nodes and opsets) with that fingerprint. So a graph whose recorded
+    fingerprint was rewritten (to another model's, say), or whose weights or nodes were edited under it, is
+    refused naming the file, as is one exported before the digest was recorded. The digest is no signature:
+    whoever can write the file can compute it again (see SECURITY.md). The file is read once: the session runs
+    the very bytes that were checked."""
+    try:
+        import onnx
+        import onnxruntime
+    except ImportError as error:
+        raise ImportError("backend='onnx' needs ONNX Runtime and onnx: pip install 'hf_grounded[onnx]'") from error
+    from google.protobuf.message import DecodeError
+
+    data = Path(path).read_bytes()
+    try:
+        exported = onnx.ModelProto.FromString(data)
+    except DecodeError as error:
+        raise ValueError(f"{path}: not an ONNX graph ({error}); export it again") from error
+    recorded = {entry.key: entry.value for entry in exported.metadata_props}
+    if "weights_sha256" not in recorded or "graph_sha256" not in recorded:
+        raise ValueError(f"{path} records no graph_sha256 or weights_sha256 (it was not written by this version of "
+                         f"export_onnx): export it again")
+    if graph_sha256(exported, recorded["weights_sha256"]) != recorded["graph_sha256"]:
+        raise ValueError(f"{path} changed since it was exported: its graph_sha256 is not the digest of its graph and "
+                         f"recorded weights_sha256 (one of them was edited); export it again")
+    options = onnxruntime.SessionOptions()
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    session = onnxruntime.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    return session, recorded["weights_sha256"]
+
+
+__all__ = ["export_onnx", "check_exportable", "exported_session", "graph_sha256", "ONNX_FOLDER", "FLOAT_FILE",
+           "INT8_FILE"]

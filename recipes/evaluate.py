@@ -7,14 +7,22 @@
 
 import logging
 
-from hf_grounded.command_line import run_recipe
+from transformers import AutoConfig
+
+import hf_grounded  # noqa: F401  (registers the Auto classes)
+from hf_grounded.command_line import named_model, run_recipe
 from hf_grounded.evaluation import format_results_tables
 from hf_grounded.evaluation.suite import evaluate_model, parse_evaluation_arguments
 
 
 def main() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    results = evaluate_model(*parse_evaluation_arguments())
+    args, data_args = parse_evaluation_arguments()
+    # The model is loaded after the tasks' data is read and image features extracted: its config is read first,
+    # so a model that cannot be found or reached is refused before any of that.
+    with named_model("--model", args.model):
+        AutoConfig.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+    results = evaluate_model(args, data_args)
     print(format_results_tables(results))
 
 

@@ -7,11 +7,12 @@ torch (`pip install -e ".[onnx]"`).
 
 import argparse
 import logging
+from pathlib import Path
 
 from transformers import AutoModel
 
 import hf_grounded  # noqa: F401  (registers the Auto classes)
-from hf_grounded.command_line import run_recipe
+from hf_grounded.command_line import named_model, run_recipe
 from hf_grounded.onnx_export import export_onnx
 
 
@@ -22,7 +23,11 @@ def main() -> None:
     parser.add_argument("--no_int8", action="store_true", help="Skip the int8 copy (onnx/model_qint8.onnx).")
     parser.add_argument("--trust_remote_code", action="store_true")
     args = parser.parse_args()
-    model = AutoModel.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+    if not Path(args.model).is_dir():
+        raise ValueError(f"--model {args.model} is not a local folder: the ONNX graph is written into the model's "
+                         f"folder")
+    with named_model("--model", args.model):
+        model = AutoModel.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
     for kind, path in export_onnx(model, args.model, quantize=not args.no_int8).items():
         print(f"{kind}: {path}")
 

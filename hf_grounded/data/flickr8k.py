@@ -8,7 +8,14 @@ from datasets import DatasetDict
 
 from .karpathy import read_karpathy_json
 from .schema import build_dataset_dict, image_features_schema
-from .validation import InvalidSamples, RepeatedIds, image_file_problems, raise_or_report, read_text_lines
+from .validation import (
+    ConfinedFolder,
+    InvalidSamples,
+    RepeatedIds,
+    image_file_problems,
+    raise_or_report,
+    read_text_lines,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +32,8 @@ def load_flickr8k(data_dir: str | Path, skip_invalid: bool = False, features_onl
     split) or Karpathy's `dataset_flickr8k.json`. Captions are kept as written. Missing or corrupt images, empty
     captions, split lists naming unknown images, and an image or caption id met twice (in one split or in two)
     raise `InvalidSampleError` naming the file, unless `skip_invalid=True`, which logs and skips them (a repeat
-    after its first occurrence).
+    after its first occurrence). An image name that leads outside the image folder is always an error naming the
+    file, line and name (see `ConfinedFolder`).
 
     `features_only=True` is for visual vectors read from elsewhere (`--image_features_file`): rows hold
     `image_id` and `captions` only, and no image is looked for, so `data_dir` needs only the text. Captions of names
@@ -40,25 +48,31 @@ def load_flickr8k(data_dir: str | Path, skip_invalid: bool = False, features_onl
     elif karpathy.is_file():
         splits = {split: [] for split in SPLIT_FILES}
         for entry in read_karpathy_json(karpathy, problems):
-            splits[entry["split"]].append((entry["filename"], entry["raw"], f"{karpathy} ({entry['filename']})"))
+            splits[entry["split"]].append((entry["filename"], entry["raw"], f"{karpathy} ({entry['filename']})",
+                                           str(karpathy)))
     else:
         raise FileNotFoundError(
             f"{data_dir}: expected Flickr8k_text/Flickr8k.token.txt (official layout) or dataset_flickr8k.json"
         )
     rows = {split: [] for split in splits}
-    names = [filename for entries in splits.values() for filename, _, _ in entries]
-    image_problems = iter(image_file_problems([image_dir / name for name in names]) if image_dir
-                          else [None] * len(names))
+    listed = [(filename, listed_at) for entries in splits.values() for filename, _, _, listed_at in entries]
+    if image_dir is None:
+        image_paths, image_problems = [None] * len(listed), [None] * len(listed)
+    else:
+        images = ConfinedFolder(image_dir)
+        image_paths = [images.file(filename, listed_at) for filename, listed_at in listed]
+        image_problems = image_file_problems(image_paths)
+    images_of_entries = iter(zip(image_paths, image_problems))
     for split, entries in splits.items():
-        for filename, captions, where in entries:
-            problem = next(image_problems)
+        for filename, captions, where, _ in entries:
+            image_path, problem = next(images_of_entries)
             if problem is not None:
                 problems.report(problem)
                 continue
             kept = problems.valid_captions(captions, f"{where}, image {filename}")
             if kept:
                 row = {"captions": kept, "image_id": filename}
-                rows[split].append(row if image_dir is None else {"image": str(image_dir / filename), **row})
+                rows[split].append(row if image_path is None else {"image": str(image_path), **row})
     problems.log_summary()
     return build_dataset_dict(rows, image_features_schema(with_images=image_dir is not None))
 
@@ -99,7 +113,9 @@ def read_flickr8k_captions(
     return captions
 
 
-def _official_splits(text_dir: Path, problems: InvalidSamples) -> dict[str, list[tuple[str, list[str], str]]]:
+def _official_splits(text_dir: Path,
+                     problems: InvalidSamples) -> dict[str, list[tuple[str, list[str], str, str]]]:
+    """Per split, each image's (name, captions, where its first caption is, where the split file lists it)."""
     captions: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for caption_id, entry in read_flickr8k_captions(text_dir / "Flickr8k.token.txt", problems).items():
         captions[caption_id.partition("#")[0]].append(entry)
@@ -122,7 +138,7 @@ def _official_splits(text_dir: Path, problems: InvalidSamples) -> dict[str, list
             # Each caption is checked at its own line, so an error names the line that holds it.
             texts = [text for text, where in captions[filename]
                      if problems.valid_captions([text], f"{where}, image {filename}")]
-            entries.append((filename, texts, captions[filename][0][1]))
+            entries.append((filename, texts, captions[filename][0][1], f"{split_file}:{line_number}"))
         splits[split] = entries
     return splits
 

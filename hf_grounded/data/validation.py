@@ -5,8 +5,8 @@ import logging
 import os
 from collections.abc import Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import BinaryIO
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO, Literal
 
 import av
 from PIL import Image, UnidentifiedImageError
@@ -84,6 +84,37 @@ class RepeatedIds:
                        f"{first_where}; an item in two splits leaks between them")
         raise_or_report(problem, self.problems)
         return False
+
+
+class ConfinedFolder:
+    """A dataset's folder of images or videos, which the names in its caption and split files are read inside.
+
+    Those files may come from anyone: a name that is absolute, has a `..`, `.` or empty part, or leads through a
+    symbolic link to a file outside the folder would make the loader read (and a model embed, and the demo serve) a
+    file of the user's that the dataset does not hold. Such a name is an `InvalidSampleError` whatever
+    `skip_invalid` says: it is the file's author's doing, not a damaged sample. The folder itself may be a link
+    (the user's own, to another disk, say): names are confined to where it leads."""
+
+    def __init__(self, folder: str | Path, kind: Literal["image", "video"] = "image"):
+        self.folder = Path(folder)
+        self.kind = kind  # what its files are, for errors
+        self.real = self.folder.resolve()
+
+    def file(self, name: str, where: str) -> Path:
+        """The path of the file `name` that a dataset file lists at `where` (its file and line, or entry)."""
+        # Both: on Windows, "/x" has no drive and is not absolute to `Path`, yet it leaves the folder.
+        if PurePosixPath(name).is_absolute() or Path(name).is_absolute():
+            raise InvalidSampleError(f"{where}: {self.kind} {name} is an absolute path; names are relative to the "
+                                     f"{self.kind} folder {self.folder}")
+        if any(part in ("", ".", "..") for part in name.split("/")):
+            raise InvalidSampleError(f"{where}: {self.kind} {name} has a '..', '.' or empty part; names are plain "
+                                     f"relative paths inside the {self.kind} folder {self.folder}")
+        path = self.folder / name
+        real = path.resolve()
+        if real != self.real and self.real not in real.parents:
+            raise InvalidSampleError(f"{where}: {self.kind} {name} leads outside the {self.kind} folder {self.folder} "
+                                     f"through a symbolic link (to {real})")
+        return path
 
 
 def read_json(path: str | Path) -> object:
@@ -197,5 +228,5 @@ def video_file_problem(path: str | Path) -> str | None:
     return None
 
 
-__all__ = ["InvalidSampleError", "InvalidSamples", "RepeatedIds", "image_file_problem", "image_file_problems",
-           "raise_or_report", "read_image", "read_json", "read_text_lines", "video_file_problem"]
+__all__ = ["ConfinedFolder", "InvalidSampleError", "InvalidSamples", "RepeatedIds", "image_file_problem",
+           "image_file_problems", "raise_or_report", "read_image", "read_json", "read_text_lines", "video_file_problem"]

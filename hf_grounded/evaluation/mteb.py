@@ -116,15 +116,41 @@ def local_task(name: str, **sources: str):
 
 def mteb_tasks(names: list[str], **sources: str) -> list:
     """MTEB's tasks by name: from local files where `sources` has them (see `local_task`), else as MTEB defines
-    them (their data is downloaded when they run). An unknown name is an error before anything runs."""
+    them, their data read from the Hub (or its cache) here. An empty list, an unknown name, or a task whose data
+    the Hub cannot give (no network, `HF_HUB_OFFLINE=1` without a cached copy) is an error before anything
+    runs."""
+    if not names:
+        raise ValueError("--mteb names no MTEB task: give comma-separated MTEB task names, such as "
+                         "STSBenchmark,SICK-R")
     tasks = []
     for name in names:
         local = name in LOCAL_SOURCES and sources.get(LOCAL_SOURCES[name][0])
         try:
-            tasks.append(local_task(name, **sources) if local else mteb.get_task(name))
+            task = local_task(name, **sources) if local else mteb.get_task(name)
         except KeyError as error:
             raise ValueError(f"MTEB has no task {name!r}") from error
+        if not local:
+            _load_from_hub(task)
+        tasks.append(task)
     return tasks
+
+
+def _load_from_hub(task) -> None:
+    """Read the data of `task` now, as `mteb.evaluate` would later: a task that cannot run here is named before
+    hours of other evaluation, with the ways it can. Without a network, huggingface_hub retries for about 25 s
+    before it gives up; `HF_HUB_OFFLINE=1` reads its cache alone, at once."""
+    try:
+        task.load_data()
+    except ConnectionError as error:  # what `datasets` raises for a Hub it cannot reach, offline mode included
+        name = task.metadata.name
+        if name in LOCAL_SOURCES:
+            alternative = f"or from local files with --{LOCAL_SOURCES[name][0]}"
+        else:
+            readers = ", ".join(f"{task_name} (--{argument})" for task_name, (argument, _) in LOCAL_SOURCES.items())
+            alternative = f"or run a task that reads local files instead: {readers}"
+        raise ValueError(f"MTEB task {name} reads its data ({task.metadata.dataset['path']}) from the Hub, which "
+                         f"could not be reached ({error}): run it with network access (its data is then cached for "
+                         f"runs with HF_HUB_OFFLINE=1), {alternative}") from error
 
 
 def run_mteb(model, tasks: list, *, batch_size: int = 64) -> tuple[dict[str, dict[str, float]], list[dict]]:

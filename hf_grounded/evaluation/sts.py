@@ -45,6 +45,26 @@ def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
 
+def _folder(path: str | Path, flag: str, holding: str) -> Path:
+    """`path`, an existing folder, or an error that names it and says what `flag` takes."""
+    path = Path(path)
+    if path.is_file():
+        raise NotADirectoryError(f"{path} is a file; {flag} takes the folder holding {holding}")
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path} does not exist: {flag} takes the folder holding {holding}")
+    return path
+
+
+def _file(path: str | Path, flag: str, what: str) -> Path:
+    """`path`, an existing file, or an error that names it and says what `flag` takes."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder; {flag} takes {what}")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: {flag} takes {what}")
+    return path
+
+
 def load_sts_year(sts_dir: str | Path, task: str) -> dict[str, SentencePairs]:
     """The subtasks of `task` (`sts12` … `sts16`) from `sts_dir/STS1X-en-test/`.
 
@@ -54,7 +74,7 @@ def load_sts_year(sts_dir: str | Path, task: str) -> dict[str, SentencePairs]:
     """
     if task not in STS_SUBTASKS:
         raise ValueError(f"unknown STS task {task!r}; expected one of {sorted(STS_SUBTASKS)}")
-    folder = Path(sts_dir) / f"STS{task[-2:]}-en-test"
+    folder = _folder(sts_dir, "--sts_dir", "STS12-en-test/ … STS16-en-test/") / f"STS{task[-2:]}-en-test"
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} does not exist: pass the folder holding STS12-en-test/ … STS16-en-test/")
     subtasks = {}
@@ -101,9 +121,10 @@ def finite_score(text: str, where: str, name: str) -> float:
 def load_stsb(stsb_dir: str | Path) -> dict[str, SentencePairs]:
     """STS Benchmark from `sts-{train,dev,test}.csv`: tab-separated genre, file, year, id, score, sentence1,
     sentence2, sometimes followed by extra fields (ignored)."""
+    folder = _folder(stsb_dir, "--stsb_dir", "sts-train.csv, sts-dev.csv and sts-test.csv")
     splits = {}
     for split, name in (("train", "train"), ("validation", "dev"), ("test", "test")):
-        path = Path(stsb_dir) / f"sts-{name}.csv"
+        path = folder / f"sts-{name}.csv"
         if not path.is_file():
             raise FileNotFoundError(f"{path} does not exist")
         first, second, scores = [], [], []
@@ -120,9 +141,7 @@ def load_stsb(stsb_dir: str | Path) -> dict[str, SentencePairs]:
 
 def load_sick(sick_path: str | Path) -> dict[str, SentencePairs]:
     """SICK-Relatedness from the full `SICK.txt` release: `relatedness_score` (1-5) split by `SemEval_set`."""
-    path = Path(sick_path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist")
+    path = _file(sick_path, "--sick_path", "the SICK .txt file")
     header, *rows = _lines(path)
     columns = header.split("\t")
     missing = {"sentence_A", "sentence_B", "relatedness_score", "SemEval_set"} - set(columns)

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
+from transformers import AutoConfig
 
 from ..argument_values import ArgumentParser, check_argument_values
+from ..command_line import named_model
 from ..families import FAMILIES
 from ..inputs import DataArguments
 from .losses import CAPTION_OBJECTIVES, SkipThoughtOptions
@@ -269,7 +271,29 @@ def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, Data
         args=argv, return_remaining_strings=False, look_for_args_file=False)[:-1]
     model_args = ModelArguments(**asdict(choice), **{name: value for group in options
                                                     for name, value in asdict(group).items()})
+    check_model_sources(model_args)
     return model_args, data_args, training_args
+
+
+def check_model_sources(model_args: ModelArguments) -> None:
+    """Read the config of the saved model, or else of the pretrained text encoder, that a run starts from, before
+    any data is read or feature extracted: one that cannot be found or reached is refused naming its flag, and so
+    is a text encoder that is a model of this library (which only `--model_name_or_path` continues)."""
+    if model_args.model_name_or_path is not None:
+        with named_model("--model_name_or_path", model_args.model_name_or_path):
+            AutoConfig.from_pretrained(model_args.model_name_or_path)
+        return
+    # The option of a family built around a pretrained transformers encoder (grounded_transformer's).
+    text_model = getattr(model_args.family_options, "text_model_name_or_path", None)
+    if text_model is None:
+        return
+    with named_model("--text_model_name_or_path", text_model):
+        model_type = AutoConfig.from_pretrained(text_model).model_type
+    family = next((name for name, entry in FAMILIES.items() if model_type in entry.model_types), None)
+    if family is not None:
+        raise ValueError(f"--text_model_name_or_path {text_model} is a {family} model saved by hf_grounded, not a "
+                         f"transformers text encoder; to train it further, give --model_name_or_path {text_model} "
+                         f"--model_type {family}")
 
 
 def _refuse_foreign_flags(argv: list[str] | None, arguments: set[str], model_type: str, objective: str) -> None:
@@ -331,5 +355,5 @@ def recorded_arguments(model_args: ModelArguments, data_args: DataArguments, tra
             "training": {**asdict(training_args), "hub_token": None}}
 
 
-__all__ = ["DataArguments", "ModelArguments", "ModelChoice", "TrainingArguments", "changed_arguments", "option_groups",
-           "parse_arguments", "read_config", "recorded_arguments"]
+__all__ = ["DataArguments", "ModelArguments", "ModelChoice", "TrainingArguments", "changed_arguments",
+           "check_model_sources", "option_groups", "parse_arguments", "read_config", "recorded_arguments"]
