@@ -20,6 +20,7 @@ from typing import Any, Literal
 from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from .argument_values import CheckedArguments
+from .command_line import named_model
 from .models.char_gru import CharGRUConfig, CharGRUEnsembleModel, CharGRUModel, CharTokenizer
 from .models.grounded_skipthought import GroundedSkipThoughtConfig, GroundedSkipThoughtModel
 from .models.grounded_transformer import GroundedTransformerConfig, GroundedTransformerModel
@@ -180,8 +181,9 @@ def _grounded_transformer(options: GroundedTransformerArguments,
     if options.trainable_layers == 0 and inputs.objective_options.get("mcse_lambda") == 0:
         raise ValueError("--trainable_layers 0 with --objective mcse --mcse_lambda 0 trains nothing: SimCSE alone "
                          "reads the text encoder only, and it is frozen")
-    model = GroundedTransformerModel.from_text_model(options.text_model_name_or_path,
-                                                     image_feature_dim=inputs.image_feature_dim, **config_values)
+    with named_model("--text_model_name_or_path", options.text_model_name_or_path):
+        model = GroundedTransformerModel.from_text_model(options.text_model_name_or_path,
+                                                         image_feature_dim=inputs.image_feature_dim, **config_values)
     tokenizer = model.default_tokenizer()
     tokenizer.model_max_length = min(tokenizer.model_max_length, inputs.max_length)
     return model, tokenizer

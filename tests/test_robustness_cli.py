@@ -52,6 +52,18 @@ def test_train_names_a_text_encoder_that_cannot_be_found(source, tmp_path, monke
     assert not (tmp_path / "run").exists()
 
 
+def test_train_names_a_text_encoder_folder_without_weights(tmp_path, monkeypatch, capsys):
+    from transformers import BertConfig
+
+    monkeypatch.chdir(tmp_path)
+    BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64).save_pretrained(
+        tmp_path / "encoder")
+    message = recipe_error("train.py", ["--model_type", "grounded_transformer", "--text_model_name_or_path",
+                                        str(tmp_path / "encoder"), "--output_dir", str(tmp_path / "run"), *TINY],
+                           capsys)
+    assert message.startswith(f"--text_model_name_or_path {tmp_path / 'encoder'}: ")
+
+
 def test_train_names_a_saved_model_that_cannot_be_found(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     message = recipe_error("train.py", ["--model_name_or_path", "/nonexistent", "--output_dir", str(tmp_path / "run"),
@@ -135,3 +147,37 @@ def test_an_mteb_list_naming_no_task_is_refused(names, char_gru_folder, tmp_path
     message = recipe_error("evaluate.py", ["--model", char_gru_folder, "--mteb", names], capsys)
     assert message.startswith("--mteb names no MTEB task")
     assert not (tmp_path / "results.json").exists()
+
+
+def test_an_empty_mteb_flag_is_refused_not_ignored(char_gru_folder, tmp_path, monkeypatch, capsys):
+    pytest.importorskip("mteb")
+    relatedness_data(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    message = recipe_error("evaluate.py", ["--model", char_gru_folder, "--sick_path", str(tmp_path / "SICK.txt"),
+                                           "--mteb", ""], capsys)
+    assert message.startswith("--mteb names no MTEB task")
+
+
+def test_evaluate_names_a_model_folder_without_weights(char_gru_folder, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    folder = tmp_path / "no-weights"
+    shutil.copytree(char_gru_folder, folder)
+    (folder / "model.safetensors").unlink()
+    relatedness_data(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    message = recipe_error("evaluate.py", ["--model", str(folder), "--sick_path", str(tmp_path / "SICK.txt"),
+                                           "--no_supervised_probe"], capsys)
+    assert message.startswith(f"--model {folder}: ") and "model.safetensors" in message
+
+
+def test_train_names_a_saved_model_folder_without_weights(char_gru_folder, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    folder = tmp_path / "no-weights"
+    shutil.copytree(char_gru_folder, folder)
+    (folder / "model.safetensors").unlink()
+    monkeypatch.chdir(tmp_path)
+    message = recipe_error("train.py", ["--model_name_or_path", str(folder), "--output_dir", str(tmp_path / "run"),
+                                        *TINY], capsys)
+    assert message.startswith(f"--model_name_or_path {folder}: ") and "model.safetensors" in message

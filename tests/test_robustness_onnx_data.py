@@ -296,3 +296,73 @@ def test_names_inside_the_image_folder_and_a_linked_image_folder_still_load(flic
     train = load_flickr8k(root)["train"].cast_column("image", datasets.Image(decode=False))
     assert train[-1]["image_id"] == "sub/2000_sub.jpg"
     assert train[-1]["image"]["path"] == str(images / "sub" / "2000_sub.jpg")
+
+
+@pytest.mark.parametrize("edit", ["recorded weights", "graph weights"])
+def test_encode_refuses_a_graph_changed_since_it_was_exported(edit, char_gru_folder):
+    import onnx
+    from onnx import numpy_helper
+    from transformers import AutoModel
+
+    from hf_grounded.onnx_export import export_onnx
+
+    model = AutoModel.from_pretrained(char_gru_folder)
+    paths = export_onnx(model, char_gru_folder)
+    other = AutoModel.from_pretrained(char_gru_folder)
+    with torch.no_grad():
+        next(other.parameters()).mul_(-1)
+
+    def rewrite(graph):
+        if edit == "recorded weights":  # the graph of `model`, claiming to be `other`'s, loaded by `other`
+            onnx.helper.set_model_props(graph, {**{entry.key: entry.value for entry in graph.metadata_props},
+                                                "weights_sha256": other.weights_fingerprint()})
+        else:  # `model`'s own graph with its largest weight doubled
+            largest = max(graph.graph.initializer, key=lambda tensor: numpy_helper.to_array(tensor).size)
+            largest.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(largest) * 2, largest.name))
+
+    for quantize, path in ((False, paths["float32"]), (True, paths["int8"])):
+        _rewrite(path, rewrite)
+        encoder = other if edit == "recorded weights" else model
+        with pytest.raises(ValueError, match=re.escape(str(path)) + ".*changed since it was exported"):
+            encoder.encode(CAPTIONS, backend="onnx", quantize=quantize)
+
+
+@pytest.mark.parametrize("layout", ["karpathy", "official"])
+def test_coco_json_files_cannot_name_an_image_outside_the_data_folder(layout, tmp_path):
+    from hf_grounded.data import load_coco
+
+    from .fixtures import coco_karpathy, coco_official
+
+    root = tmp_path / "coco"
+    write_jpeg(tmp_path / "private" / "secret.jpg", shade=7)
+    if layout == "karpathy":
+        coco_karpathy(root)
+        source = root / "dataset_coco.json"
+        document = json.loads(source.read_text())
+        document["images"][-1].update(filepath="..", filename="private/secret.jpg")  # image 24
+    else:
+        coco_official(root)
+        source = root / "annotations" / "captions_val2014.json"
+        document = json.loads(source.read_text())
+        document["images"][-2]["file_name"] = "../../private/secret.jpg"  # image 23, listed by its id
+        source = root / "annotations"
+    (root / "dataset_coco.json" if layout == "karpathy" else root / "annotations" / "captions_val2014.json"
+     ).write_text(json.dumps(document))
+    image_id, name = (("24", "../private/secret.jpg") if layout == "karpathy"
+                      else ("23", "val2014/../../private/secret.jpg"))
+    with pytest.raises(ValueError, match=re.escape(f"{source}, image {image_id}: image {name} has a '..'")):
+        load_coco(root, skip_invalid=True)
+
+
+def test_msvd_clip_names_cannot_lead_outside_the_clip_folder(tmp_path):
+    from hf_grounded.data import load_msvd
+
+    from .fixtures import msvd_tsv
+
+    root = tmp_path / "msvd"
+    msvd_tsv(root)
+    (root / "YouTubeClips").mkdir()
+    test_file = root / "MSVD_test.tsv"
+    test_file.write_text("a man is cooking, \t../../private/secret\n")
+    with pytest.raises(ValueError, match=re.escape(f"{test_file}:1: video ../../private/secret.avi has a '..'")):
+        load_msvd(root, skip_invalid=True)

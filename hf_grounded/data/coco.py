@@ -10,6 +10,7 @@ from datasets import DatasetDict
 from .karpathy import read_karpathy_json
 from .schema import build_dataset_dict, image_features_schema
 from .validation import (
+    ConfinedFolder,
     InvalidSampleError,
     InvalidSamples,
     RepeatedIds,
@@ -50,6 +51,7 @@ def load_coco(
     naming unknown images or not in UTF-8, and an image or caption id met twice (in one split or in two) raise
     `InvalidSampleError` naming the file (and line or image), unless `skip_invalid=True`, which logs and skips them
     (a repeat after its first occurrence); malformed JSON is always an error naming the file and line.
+    An image whose folder and file name lead outside `data_dir` is always an error naming it (see `ConfinedFolder`).
     `features_only=True` (visual vectors from `--image_features_file`): rows hold `image_id` and `captions` only,
     and neither `train2014/` nor `val2014/` is looked at.
     """
@@ -70,8 +72,14 @@ def load_coco(
         raise FileNotFoundError(f"{data_dir}: no image folder ({', '.join(folders)}); with precomputed features, "
                                 f"--image_features_file FILE trains and evaluates without the images")
     rows = defaultdict(list)
-    image_paths = [data_dir / entry["filepath"] / entry["filename"] for entry in entries]
-    image_problems = [None] * len(entries) if features_only else image_file_problems(image_paths)
+    if features_only:
+        image_paths, image_problems = [None] * len(entries), [None] * len(entries)
+    else:
+        # Both layouts name an image by its folder and file name, read from the JSON files.
+        images = ConfinedFolder(data_dir)
+        image_paths = [images.file("/".join(part for part in (entry["filepath"], entry["filename"]) if part),
+                                   f"{source}, image {entry['image_id']}") for entry in entries]
+        image_problems = image_file_problems(image_paths)
     for entry, image_path, problem in zip(entries, image_paths, image_problems):
         if problem is not None:
             problems.report(problem)

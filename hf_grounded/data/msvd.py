@@ -9,7 +9,14 @@ from pathlib import Path
 from datasets import DatasetDict
 
 from .schema import build_dataset_dict, video_features_schema
-from .validation import InvalidSampleError, InvalidSamples, RepeatedIds, read_text_lines, video_file_problem
+from .validation import (
+    ConfinedFolder,
+    InvalidSampleError,
+    InvalidSamples,
+    RepeatedIds,
+    read_text_lines,
+    video_file_problem,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +36,8 @@ def load_msvd(data_dir: str | Path, skip_invalid: bool = False, features_only: b
     which is all the same-video groups of the cluster loss need; so does `features_only=True` (visual vectors from
     `--image_features_file`) even where the clips exist. `video_id` is the clip name
     (`YouTubeID_start_end`). A clip named twice (on two TSV lines, in one split or in two, or twice in the mapping)
-    raises `InvalidSampleError` naming both lines, unless `skip_invalid=True`, which logs and skips the repeat.
+    raises `InvalidSampleError` naming both lines, unless `skip_invalid=True`, which logs and skips the repeat. A
+    clip name that leads outside `YouTubeClips/` is always an error naming it (see `ConfinedFolder`).
     """
     data_dir = Path(data_dir)
     problems = InvalidSamples("msvd", skip_invalid)
@@ -41,6 +49,7 @@ def load_msvd(data_dir: str | Path, skip_invalid: bool = False, features_only: b
         raise FileNotFoundError(f"{data_dir}: expected MSVD_{{train,val,test}}.tsv or '{CSV_NAME}'")
     clip_dir = data_dir / "YouTubeClips"
     with_video = clip_dir.is_dir() and not features_only
+    clips_folder = ConfinedFolder(clip_dir, kind="video") if with_video else None
     rows = defaultdict(list)
     for split, clips in captions_by_split.items():
         for clip, (captions, where) in clips.items():
@@ -49,7 +58,7 @@ def load_msvd(data_dir: str | Path, skip_invalid: bool = False, features_only: b
                 continue
             row = {"captions": kept, "video_id": clip}
             if with_video:
-                row["video"] = str(clip_dir / f"{clip}.avi")
+                row["video"] = str(clips_folder.file(f"{clip}.avi", where))
                 issue = video_file_problem(row["video"])
                 if issue is not None:
                     problems.report(issue)

@@ -17,6 +17,7 @@ from datasets import DatasetDict
 from transformers import AutoConfig, AutoModel
 
 from ..argument_values import ArgumentParser
+from ..command_line import named_model
 from ..data import SPLITS
 from ..files import copy_file, refuse_symlink, write_json
 from ..model_card import write_model_card
@@ -120,7 +121,7 @@ def selected_tasks(args: EvaluationArguments, data_args: DataArguments) -> list[
         chosen = [task for task in TASKS if needs[task][1] is not None]
         if "human" in chosen and not _has_judgements(data_args):
             chosen.remove("human")
-        if not chosen and not args.mteb:
+        if not chosen and args.mteb is None:
             raise ValueError("no task has its inputs: give --sts_dir, --stsb_dir, --sick_path, --dataset or --mteb")
         return chosen
     chosen = [task.strip() for task in args.tasks.split(",") if task.strip()]
@@ -144,12 +145,13 @@ def load_model(args: EvaluationArguments) -> torch.nn.Module:
     """The model to evaluate, on `--device`; with `--random_init`, its architecture with fresh weights."""
     import hf_grounded  # noqa: F401  (registers the Auto classes)
 
-    if args.random_init:
-        config = AutoConfig.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
-        torch.manual_seed(args.seed)
-        model = AutoModel.from_config(config, trust_remote_code=args.trust_remote_code)
-    else:
-        model = AutoModel.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+    with named_model("--model", args.model):
+        if args.random_init:
+            config = AutoConfig.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+            torch.manual_seed(args.seed)
+            model = AutoModel.from_config(config, trust_remote_code=args.trust_remote_code)
+        else:
+            model = AutoModel.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     return model.to(device).eval()
 
@@ -229,7 +231,7 @@ def evaluate_model(args: EvaluationArguments, data_args: DataArguments) -> dict:
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     evaluators = build_evaluators(tasks, args, data_args)
-    mteb_tasks = _mteb_tasks(args) if args.mteb else []
+    mteb_tasks = _mteb_tasks(args) if args.mteb is not None else []
     model = load_model(args)
     results = run_evaluators(model, evaluators)
     mteb_model_index = []

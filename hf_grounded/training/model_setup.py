@@ -6,6 +6,7 @@ from dataclasses import asdict
 
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from ..command_line import named_model
 from ..families import FAMILIES, BuildInputs, ModelFamily, family_of
 from ..inputs import DataArguments
 from .arguments import ModelArguments
@@ -29,7 +30,8 @@ def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, co
         _check_objective_config(model, model_args, image_feature_dim)
         model.set_tokenizer(tokenizer)
         return model, tokenizer, family
-    model = AutoModel.from_pretrained(model_args.model_name_or_path)
+    with named_model("--model_name_or_path", model_args.model_name_or_path):
+        model = AutoModel.from_pretrained(model_args.model_name_or_path)
     saved_family, _ = family_of(model.config.model_type)
     if saved_family != model_args.model_type:
         raise ValueError(f"{model_args.model_name_or_path} is a {saved_family} model; continue it with --model_type "
