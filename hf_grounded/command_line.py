@@ -4,12 +4,11 @@ bad files' contents, `InvalidSampleError`) or a missing, misplaced or forbidden 
 keeps its traceback; `--debug` keeps it for mistakes too.
 
 transformers says that a model named on the command line cannot be found or reached with a bare `OSError`, which
-is no mistake by that rule, as a failing disk's is not: `named_model` turns the former into a `ValueError` naming
-the flag, where the model is loaded."""
+is no mistake by that rule, as a failing disk's is not: `hf_grounded.model_sources.named_model` turns the former
+into a `ValueError` naming the flag, where the model is loaded."""
 
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
@@ -32,23 +31,4 @@ def run_recipe(main: Callable[[], object], argv: list[str] | None = None) -> Non
         sys.exit(2)
 
 
-@contextmanager
-def named_model(flag: str, name_or_path: str) -> Iterator[None]:
-    """Around loading the model (or its config, or tokenizer) that `flag` names: transformers' and
-    huggingface_hub's word that it is missing, unreachable or incomplete becomes a `ValueError` naming the flag.
-
-    They say so with a bare `OSError` and no error number (a folder without weights, a Hub id that does not exist
-    or cannot be reached, a name that is no Hub id); an operating system's failure carries its number and, like
-    any other error, passes through unchanged."""
-    try:
-        yield
-    except OSError as error:
-        if type(error) is not OSError or error.errno is not None:
-            raise
-        if Path(name_or_path).is_dir():
-            raise ValueError(f"{flag} {name_or_path}: {error}") from error
-        raise ValueError(f"{flag} {name_or_path} is neither a local folder nor a Hub model id that could be reached "
-                         f"({error})") from error
-
-
-__all__ = ["USER_ERRORS", "named_model", "run_recipe"]
+__all__ = ["USER_ERRORS", "run_recipe"]

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from .argument_values import CheckedArguments
-from .command_line import named_model
+from .model_sources import named_model
 from .models.char_gru import CharGRUConfig, CharGRUEnsembleModel, CharGRUModel, CharTokenizer
 from .models.grounded_skipthought import GroundedSkipThoughtConfig, GroundedSkipThoughtModel
 from .models.grounded_transformer import GroundedTransformerConfig, GroundedTransformerModel

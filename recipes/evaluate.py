@@ -10,7 +10,8 @@ import logging
 from transformers import AutoConfig
 
 import hf_grounded  # noqa: F401  (registers the Auto classes)
-from hf_grounded.command_line import named_model, run_recipe
+from hf_grounded.command_line import run_recipe
+from hf_grounded.model_sources import named_model
 from hf_grounded.evaluation import format_results_tables
 from hf_grounded.evaluation.suite import evaluate_model, parse_evaluation_arguments
 

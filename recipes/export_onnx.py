@@ -12,7 +12,8 @@ from pathlib import Path
 from transformers import AutoModel
 
 import hf_grounded  # noqa: F401  (registers the Auto classes)
-from hf_grounded.command_line import named_model, run_recipe
+from hf_grounded.command_line import run_recipe
+from hf_grounded.model_sources import named_model
 from hf_grounded.onnx_export import export_onnx
 
 

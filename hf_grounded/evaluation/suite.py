@@ -17,7 +17,7 @@ from datasets import DatasetDict
 from transformers import AutoConfig, AutoModel
 
 from ..argument_values import ArgumentParser
-from ..command_line import named_model
+from ..model_sources import named_model
 from ..data import SPLITS
 from ..files import copy_file, refuse_symlink, write_json
 from ..model_card import write_model_card

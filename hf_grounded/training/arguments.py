@@ -15,7 +15,7 @@ import yaml
 from transformers import AutoConfig
 
 from ..argument_values import ArgumentParser, check_argument_values
-from ..command_line import named_model
+from ..model_sources import named_model
 from ..families import FAMILIES
 from ..inputs import DataArguments
 from .losses import CAPTION_OBJECTIVES, SkipThoughtOptions

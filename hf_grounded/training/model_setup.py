@@ -6,7 +6,7 @@ from dataclasses import asdict
 
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from ..command_line import named_model
+from ..model_sources import named_model
 from ..families import FAMILIES, BuildInputs, ModelFamily, family_of
 from ..inputs import DataArguments
 from .arguments import ModelArguments
