@@ -1,4 +1,6 @@
-"""utils/check_copies.py: the code each model file carries for remote code is generated from one source."""
+"""utils/check_copies.py: the code each model folder carries for remote code is generated from one source, as whole
+files (hf_grounded/models/sentence_encoding.py, copied into every model folder) or as single definitions under a
+"Copied from" marker."""
 
 import importlib.util
 
@@ -10,18 +12,67 @@ spec = importlib.util.spec_from_file_location("check_copies", REPO_ROOT / "utils
 check_copies = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(check_copies)
 
-VETE = REPO_ROOT / "hf_grounded" / "models" / "vete" / "modeling_vete.py"
+MODELS = REPO_ROOT / "hf_grounded" / "models"
+VETE = MODELS / "vete" / "modeling_vete.py"
+SHARED = "hf_grounded/models/sentence_encoding.py"
 
 
-def test_a_copy_that_drifted_is_reported_and_rewritten_from_its_source(tmp_path, capsys):
-    drifted = tmp_path / "modeling_vete.py"
-    original = VETE.read_text()
-    assert "# Copied from hf_grounded.models.char_gru.modeling_char_gru.CharSentenceEncoderMixin.encode" in original
-    drifted.write_text(original.replace("order = np.argsort([-len(sentence) for sentence in sentences], kind=\"stable\")",
+def test_every_model_folder_carries_the_shared_module_in_step_with_its_source(capsys):
+    folders = sorted(path for path in MODELS.iterdir() if (path / "__init__.py").is_file())
+    assert len(folders) >= 4
+    source = (REPO_ROOT / SHARED).read_text()
+    for folder in folders:
+        copy = (folder / "sentence_encoding.py").read_text()
+        assert copy.splitlines()[0].startswith(f"# Generated from {SHARED} by utils/check_copies.py")
+        assert copy.split("\n", 1)[1] == source
+    assert check_copies.main(["--check"]) == 0, capsys.readouterr().out
+
+
+def test_a_whole_file_copy_that_differs_is_reported_and_regenerated(tmp_path, capsys):
+    original = (MODELS / "vete" / "sentence_encoding.py").read_text()
+    drifted = tmp_path / "sentence_encoding.py"
+    drifted.write_text(original.replace('order = np.argsort([-len(sentence) for sentence in sentences], kind="stable")',
                                         "order = np.arange(len(sentences))", 1))
     assert drifted.read_text() != original
     assert check_copies.main(["--check", str(drifted)]) == 1
-    assert "CharSentenceEncoderMixin.encode" in capsys.readouterr().out
+    assert f"{SHARED} (the whole file)" in capsys.readouterr().out
+    assert check_copies.main([str(drifted)]) == 0
+    assert drifted.read_text() == original
+    assert check_copies.main(["--check", str(drifted)]) == 0
+
+
+def test_a_copy_with_only_its_header_is_regenerated_whole(tmp_path):
+    stub = tmp_path / "sentence_encoding.py"
+    stub.write_text(check_copies.HEADER.format(source=SHARED))
+    text, differing = check_copies.synchronised(stub)
+    assert len(differing) == 1 and text == check_copies.whole_file_copy(SHARED)
+
+
+def test_a_model_folder_without_its_copy_is_reported_and_given_one(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "repository"
+    (root / "hf_grounded" / "models" / "new_family").mkdir(parents=True)
+    (root / "hf_grounded" / "models" / "new_family" / "__init__.py").write_text("")
+    (root / "hf_grounded" / "models" / "sentence_encoding.py").write_text('"""The shared module."""\n')
+    monkeypatch.setattr(check_copies, "ROOT", root)
+    copy = root / "hf_grounded" / "models" / "new_family" / "sentence_encoding.py"
+    assert check_copies.main(["--check"]) == 1
+    assert "new_family/sentence_encoding.py hf_grounded/models/sentence_encoding.py (missing)" in capsys.readouterr().out
+    assert not copy.exists()
+    assert check_copies.main([]) == 0
+    assert copy.read_text() == f"# Generated from {SHARED} by utils/check_copies.py: edit that file, not this copy.\n" \
+                               '"""The shared module."""\n'
+    assert check_copies.main(["--check"]) == 0
+
+
+def test_a_definition_copy_that_drifted_is_reported_and_rewritten_from_its_source(tmp_path, capsys):
+    drifted = tmp_path / "modeling_vete.py"
+    original = VETE.read_text()
+    assert "# Copied from hf_grounded.objectives.functional.pearson_loss" in original
+    drifted.write_text(original.replace("x, y = similarities - similarities.mean(), labels - labels.mean()",
+                                        "x, y = similarities, labels", 1))
+    assert drifted.read_text() != original
+    assert check_copies.main(["--check", str(drifted)]) == 1
+    assert "functional.pearson_loss" in capsys.readouterr().out
     assert check_copies.main([str(drifted)]) == 0
     assert drifted.read_text() == original
     assert check_copies.main(["--check", str(drifted)]) == 0
@@ -30,7 +81,7 @@ def test_a_copy_that_drifted_is_reported_and_rewritten_from_its_source(tmp_path,
 def test_a_marker_is_re_indented_to_where_the_copy_stands(tmp_path):
     target = tmp_path / "module.py"
     target.write_text("class Model:\n"
-                      "    # Copied from hf_grounded.models.char_gru.modeling_char_gru._valid_text\n"
+                      "    # Copied from hf_grounded.models.sentence_encoding._valid_text\n"
                       "    def _valid_text(sentence):\n"
                       "        return sentence\n")
     text, differing = check_copies.synchronised(target)
@@ -40,6 +91,7 @@ def test_a_marker_is_re_indented_to_where_the_copy_stands(tmp_path):
 
 def test_a_marker_over_nothing_is_an_error(tmp_path):
     target = tmp_path / "module.py"
-    target.write_text("# Copied from hf_grounded.models.char_gru.modeling_char_gru._valid_text\n\nx = 1\n")
+    target.write_text("# Copied from hf_grounded.models.sentence_encoding._valid_text\n\nx = 1\n")
     with pytest.raises(ValueError, match="module.py:1: no definition right under the marker"):
         check_copies.synchronised(target)
+

@@ -1,14 +1,24 @@
 """Keep the code every model folder carries for `trust_remote_code` in step with its one source.
 
-Each model file must run alone from a saved folder, so `encode()`, the loading checks and their helpers are written
-once and copied into the other model files, as transformers does with its "Copied from" blocks. A function, method
-or class right under a line
+Each model file must run alone from a saved folder, so what every family shares is written once and copied into
+each model folder, in two ways:
 
-    # Copied from hf_grounded.models.char_gru.modeling_char_gru.CharSentenceEncoderMixin.encode
+- whole files: hf_grounded/models/sentence_encoding.py (`encode()`, the loading checks, the tokenizer binding) is
+  copied into every model folder (a package under hf_grounded/models/), where the modeling file imports it
+  relatively, so that transformers saves it beside the model. A copy's first line says where it comes from,
 
-is rewritten from that source (re-indented to where it stands). Run it after changing a source:
+    # Generated from hf_grounded/models/sentence_encoding.py by utils/check_copies.py: edit that file, not this copy.
 
-    python utils/check_copies.py            # rewrite every copy that differs
+  and the rest of it is the source, byte for byte;
+- single definitions, as transformers' "Copied from" blocks: a function, method or class right under a line
+
+    # Copied from hf_grounded.objectives.functional.hinge_loss
+
+  is rewritten from that source (re-indented to where it stands).
+
+Run it after changing a source:
+
+    python utils/check_copies.py            # rewrite every copy that differs, and write the missing ones
     python utils/check_copies.py --check    # list them and exit 1 (CI)
 """
 
@@ -20,6 +30,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"^ *# Copied from (?P<source>hf_grounded(?:\.\w+)+)\s*$")
+# The files every model folder carries a copy of, relative to the repository.
+WHOLE_FILES = ("hf_grounded/models/sentence_encoding.py",)
+HEADER = "# Generated from {source} by utils/check_copies.py: edit that file, not this copy.\n"
+HEADER_MARK = re.compile(r"^# Generated from (?P<source>hf_grounded/[\w/]+\.py) by utils/check_copies\.py")
 
 
 def _definitions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]:
@@ -61,9 +75,26 @@ def _shown(path: Path) -> Path:
     return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
 
 
+def whole_file_copy(source: str) -> str:
+    """The text of a copy of `source` (a path relative to the repository): the header, then the source."""
+    return HEADER.format(source=source) + (ROOT / source).read_text(encoding="utf-8")
+
+
+def required_copies() -> list[tuple[Path, str]]:
+    """Where each whole file must be copied, with its source: into every model folder (a package under
+    hf_grounded/models/)."""
+    folders = sorted(path for path in (ROOT / "hf_grounded" / "models").iterdir() if (path / "__init__.py").is_file())
+    return [(folder / Path(source).name, source) for source in WHOLE_FILES for folder in folders]
+
+
 def synchronised(path: Path) -> tuple[str, list[str]]:
-    """The text of `path` with every marked copy rewritten from its source, and the sources that differed."""
+    """The text of `path` with every copy in it rewritten from its source, and the sources that differed: the whole
+    file when its first line names a source, else each definition under a "Copied from" marker."""
     text = path.read_text(encoding="utf-8")
+    whole = HEADER_MARK.match(text)
+    if whole is not None:
+        expected = whole_file_copy(whole["source"])
+        return expected, ([] if text == expected else [f"{_shown(path)} {whole['source']} (the whole file)"])
     lines = text.splitlines(keepends=True)
     starts = {_first_line(node): node for node in _definitions(ast.parse(text))}
     differing = []
@@ -86,9 +117,17 @@ def synchronised(path: Path) -> tuple[str, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="Only report copies that differ; exit 1 if any does.")
-    parser.add_argument("files", nargs="*", type=Path, help="Files to look at; default every file of hf_grounded.")
+    parser.add_argument("files", nargs="*", type=Path,
+                        help="Files to look at; default every file of hf_grounded, and every whole-file copy a model "
+                             "folder must carry.")
     args = parser.parse_args(argv)
     differing = []
+    if not args.files:
+        for path, source in required_copies():
+            if not path.is_file():
+                differing.append(f"{_shown(path)} {source} (missing)")
+                if not args.check:
+                    path.write_text(whole_file_copy(source), encoding="utf-8")
     for path in args.files or sorted((ROOT / "hf_grounded").rglob("*.py")):
         text, found = synchronised(path.resolve())
         differing += found
