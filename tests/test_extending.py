@@ -17,7 +17,7 @@ from transformers.utils import ModelOutput
 
 from hf_grounded import CharTokenizer
 from hf_grounded.families import FAMILIES, ModelFamily, config_from_options
-from hf_grounded.training.losses import CAPTION_OBJECTIVES, CaptionObjective, ImageTextLoss
+from hf_grounded.objectives import CAPTION_OBJECTIVES, CaptionObjective, ImageTextLoss
 
 from .conftest import REPO_ROOT
 

@@ -229,7 +229,7 @@ def test_attention_over_frames_learns_its_projection_through_the_perceptual_loss
     import torch
 
     from hf_grounded import GroundedSkipThoughtConfig, GroundedSkipThoughtModel
-    from hf_grounded.training.losses import CaptionGroupLoss
+    from hf_grounded.objectives import CaptionGroupLoss
 
     torch.manual_seed(0)
     model = GroundedSkipThoughtModel(GroundedSkipThoughtConfig(vocab_size=20, hidden_size=8, word_embedding_size=4,

@@ -13,7 +13,7 @@ from hf_grounded.data.synthetic import COLOURS, SHAPES
 from hf_grounded.models.grounded_transformer import GroundedTransformerConfig, GroundedTransformerModel
 from hf_grounded.objectives import info_nce
 from hf_grounded.training import parse_arguments, train
-from hf_grounded.training.losses import MCSELoss
+from hf_grounded.objectives import MCSELoss
 
 from .conftest import run_recipe_in_process
 

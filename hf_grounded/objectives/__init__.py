@@ -6,7 +6,10 @@ every process, so any encoder trains with any objective through configuration al
 - `contrastive`: MCSE's InfoNCE terms (SimCSE's between dropout views, sentence-to-image);
 - `groundsent`: Kiela et al.'s GroundSent-Both, Bordes et al.'s baseline E (Cap2Img and Cap2Cap);
 - `text`: SkipThought's neighbouring-sentence likelihood;
-- `functional`: the losses' maths, of which the model files carry generated copies for `forward(return_loss=True)`.
+- `functional`: the losses' maths, of which the model files carry generated copies for `forward(return_loss=True)`;
+- `terms`: the training terms, each an objective over a model's outputs on the batches it declares (`Batches`);
+- `options` and `registry`: each objective's options and its entry in `CAPTION_OBJECTIVES`, the one registry of
+  objectives by name (`--objective`): options, terms, families, paper.
 
 Objectives never import models, and models never import objectives (each model folder runs alone).
 """
@@ -25,31 +28,90 @@ from .image_text import (
     PearsonObjective,
     RankObjective,
 )
-from .registry import IMAGE_TEXT_OBJECTIVES, create_objective
+from .options import (
+    GroundingOptions,
+    GroundSentOptions,
+    HingeOptions,
+    KendallOptions,
+    MCSEOptions,
+    NoOptions,
+    ProjectionOptions,
+    RankOptions,
+    SkipThoughtOptions,
+)
+from .registry import (
+    CAPTION_OBJECTIVES,
+    CaptionObjective,
+    create_objective,
+    create_training_losses,
+    image_text_objectives,
+    leaves_parameters_unused,
+    needs_visual_vectors,
+    objective_description,
+    trains_text_objective,
+)
+from .terms import (
+    Batches,
+    CaptionGroupLoss,
+    CaptionToCaptionLoss,
+    CaptionToImageLoss,
+    ClusterLoss,
+    ImageTextLoss,
+    MCSELoss,
+    PerceptualLoss,
+    SkipThoughtLoss,
+    StreamLoss,
+)
 from .text import SkipThoughtObjective
 
 __all__ = [
-    "IMAGE_TEXT_OBJECTIVES",
+    "CAPTION_OBJECTIVES",
+    "Batches",
+    "CaptionGroupLoss",
+    "CaptionObjective",
+    "CaptionToCaptionLoss",
     "CaptionToCaptionObjective",
+    "CaptionToImageLoss",
     "CaptionToImageObjective",
+    "ClusterLoss",
     "ClusterObjective",
     "ClusterPairObjective",
     "CovarianceObjective",
+    "GroundSentOptions",
+    "GroundingOptions",
     "HingeObjective",
+    "HingeOptions",
+    "ImageTextLoss",
     "ImageTextObjective",
     "KendallObjective",
+    "KendallOptions",
+    "MCSELoss",
+    "MCSEOptions",
     "MismatchedPairsObjective",
+    "NoOptions",
     "PearsonObjective",
+    "PerceptualLoss",
     "PerceptualObjective",
     "ProjectionObjective",
+    "ProjectionOptions",
     "RankObjective",
+    "RankOptions",
     "SentenceToImageObjective",
     "SimCSEObjective",
+    "SkipThoughtLoss",
     "SkipThoughtObjective",
+    "SkipThoughtOptions",
+    "StreamLoss",
     "create_objective",
+    "create_training_losses",
     "gather_with_local_grad",
     "hinge_loss",
+    "image_text_objectives",
     "info_nce",
     "last_pairs_max_margin",
+    "leaves_parameters_unused",
+    "needs_visual_vectors",
+    "objective_description",
     "pearson_loss",
+    "trains_text_objective",
 ]

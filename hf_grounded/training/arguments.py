@@ -1,8 +1,8 @@
 """Command-line arguments of recipes/train.py: dataclasses for `HfArgumentParser`, optionally seeded by a YAML file.
 
 `--model_type` and `--objective` choose which options exist: each family's are declared in its registry entry
-(`hf_grounded.families`), each objective's in its (`hf_grounded.training.losses`), so every option has one home and
-one meaning. The defaults describe the quick run on the embedded synthetic set; the papers' settings live in
+(`hf_grounded.families`), each objective's in its (`hf_grounded.objectives.registry`), so every option has one home
+and one meaning. The defaults describe the quick run on the embedded synthetic set; the papers' settings live in
 `recipes/configs/*.yaml`.
 """
 
@@ -18,7 +18,7 @@ from ..argument_values import ArgumentParser, check_argument_values
 from ..model_sources import named_model
 from ..families import FAMILIES
 from ..inputs import DataArguments
-from .losses import CAPTION_OBJECTIVES, SkipThoughtOptions
+from ..objectives import CAPTION_OBJECTIVES, SkipThoughtOptions
 
 
 @dataclass

@@ -9,8 +9,8 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTo
 from ..model_sources import named_model
 from ..families import FAMILIES, BuildInputs, ModelFamily, family_of
 from ..inputs import DataArguments
+from ..objectives import CAPTION_OBJECTIVES, trains_text_objective
 from .arguments import ModelArguments
-from .losses import CAPTION_OBJECTIVES, trains_text_objective
 
 
 def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, corpus: Sequence[str],

@@ -11,8 +11,9 @@ from torch.utils.data import DataLoader, Sampler
 
 from ..data.encoded import CaptionImagePairs, EncodedSplit, EncodedTriples, collate_captions
 from ..inputs import DataArguments
+from ..objectives import StreamLoss
 from .arguments import TrainingArguments
-from .losses import StreamLoss
+from .losses import term_sampler
 
 
 class StepBatches:
@@ -66,7 +67,7 @@ def training_streams(losses: list[StreamLoss], train_split: EncodedSplit, triple
     primary = next((loss for loss in losses if loss.stream == "captions"), losses[0])
     beside = {}
     for loss in losses:
-        sampler = loss.sampler(train_split, triples, data_args, training_args, distributed)
+        sampler = term_sampler(loss, train_split, triples, data_args, training_args, distributed)
         if len(sampler) < 1:
             raise ValueError(f"the {loss.name} loss's batches ({type(sampler).__name__}) find too little training data "
                              "for one full batch: lower its batch size")

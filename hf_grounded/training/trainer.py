@@ -21,6 +21,14 @@ from ..files import write_json
 from ..hub import push_to_hub
 from ..inputs import DataArguments, load_book_triples, load_dataset, visual_vectors
 from ..model_card import write_model_card
+from ..objectives import (
+    StreamLoss,
+    create_training_losses,
+    leaves_parameters_unused,
+    needs_visual_vectors,
+    objective_description,
+    trains_text_objective,
+)
 from ..tables import format_retrieval_comparison, format_retrieval_table
 from .arguments import ModelArguments, TrainingArguments, changed_arguments, recorded_arguments
 from .checkpoints import (
@@ -30,14 +38,7 @@ from .checkpoints import (
     resolve_checkpoint,
     save_checkpoint,
 )
-from .losses import (
-    StreamLoss,
-    create_training_losses,
-    leaves_parameters_unused,
-    needs_visual_vectors,
-    objective_description,
-    trains_text_objective,
-)
+from .losses import term_batch_size
 from .model_setup import model_and_tokenizer
 from .output_folder import OutputFolder, claim_output_folder
 from .plots import plot_training
@@ -126,7 +127,7 @@ def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str
         "epochs": len(progress.history),
         "steps": progress.step,
         # The batch of the stream that makes the epochs (L_C's pairs, say, when grounding trains as its authors did).
-        "global_batch_size": run.streams.primary.batch_size(training_args) * accelerator.num_processes,
+        "global_batch_size": term_batch_size(run.streams.primary, training_args) * accelerator.num_processes,
         "num_processes": accelerator.num_processes,
         "mixed_precision": accelerator.mixed_precision,
         "wall_time_s": round(time.perf_counter() - started, 1),
