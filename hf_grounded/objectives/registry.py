@@ -165,6 +165,8 @@ CAPTION_OBJECTIVES: dict[str, CaptionObjective] = {
         model_config=lambda options, visual_dim: {
             "image_prediction_dim": visual_dim if options.cap2img_weight else None,
             "caption_decoder": bool(options.cap2cap_weight)},
+        # Its heads (the visual map f and the caption decoder) are grounded SkipThought's alone.
+        families=("grounded_skipthought",),
     ),
     "mcse": CaptionObjective(
         "MCSE's objective: SimCSE's InfoNCE between two dropout views of each caption (weight {simcse_weight}) "

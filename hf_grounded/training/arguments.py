@@ -44,6 +44,10 @@ class ModelChoice:
         for name, registry in (("model_type", FAMILIES), ("objective", CAPTION_OBJECTIVES)):
             if getattr(self, name) not in registry:
                 raise ValueError(f"--{name} must be one of {', '.join(registry)}, got {getattr(self, name)!r}")
+        families = CAPTION_OBJECTIVES[self.objective].families
+        if families is not None and self.model_type not in families:
+            raise ValueError(f"--objective {self.objective} trains {' and '.join(families)} models, not "
+                             f"--model_type {self.model_type}")
 
 
 def option_groups(model_type: str, objective: str) -> list[type]:
