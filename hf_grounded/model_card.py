@@ -14,7 +14,7 @@ from pathlib import Path
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .families import family_of
-from .files import write_text
+from .files import copy_file, write_json, write_text
 from .tables import format_results_tables, format_retrieval_comparison, format_retrieval_table
 
 RETRIEVAL_DIRECTIONS = {"c2i": "caption-to-image", "i2c": "image-to-caption"}
@@ -206,4 +206,19 @@ def write_model_card(folder: str | Path, model_id: str | None = None) -> Path:
     return write_text(Path(folder) / "README.md", str(render_model_card(folder, model_id)))
 
 
-__all__ = ["evaluation_eval_results", "render_model_card", "retrieval_eval_results", "write_model_card"]
+def record_evaluation(folder: str | Path, record: dict, embedding_map: str | Path | None = None) -> Path:
+    """Put an evaluation into the model folder and its card, as `recipes/evaluate.py --update_model_card` does:
+    the structure task's t-SNE map (`embedding_map`, if it ran) as embedding_map.png, `record` (what was run on
+    what, and the results: `hf_grounded.evaluation.suite.Evaluation.card_record`) as evaluation.json, then the
+    card. Returns the card's path."""
+    folder = Path(folder)
+    record = dict(record)
+    if embedding_map is not None:
+        copy_file(embedding_map, folder / "embedding_map.png")
+        record["embedding_map"] = "embedding_map.png"
+    write_json(folder / "evaluation.json", record)
+    return write_model_card(folder)
+
+
+__all__ = ["evaluation_eval_results", "record_evaluation", "render_model_card", "retrieval_eval_results",
+           "write_model_card"]

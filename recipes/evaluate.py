@@ -13,7 +13,8 @@ import hf_grounded  # noqa: F401  (registers the Auto classes)
 from hf_grounded.command_line import run_recipe
 from hf_grounded.model_sources import named_model
 from hf_grounded.evaluation import format_results_tables
-from hf_grounded.evaluation.suite import evaluate_model, parse_evaluation_arguments
+from hf_grounded.evaluation.suite import parse_evaluation_arguments, run_evaluation
+from hf_grounded.model_card import record_evaluation
 
 
 def main() -> None:
@@ -23,8 +24,11 @@ def main() -> None:
     # so a model that cannot be found or reached is refused before any of that.
     with named_model("--model", args.model):
         AutoConfig.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
-    results = evaluate_model(args, data_args)
-    print(format_results_tables(results))
+    evaluation = run_evaluation(args, data_args)
+    # The evaluation writes its results; the card is written from them, in the model folder.
+    if args.update_model_card:
+        record_evaluation(args.model, evaluation.card_record, evaluation.embedding_map)
+    print(format_results_tables(evaluation.results))
 
 
 if __name__ == "__main__":

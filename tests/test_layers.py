@@ -13,8 +13,9 @@ LAYERS = [
     ("models", ["hf_grounded.models", "hf_grounded.families", "hf_grounded"]),
     ("objectives", ["hf_grounded.objectives"]),
     ("data and features", ["hf_grounded.data", "hf_grounded.features", "hf_grounded.inputs"]),
-    ("cards and export", ["hf_grounded.model_card", "hf_grounded.hub", "hf_grounded.onnx_export"]),
+    # The evaluation gives its results; the cards write them (recipes/evaluate.py --update_model_card).
     ("evaluation", ["hf_grounded.evaluation", "hf_grounded.metrics"]),
+    ("cards and export", ["hf_grounded.model_card", "hf_grounded.hub", "hf_grounded.onnx_export"]),
     ("training", ["hf_grounded.training"]),
     ("search", ["hf_grounded.search"]),
     ("recipes' command line", ["hf_grounded.command_line"]),

@@ -3,6 +3,11 @@
 Each task needs only its own inputs: STS years need `--sts_dir`, `stsb` needs `--stsb_dir`, `sick` needs
 `--sick_path`, and the caption tasks (`retrieval`, `coco_test`, `structure`, `human`) need `--dataset` (with
 `--data_dir`). Without `--tasks`, every task whose inputs are given runs.
+
+The evaluation writes its results file and nothing else. With `--update_model_card`, recipes/evaluate.py gives
+what it ran and found (`Evaluation.card_record` and the t-SNE map) to `hf_grounded.model_card.record_evaluation`,
+which writes them into the model folder and its card; the evaluation only refuses, before anything runs, a folder
+the card could not be written to.
 """
 
 import json
@@ -19,8 +24,7 @@ from transformers import AutoConfig, AutoModel
 from ..argument_values import ArgumentParser
 from ..model_sources import named_model
 from ..data import SPLITS
-from ..files import copy_file, refuse_symlink, write_json
-from ..model_card import write_model_card
+from ..files import refuse_symlink, write_json
 from ..inputs import DataArguments, image_features, load_dataset
 from .evaluators import (
     BinaryRelatednessEvaluator,
@@ -216,9 +220,24 @@ def run_evaluators(model, evaluators: list[Evaluator]) -> dict[str, dict[str, di
     return results
 
 
-def evaluate_model(args: EvaluationArguments, data_args: DataArguments) -> dict:
-    """Run the selected tasks on the model, write `args.output` (and the card with `--update_model_card`),
-    and return the results."""
+@dataclass
+class Evaluation:
+    """What an evaluation found: `results` (`{task: {subtask: {metric: value}}}`, as `args.output` holds them),
+    the model-index entries of its MTEB tasks as MTEB writes them, what the model card records of it
+    (`card_record`, the content of the model folder's evaluation.json) and the structure task's t-SNE map, if it
+    ran."""
+
+    results: dict
+    mteb_model_index: list = field(default_factory=list)
+    card_record: dict = field(default_factory=dict)
+    embedding_map: Path | None = None
+
+
+def run_evaluation(args: EvaluationArguments, data_args: DataArguments) -> Evaluation:
+    """Run the selected tasks on the model and write `args.output`. With `--update_model_card`, a folder the card
+    cannot go to (a Hub id, random weights, a linked file) is refused before anything runs; the card itself is
+    written from the returned `Evaluation` by `hf_grounded.model_card.record_evaluation`, as recipes/evaluate.py
+    does."""
     tasks = selected_tasks(args, data_args)
     if args.update_model_card and not Path(args.model, "config.json").is_file():
         raise ValueError(f"--update_model_card needs a local model folder, got {args.model!r}")
@@ -243,15 +262,15 @@ def evaluate_model(args: EvaluationArguments, data_args: DataArguments) -> dict:
     if groups:
         results["sts_groups"] = groups
     write_json(output, results)
-    if args.update_model_card:
-        recorded = {"model": args.model, "random_init": args.random_init, "senteval_style": args.senteval_style,
-                    "dataset": data_args.dataset, "results": results, "mteb_model_index": mteb_model_index}
-        if "structure" in results:
-            copy_file(tsne_path(args.output), Path(args.model) / "embedding_map.png")
-            recorded["embedding_map"] = "embedding_map.png"
-        write_json(Path(args.model) / "evaluation.json", recorded)
-        write_model_card(args.model)
-    return results
+    card_record = {"model": args.model, "random_init": args.random_init, "senteval_style": args.senteval_style,
+                   "dataset": data_args.dataset, "results": results, "mteb_model_index": mteb_model_index}
+    return Evaluation(results, mteb_model_index, card_record,
+                      tsne_path(args.output) if "structure" in results else None)
+
+
+def evaluate_model(args: EvaluationArguments, data_args: DataArguments) -> dict:
+    """Run the selected tasks on the model, write `args.output` and return the results (`run_evaluation`'s)."""
+    return run_evaluation(args, data_args).results
 
 
 def _mteb_tasks(args: EvaluationArguments) -> list:
@@ -276,12 +295,14 @@ def _written_files(tasks: list[str], args: EvaluationArguments) -> list[Path]:
 
 
 __all__ = [
+    "Evaluation",
     "EvaluationArguments",
     "TASKS",
     "build_evaluators",
     "evaluate_model",
     "load_model",
     "parse_evaluation_arguments",
+    "run_evaluation",
     "run_evaluators",
     "selected_tasks",
 ]
