@@ -8,7 +8,6 @@ char-GRU's padded path runs. Each model's forward pass takes a trace-friendly pa
 `torch.onnx.is_in_onnx_export()` branches in the model files): no packed sequences, no shape read off the data.
 """
 
-import hashlib
 import os
 import secrets
 import shutil
@@ -17,6 +16,8 @@ from pathlib import Path
 
 import torch
 from torch import nn
+
+from .models.sentence_encoding import exported_session, graph_sha256
 
 ONNX_FOLDER = "onnx"
 FLOAT_FILE = "model.onnx"
@@ -135,57 +136,6 @@ def _replace_folder(new: Path, destination: Path) -> None:
         previous.unlink()
     else:
         shutil.rmtree(previous)
-
-
-def graph_sha256(exported: "onnx.ModelProto", weights_sha256: str) -> str:
-    """SHA-256 of `weights_sha256` and of the ONNX model `exported` (its graph, initializers included, opsets and
-    all) without its metadata, which is where the digest is kept."""
-    import onnx
-
-    bare = onnx.ModelProto()
-    bare.CopyFrom(exported)
-    del bare.metadata_props[:]
-    digest = hashlib.sha256(weights_sha256.encode())
-    digest.update(bare.SerializeToString(deterministic=True))
-    return digest.hexdigest()
-
-
-def exported_session(path: str | os.PathLike,
-                     threads: int | None = None) -> tuple["onnxruntime.InferenceSession", str]:
-    """An ONNX Runtime session on the CPU (`threads` intra-op threads; ONNX Runtime's default without) of the graph
-    `export_onnx` wrote at `path`, and the fingerprint of the weights it records it was exported from
-    (`weights_sha256`), for the caller to compare with its model's.
-
-    The graph must hold its `graph_sha256` as the export computed it: a digest of the graph itself (its
-    initializers, which hold the weights, its nodes and opsets) with that fingerprint. So a graph whose recorded
-    fingerprint was rewritten (to another model's, say), or whose weights or nodes were edited under it, is
-    refused naming the file, as is one exported before the digest was recorded. The digest is no signature:
-    whoever can write the file can compute it again (see SECURITY.md). The file is read once: the session runs
-    the very bytes that were checked."""
-    try:
-        import onnx
-        import onnxruntime
-    except ImportError as error:
-        raise ImportError("backend='onnx' needs ONNX Runtime and onnx: pip install 'hf_grounded[onnx]'") from error
-    from google.protobuf.message import DecodeError
-
-    data = Path(path).read_bytes()
-    try:
-        exported = onnx.ModelProto.FromString(data)
-    except DecodeError as error:
-        raise ValueError(f"{path}: not an ONNX graph ({error}); export it again") from error
-    recorded = {entry.key: entry.value for entry in exported.metadata_props}
-    if "weights_sha256" not in recorded or "graph_sha256" not in recorded:
-        raise ValueError(f"{path} records no graph_sha256 or weights_sha256 (it was not written by this version of "
-                         f"export_onnx): export it again")
-    if graph_sha256(exported, recorded["weights_sha256"]) != recorded["graph_sha256"]:
-        raise ValueError(f"{path} changed since it was exported: its graph_sha256 is not the digest of its graph and "
-                         f"recorded weights_sha256 (one of them was edited); export it again")
-    options = onnxruntime.SessionOptions()
-    if threads is not None:
-        options.intra_op_num_threads = threads
-    session = onnxruntime.InferenceSession(data, options, providers=["CPUExecutionProvider"])
-    return session, recorded["weights_sha256"]
 
 
 __all__ = ["export_onnx", "check_exportable", "exported_session", "graph_sha256", "ONNX_FOLDER", "FLOAT_FILE",

@@ -119,7 +119,7 @@ class GroundedTransformerPreTrainedModel(PreTrainedModel):
 
     _tokenizer: PreTrainedTokenizerBase | None = None
 
-    # Copied from hf_grounded.models.char_gru.modeling_char_gru.CharGRUPreTrainedModel.from_pretrained
+    # Copied from hf_grounded.models.sentence_encoding.EncoderPreTrainedMixin.from_pretrained
     @classmethod
     def from_pretrained(cls, *args, **kwargs):
         """`PreTrainedModel.from_pretrained`, then every weight checked finite: a corrupted file that still parses
@@ -430,7 +430,7 @@ class GroundedTransformerModel(GroundedTransformerPreTrainedModel):
 _TOKENIZATION = threading.Lock()
 
 
-# Copied from hf_grounded.models.char_gru.modeling_char_gru._tokenizer_fingerprint
+# Copied from hf_grounded.models.sentence_encoding._tokenizer_fingerprint
 def _tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase, version: int = 2) -> str:
     """SHA-256 of what decides a tokenizer's ids: its vocabulary, how it reads text before the lookup and, from
     version 2 on (prefixed "v2:"), everything else that changes ids: the backend's whole model (its type and unknown
