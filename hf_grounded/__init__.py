@@ -22,27 +22,30 @@ from .models import (
     pearson_loss,
 )
 
-from .families import FAMILIES
+from .families import FAMILIES, ModelFamily
 
 __version__ = "0.1.0"
 
 
-def _register_auto_classes() -> None:
-    """Every family's model (and snapshot ensemble) with the Auto classes, and its tokenizer where the family has a
-    class of its own: the word tokenizer of VETE and grounded SkipThought is a tokenizer.json that AutoTokenizer
-    loads by itself."""
-    for family in FAMILIES.values():
-        for model_class in (family.model_class, *([family.ensemble_class] if family.ensemble_class else [])):
-            AutoConfig.register(model_class.config_class.model_type, model_class.config_class, exist_ok=True)
-            AutoModel.register(model_class.config_class, model_class, exist_ok=True)
-            if family.tokenizer_class is not None:
-                AutoTokenizer.register(model_class.config_class, tokenizer_class=family.tokenizer_class,
-                                       exist_ok=True)
+def register_family(name: str, family: ModelFamily) -> None:
+    """Add `family` to the registry under `name` and register its model (and snapshot ensemble) with the Auto
+    classes, and its tokenizer where the family has a class of its own (the word tokenizer of VETE and grounded
+    SkipThought is a tokenizer.json that AutoTokenizer loads by itself). From then on the recipes, the model card,
+    the search and the contract tests (tests/test_family_contract.py) know it."""
+    FAMILIES[name] = family
+    for model_class in (family.model_class, *([family.ensemble_class] if family.ensemble_class else [])):
+        AutoConfig.register(model_class.config_class.model_type, model_class.config_class, exist_ok=True)
+        AutoModel.register(model_class.config_class, model_class, exist_ok=True)
+        if family.tokenizer_class is not None:
+            AutoTokenizer.register(model_class.config_class, tokenizer_class=family.tokenizer_class, exist_ok=True)
 
 
-_register_auto_classes()
+for _name, _family in list(FAMILIES.items()):
+    register_family(_name, _family)
 
 __all__ = [
+    "FAMILIES",
+    "register_family",
     "CharGRUConfig",
     "CharGRUEnsembleConfig",
     "CharGRUEnsembleModel",

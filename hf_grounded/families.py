@@ -13,6 +13,7 @@ under `hf_grounded/models/` plus its entry in `FAMILIES`, which says
 The trainer, the losses, the model card and the search know a family only through this entry.
 """
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -189,6 +190,46 @@ def _grounded_transformer(options: GroundedTransformerArguments,
     return model, tokenizer
 
 
+# Small random models for the contract tests (tests/test_family_contract.py) and examples: one per family, of the
+# family's own classes (`model_class`, so that a family registered with another model class builds that).
+def _tiny_char_gru(model_class: type[PreTrainedModel], corpus: Sequence[str],
+                   image_feature_dim: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    return model_class(model_class.config_class(hidden_size=16, image_feature_dim=image_feature_dim)), CharTokenizer()
+
+
+def _tiny_vete(model_class: type[PreTrainedModel], corpus: Sequence[str],
+               image_feature_dim: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    tokenizer = train_word_tokenizer(corpus)
+    config = model_class.config_class(vocab_size=len(tokenizer), image_feature_dim=image_feature_dim, embed_dim=16,
+                                      word_embedding_size=8, text_encoder="rnn", rnn_hidden_size=16)
+    return model_class(config), tokenizer
+
+
+def _tiny_grounded_skipthought(model_class: type[PreTrainedModel], corpus: Sequence[str],
+                               image_feature_dim: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    tokenizer = train_word_tokenizer(corpus)
+    config = model_class.config_class(vocab_size=len(tokenizer), word_embedding_size=8, hidden_size=16,
+                                      image_feature_dim=image_feature_dim)
+    return model_class(config), tokenizer
+
+
+def _tiny_grounded_transformer(model_class: type[PreTrainedModel], corpus: Sequence[str],
+                               image_feature_dim: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A 2-layer, 32-wide random BERT with a word-piece vocabulary of the corpus' words and letters (no download)."""
+    from transformers import BertConfig, BertTokenizer
+
+    words = sorted({word for sentence in corpus for word in re.findall(r"\w+|[^\w\s]", sentence.lower())})
+    letters = [chr(code) for code in range(ord("a"), ord("z") + 1)]
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *letters, *(f"##{letter}" for letter in letters),
+                  *(word for word in words if word not in letters)]
+    tokenizer = BertTokenizer({token: index for index, token in enumerate(vocabulary)}, model_max_length=64)
+    text_config = BertConfig(vocab_size=len(vocabulary), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                             intermediate_size=64, max_position_embeddings=64)
+    config = model_class.config_class(text_config=text_config.to_dict(), image_feature_dim=image_feature_dim,
+                                      projection_dim=16)
+    return model_class(config), tokenizer
+
+
 def _char_gru_search_space(trial) -> dict:
     return {
         "learning_rate": trial.suggest_float("learning_rate", 1e-4, 3e-3, log=True),
@@ -263,6 +304,18 @@ class ModelFamily:
     attends_to_frames: bool = False
     # Its modules that are new on a pretrained encoder, which `--head_learning_rate` trains at a rate of their own.
     head_modules: tuple[str, ...] = ()
+    # A small random model of `model_class` and its tokenizer for a corpus and an image width: what the contract
+    # tests (tests/test_family_contract.py) run the family on.
+    tiny: Callable[[type[PreTrainedModel], Sequence[str], int],
+                   tuple[PreTrainedModel, PreTrainedTokenizerBase]] | None = None
+
+    def tiny_model(self, corpus: Sequence[str], image_feature_dim: int) -> tuple[PreTrainedModel,
+                                                                             PreTrainedTokenizerBase]:
+        """A small random model of this family and its tokenizer (see `tiny`)."""
+        if self.tiny is None:
+            raise ValueError(f"the {self.model_class.config_class.model_type} family's registry entry gives no "
+                             f"`tiny` builder, which the contract tests need")
+        return self.tiny(self.model_class, corpus, image_feature_dim)
 
     @property
     def model_types(self) -> tuple[str, ...]:
@@ -275,23 +328,24 @@ FAMILIES: dict[str, ModelFamily] = {
     "char_gru": ModelFamily(
         "Merkx & Frank's char-GRU", CharGRUModel, CharGRUArguments, _char_gru, "char_gru.md", ("char-gru",),
         _char_gru_card, _char_gru_search_space, tokenizer_class=CharTokenizer, ensemble_class=CharGRUEnsembleModel,
+        tiny=_tiny_char_gru,
     ),
     "vete": ModelFamily(
         "Kurach et al.'s VETE", VETEModel, VETEArguments, _vete, "vete.md", ("vete",),
         _fields("text_encoder", "bow_pooling", "rnn_type", "rnn_num_layers", "cnn_filter_widths", "embed_dim"),
-        _vete_search_space,
+        _vete_search_space, tiny=_tiny_vete,
     ),
     "grounded_skipthought": ModelFamily(
         "Bordes et al.'s grounded SkipThought", GroundedSkipThoughtModel, GroundedSkipThoughtArguments,
         _grounded_skipthought, "grounded_skipthought.md", ("skip-thought", "grounded-skipthought"),
         _fields("hidden_size", "word_embedding_size", "decoders"), _grounded_skipthought_search_space,
-        has_text_objective=True, attends_to_frames=True,
+        has_text_objective=True, attends_to_frames=True, tiny=_tiny_grounded_skipthought,
     ),
     "grounded_transformer": ModelFamily(
         "a pretrained transformers text encoder grounded through projection heads (MCSE's setting)",
         GroundedTransformerModel, GroundedTransformerArguments, _grounded_transformer, "grounded_transformer.md",
         ("mcse", "grounded-transformer"), _grounded_transformer_card, _grounded_transformer_search_space,
-        head_modules=("text_projection", "image_projection"),
+        head_modules=("text_projection", "image_projection"), tiny=_tiny_grounded_transformer,
     ),
 }
 
