@@ -115,7 +115,9 @@ class DemoModel:
         if len(query) > MAX_QUERY_CHARACTERS:
             raise VisitorError(f"The query is {len(query)} characters long; keep it under {MAX_QUERY_CHARACTERS}.")
         index = self.image_index()
-        embedding = self.model.encode(query, convert_to_tensor=True).float().cpu()
+        # The joint space, where get_image_features put the images: for the grounded transformer it is not the
+        # sentence space encode() returns by default.
+        embedding = self.model.encode(query, convert_to_tensor=True, space="joint").float().cpu()
         dropped_before = len(index.dropped)
         found = index.search(embedding, int(top_k))
         if len(index.dropped) > dropped_before:
