@@ -6,6 +6,14 @@ nothing beyond torch and onnx, and exports the recurrent encoders exactly. The d
 in torch 2.14, freezes the time axis of an RNN run in two directions by hand (pytorch#191855), which is how the
 char-GRU's padded path runs. Each model's forward pass takes a trace-friendly path while exporting (see the
 `torch.onnx.is_in_onnx_export()` branches in the model files): no packed sequences, no shape read off the data.
+
+The grounded transformer goes the same way rather than through optimum's exporter: optimum is another dependency,
+knows transformers' architectures but not this model (its pooling, projection head and normalisation would need a
+custom export config), and would write a graph of token states without the weights' fingerprint and digest that
+`encode(backend="onnx")` checks. The text encoder traces with its own attention (SDPA included: transformers keeps
+the padding mask in a traced graph) into one graph with both spaces' outputs. Each export is checked against the
+model on other sentences than the traced ones before it is put in place (`_check_parity`), so an architecture whose
+forward pass freezes a value into the trace is refused instead of giving other embeddings.
 """
 
 import os
@@ -26,26 +34,35 @@ OPSET = 17
 
 
 class _TextEmbeddings(nn.Module):
-    """`get_text_features` as a module of its own: the graph's whole computation."""
+    """The model's `_onnx_outputs` (its text encoder, pooling and normalisation; hf_grounded/models/
+    sentence_encoding.py) as a module of its own: the graph's whole computation."""
 
     def __init__(self, model: nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.model.get_text_features(input_ids, attention_mask)
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.model._onnx_outputs(input_ids, attention_mask)
+
+
+#: What `export_onnx` reads of a model (hf_grounded/models/sentence_encoding.py's `SentenceEncoderMixin`).
+EXPORT_CONTRACT = ("weights_fingerprint", "default_tokenizer", "_onnx_outputs", "onnx_output_names")
+#: The most a graph's float32 embeddings may differ from the model's before the export is refused.
+PARITY_TOLERANCE = 1e-4
 
 
 def check_exportable(model) -> None:
     """Refuse, naming its class, model type and family, a model whose family has no ONNX export: one that does not
-    fingerprint its weights (`weights_fingerprint`, which the graph records and `encode(backend="onnx")` checks)."""
-    if callable(getattr(model, "weights_fingerprint", None)):
+    provide what the export reads (`EXPORT_CONTRACT`: the traced computation and the weights' fingerprint, which
+    the graph records and `encode(backend="onnx")` checks)."""
+    if all(hasattr(model, name) for name in EXPORT_CONTRACT):
         return
     from .families import FAMILIES
 
     model_type = getattr(getattr(model, "config", None), "model_type", None)
     family = next((name for name, entry in FAMILIES.items() if model_type in entry.model_types), None)
-    exporting = [name for name, entry in FAMILIES.items() if hasattr(entry.model_class, "weights_fingerprint")]
+    exporting = [name for name, entry in FAMILIES.items()
+                 if all(hasattr(entry.model_class, attribute) for attribute in EXPORT_CONTRACT)]
     described = f"the {family} family" if family else "of no family of hf_grounded"
     raise ValueError(f"{type(model).__name__} (model type {model_type!r}, {described}) has no ONNX export; the "
                      f"families that export: {', '.join(exporting)}")
@@ -56,12 +73,14 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
     dynamic int8 quantisation of it; return their paths by name ("float32", "int8").
 
     The inputs are `input_ids` and `attention_mask` (int64, `(batch, sequence)`, right-padded, no empty row: what
-    `encode()` sends after its own checks, truncation and empty-sentence handling), the output
-    `sentence_embedding` (`(batch, embed_dim)`, unit length). Each graph records the SHA-256 of the weights it was
+    `encode()` sends after its own checks, truncation and empty-sentence handling), the outputs the model's
+    `onnx_output_names`: `sentence_embedding` (`(batch, dim)`, unit length), and `joint_embedding` (the space
+    shared with the images) for a model whose joint space is not its sentence space. Each graph records the SHA-256 of the weights it was
     exported from (`weights_sha256`), which `encode(backend="onnx")` checks against the model, and a digest of
     itself with that value (`graph_sha256`, see `exported_session`), so that neither changes alone.
 
-    A model whose family has no export is refused before anything is written (`check_exportable`). The export is
+    A model whose family has no export is refused before anything is written (`check_exportable`), and so is a
+    graph whose float32 embeddings are not the model's on other sentences than the traced ones. The export is
     written into a new folder beside `onnx/`, which replaces `onnx/` whole once both graphs are complete: a failure
     midway leaves `onnx/` as it was (or absent), and a new export leaves no graph of an older one behind.
 
@@ -91,6 +110,7 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
     try:
         fingerprint = model.weights_fingerprint()
         traced = scratch / FLOAT_FILE
+        outputs = list(model.onnx_output_names)
         with warnings.catch_warnings(), torch.no_grad():
             # The TorchScript exporter is deprecated in favour of dynamo (see the module docstring for why it is
             # used), and warns that a GRU with a batch other than 1 may fail: the parity tests show it does not.
@@ -98,12 +118,13 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
             warnings.filterwarnings("ignore", category=DeprecationWarning)
             warnings.filterwarnings("ignore", message=".*batch_size other than 1.*")
             torch.onnx.export(
-                _TextEmbeddings(model), (example["input_ids"], example["attention_mask"]), str(traced),
+                _TextEmbeddings(model).eval(), (example["input_ids"], example["attention_mask"]), str(traced),
                 dynamo=False, opset_version=OPSET, input_names=["input_ids", "attention_mask"],
-                output_names=["sentence_embedding"],
+                output_names=outputs,
                 dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
                               "attention_mask": {0: "batch", 1: "sequence"},
-                              "sentence_embedding": {0: "batch"}})
+                              **{name: {0: "batch"} for name in outputs}})
+            _check_parity(model, traced, tokenizer)
         if quantize:
             quantize_dynamic(str(traced), str(scratch / INT8_FILE), weight_type=QuantType.QInt8, reduce_range=True)
         for name in names.values():
@@ -117,6 +138,26 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
         shutil.rmtree(scratch, ignore_errors=True)
         model.train(was_training)
     return {kind: folder / name for kind, name in names.items()}
+
+
+def _check_parity(model, traced: Path, tokenizer) -> None:
+    """Refuse a graph whose float32 embeddings are not the model's on other sentences than the traced ones (three
+    rows, longer and shorter than the example): a value the trace froze (a length, a branch taken on the data)
+    would show there, before the graph is put in place."""
+    import onnxruntime
+
+    check = tokenizer(["Two dogs run along the long beach in the morning sun.", "A cat.", "run"], padding=True,
+                      padding_side="right", return_tensors="pt")
+    expected = model._onnx_outputs(check["input_ids"], check["attention_mask"])
+    session = onnxruntime.InferenceSession(str(traced), providers=["CPUExecutionProvider"])
+    found = session.run(None, {"input_ids": check["input_ids"].numpy(),
+                               "attention_mask": check["attention_mask"].numpy()})
+    for name, torch_values, graph_values in zip(model.onnx_output_names, expected, found):
+        difference = float((torch_values - torch.from_numpy(graph_values)).abs().max())
+        if not difference <= PARITY_TOLERANCE:
+            raise ValueError(f"{type(model).__name__}: the traced graph's {name} differs from the model's by "
+                             f"{difference:.2e} on other sentences than the traced ones (more than "
+                             f"{PARITY_TOLERANCE:g}): the model's forward pass does not trace; nothing was written")
 
 
 def _replace_folder(new: Path, destination: Path) -> None:

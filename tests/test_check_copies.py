@@ -95,3 +95,9 @@ def test_a_marker_over_nothing_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="module.py:1: no definition right under the marker"):
         check_copies.synchronised(target)
 
+
+def test_no_model_file_carries_a_copied_method():
+    """The contract is inherited from the shared module's mixins, never pasted into a class."""
+    for path in MODELS.rglob("*.py"):
+        indented = [line for line in path.read_text().splitlines() if line.startswith(" ") and "# Copied from" in line]
+        assert not indented, f"{path.relative_to(REPO_ROOT)}: {indented}"

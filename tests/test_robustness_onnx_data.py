@@ -11,6 +11,7 @@ from pathlib import Path
 import datasets
 import pytest
 import torch
+from transformers import PreTrainedConfig, PreTrainedModel
 
 from hf_grounded.data import load_flickr8k
 
@@ -37,18 +38,49 @@ def char_gru_folder(tmp_path) -> Path:
 
 # --- item 7: a model that cannot be exported, and an export that fails midway -----------------------------------------
 
-def test_export_refuses_a_family_without_an_onnx_export_before_writing_anything(tiny_bert, tmp_path,  # noqa: F811
+class _UnexportableConfig(PreTrainedConfig):
+    model_type = "unexportable_test"
+
+
+class _UnexportableModel(PreTrainedModel):
+    """A throwaway family's model: a plain `PreTrainedModel`, without the sentence-encoder contract that the export
+    reads (hf_grounded/models/sentence_encoding.py)."""
+
+    config_class = _UnexportableConfig
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.dense = torch.nn.Linear(2, 2)
+        self.post_init()
+
+
+@pytest.fixture
+def unexportable_family(monkeypatch):
+    """`_UnexportableModel` registered with the Auto classes and as a family of the registry."""
+    import dataclasses
+
+    from transformers import AutoConfig, AutoModel
+
+    from hf_grounded.families import FAMILIES
+
+    AutoConfig.register(_UnexportableConfig.model_type, _UnexportableConfig, exist_ok=True)
+    AutoModel.register(_UnexportableConfig, _UnexportableModel, exist_ok=True)
+    monkeypatch.setitem(FAMILIES, "unexportable", dataclasses.replace(FAMILIES["vete"], model_class=_UnexportableModel))
+    return _UnexportableModel
+
+
+def test_export_refuses_a_family_without_an_onnx_export_before_writing_anything(unexportable_family, tmp_path,
                                                                                   capsys):
-    from hf_grounded.models.grounded_transformer import GroundedTransformerModel
     from hf_grounded.onnx_export import export_onnx
 
-    folder = tmp_path / "grounded"
-    model = GroundedTransformerModel.from_text_model(tiny_bert, image_feature_dim=16)
+    folder = tmp_path / "unexportable"
+    model = unexportable_family(_UnexportableConfig())
     model.save_pretrained(folder)
     before = _listing(folder)
     message = recipe_error("export_onnx.py", ["--model", str(folder)], capsys)
-    assert re.fullmatch(r"GroundedTransformerModel \(model type 'grounded_transformer', the grounded_transformer "
-                        r"family\) has no ONNX export; the families that export: .*char_gru.*", message), message
+    assert re.fullmatch(r"_UnexportableModel \(model type 'unexportable_test', the unexportable family\) has no ONNX "
+                        r"export; the families that export: .*char_gru.*", message), message
+    assert "unexportable," not in message and not message.endswith("unexportable")
     with pytest.raises(ValueError, match="has no ONNX export"):
         export_onnx(model, folder)
     assert _listing(folder) == before and not (folder / "onnx").exists()

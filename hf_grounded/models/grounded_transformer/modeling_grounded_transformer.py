@@ -5,19 +5,14 @@ Everything the forward pass needs, the loss included, lives in this folder so th
 for `trust_remote_code`.
 """
 
-import hashlib
 import json
-import logging
-import operator
 import os
-import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 from transformers import (
     AutoConfig,
     AutoModel,
@@ -30,8 +25,8 @@ from transformers import initialization as init
 from transformers.utils import ModelOutput
 
 from .configuration_grounded_transformer import GroundedTransformerConfig
+from .sentence_encoding import EncoderPreTrainedMixin, SentenceEncoderMixin, _load_tokenizer
 
-logger = logging.getLogger(__name__)
 
 @dataclass
 class GroundedTransformerOutput(ModelOutput):
@@ -111,25 +106,11 @@ def _encoder_layer_lists(text_model: nn.Module, text_config: PreTrainedConfig) -
                                                       for parameter in layer_list.parameters()))
 
 
-class GroundedTransformerPreTrainedModel(PreTrainedModel):
+class GroundedTransformerPreTrainedModel(EncoderPreTrainedMixin, PreTrainedModel):
     config_class = GroundedTransformerConfig
     base_model_prefix = "grounded_transformer"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
-
-    _tokenizer: PreTrainedTokenizerBase | None = None
-
-    # Copied from hf_grounded.models.sentence_encoding.EncoderPreTrainedMixin.from_pretrained
-    @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        """`PreTrainedModel.from_pretrained`, then every weight checked finite: a corrupted file that still parses
-        (flipped bytes inside a tensor) is refused with the tensor's name instead of giving NaN embeddings."""
-        loaded = super().from_pretrained(*args, **kwargs)
-        model = loaded[0] if isinstance(loaded, tuple) else loaded
-        for name, tensor in model.state_dict().items():
-            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-                raise ValueError(f"{name}: the saved weights hold NaN or infinite values; the file is corrupted")
-        return loaded
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -139,43 +120,18 @@ class GroundedTransformerPreTrainedModel(PreTrainedModel):
             init.zeros_(module.dense.bias)
 
     def set_tokenizer(self, tokenizer: PreTrainedTokenizerBase) -> None:
-        """Make `tokenizer` this model's own: `encode()` uses it when given none, `save_pretrained` writes it beside
-        the weights, and the config records its fingerprint, so that no other vocabulary is taken for it later."""
-        self.check_tokenizer(tokenizer)
-        self.config.tokenizer_fingerprint = _tokenizer_fingerprint(tokenizer, version=2)
+        """[`EncoderPreTrainedMixin.set_tokenizer`], the tokenizer then truncating at most at the encoder's
+        positions."""
+        super().set_tokenizer(tokenizer)
         tokenizer.model_max_length = self._max_length(tokenizer)
-        self._tokenizer = tokenizer
 
-    def check_tokenizer(self, tokenizer: PreTrainedTokenizerBase) -> None:
-        """Refuse a tokenizer whose ids would be wrong for this model: ids beyond the text encoder's embeddings,
-        or, when the config records the fingerprint of the tokenizer the model was trained with, any other
-        tokenizer."""
+    def _check_tokenizer_ids(self, tokenizer: PreTrainedTokenizerBase) -> None:
+        """No id beyond the text encoder's embeddings: a pretrained encoder's table may hold more rows than its
+        tokenizer has ids, and its tokenizer sets its own special tokens and limit (`_max_length` bounds it)."""
         embedded = self.get_input_embeddings().num_embeddings
         if len(tokenizer) > embedded:
             raise ValueError(f"the tokenizer has {len(tokenizer)} ids but the text encoder embeds {embedded}; pass "
                              f"the tokenizer saved with the model")
-        expected = self.config.tokenizer_fingerprint
-        if expected is not None:
-            # One fingerprint per tokenizer object and size: hashing a 30,000-word vocabulary on every call costs.
-            cached = self.__dict__.get("_checked_tokenizer")
-            if cached is None or cached[0] is not tokenizer or cached[1] != len(tokenizer) or cached[3] != expected:
-                cached = (tokenizer, len(tokenizer), _tokenizer_fingerprint(tokenizer, version=2), expected)
-            if cached[2] != expected:
-                raise ValueError(f"the tokenizer's vocabulary (fingerprint {cached[2][:12]}) is not the one this model "
-                                 f"was trained with (config.tokenizer_fingerprint {expected[:12]}); pass the "
-                                 f"tokenizer saved with the model")
-            self.__dict__["_checked_tokenizer"] = cached
-
-    def default_tokenizer(self) -> PreTrainedTokenizerBase:
-        """The tokenizer saved with this model (the text encoder's own), truncating at most at the encoder's
-        positions."""
-        if self._tokenizer is None:
-            if not self.config.name_or_path:
-                raise ValueError("no tokenizer was given and this model was not loaded from a folder that has one")
-            tokenizer = AutoTokenizer.from_pretrained(self.config.name_or_path)
-            tokenizer.model_max_length = self._max_length(tokenizer)
-            self._tokenizer = tokenizer
-        return self._tokenizer
 
     @property
     def max_seq_length(self) -> int | None:
@@ -198,20 +154,11 @@ class GroundedTransformerPreTrainedModel(PreTrainedModel):
                   if limit is not None]
         return int(min(limits)) if limits else None
 
-    def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs):
-        """`PreTrainedModel.save_pretrained`, with the tokenizer written beside the weights and the files by which
-        `SentenceTransformer(save_directory)` loads the text encoder with this model's pooling."""
-        if kwargs.get("is_main_process", True):
-            os.makedirs(save_directory, exist_ok=True)
-            if self._tokenizer is not None:
-                self._tokenizer.save_pretrained(save_directory)
-            self._write_sentence_transformers_files(save_directory)
-        return super().save_pretrained(save_directory, *args, **kwargs)
-
-    def _write_sentence_transformers_files(self, save_directory: str | os.PathLike) -> None:
-        """modules.json: this folder's model as sentence-transformers' `Transformer` module (which loads it with
-        `AutoModel` and reads its token states, `last_hidden_state`), then this model's pooling and the L2
-        normalisation, in sentence-transformers' folder layout."""
+    def _save_extra_files(self, save_directory: str | os.PathLike) -> None:
+        """The files by which `SentenceTransformer(save_directory)` loads the text encoder with this model's pooling,
+        which `save_pretrained` writes: modules.json, this folder's model as sentence-transformers' `Transformer`
+        module (which loads it with `AutoModel` and reads its token states, `last_hidden_state`), then this model's
+        pooling and the L2 normalisation, in sentence-transformers' folder layout."""
         modules = [{"idx": index, "name": str(index), "path": path, "type": f"sentence_transformers.models.{kind}"}
                    for index, (path, kind) in enumerate((("", "Transformer"), ("1_Pooling", "Pooling"),
                                                          ("2_Normalize", "Normalize")))]
@@ -227,11 +174,11 @@ class GroundedTransformerPreTrainedModel(PreTrainedModel):
                 json.dump(content, handle, indent=2)
 
 
-class GroundedTransformerModel(GroundedTransformerPreTrainedModel):
+class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrainedModel):
     r"""
     A transformers text encoder of any architecture grounded in images (MCSE's setting): its token states pooled
     into a sentence embedding (`encode()`), which a projection head maps into a space shared with precomputed image
-    features through another head (`get_text_features`, `get_image_features`).
+    features through another head (`get_text_features`, `encode(space="joint")`, `get_image_features`).
 
     Example:
 
@@ -367,88 +314,44 @@ class GroundedTransformerModel(GroundedTransformerPreTrainedModel):
             image_embeds=image_embeds, sentence_embeds=sentence_embeds, last_hidden_state=last_hidden_state,
         )
 
-    @torch.inference_mode()
-    def encode(
-        self,
-        sentences: str | list[str],
-        *,
-        tokenizer: PreTrainedTokenizerBase | None = None,
-        batch_size: int = 64,
-        device: str | torch.device | None = None,
-        convert_to_numpy: bool = True,
-        convert_to_tensor: bool = False,
-        normalize_embeddings: bool = True,
-        show_progress_bar: bool = False,
-    ) -> np.ndarray | torch.Tensor:
-        """Embed sentences, returned in input order as an `(n, hidden_size)` array (1-D for a single string): the
-        text encoder's pooled states, L2-normalised (sentence-transformers' embeddings of the same encoder).
+    # --- the hooks of `encode()` and `export_onnx` (sentence_encoding.py) -------------------------------------------
 
-        Sentences are sorted by length so batches carry little padding, which the attention mask keeps out of
-        every embedding. Without `tokenizer`, the one saved beside the model is used; a sentence longer than its
-        `model_max_length` or the encoder's positions (`max_seq_length`) is truncated to the lower, as
-        sentence-transformers truncates. Everything after `sentences` is keyword-only and named as in
-        sentence-transformers; `normalize_embeddings=False` returns the pooled states as they are.
-        """
-        single = isinstance(sentences, str)
-        if not single and not isinstance(sentences, (list, tuple)):
-            raise TypeError(f"sentences must be a string or a list of strings, got {type(sentences).__name__}")
-        sentences = [sentences] if single else list(sentences)
-        for index, sentence in enumerate(sentences):
-            if not isinstance(sentence, str):
-                raise TypeError(f"sentences[{index}] is {type(sentence).__name__}, not str")
-        if isinstance(batch_size, bool) or not hasattr(batch_size, "__index__") or operator.index(batch_size) < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        tokenizer = tokenizer or self.default_tokenizer()
-        self.check_tokenizer(tokenizer)
-        max_length = self._max_length(tokenizer)
-        if device is not None:
-            self.to(device)
-        was_training = self.training
-        self.eval()
-        order = np.argsort([-len(sentence) for sentence in sentences], kind="stable")
-        chunks = []
-        for start in tqdm(range(0, len(sentences), batch_size), desc="Encoding", disable=not show_progress_bar):
-            # A fast tokenizer keeps its truncation and padding settings in shared state, which concurrent calls
-            # would change under each other.
-            with _TOKENIZATION:
-                inputs = tokenizer([sentences[index] for index in order[start : start + batch_size]], padding=True,
-                                   truncation=True, max_length=max_length, return_tensors="pt")
-            pooled = self._encode_text(inputs["input_ids"].to(self.device),
-                                       inputs["attention_mask"].to(self.device))[1]
-            chunks.append(F.normalize(pooled, dim=-1) if normalize_embeddings else pooled)
-        self.train(was_training)
-        embeddings = (torch.cat(chunks) if chunks
-                      else torch.empty(0, self.config.sentence_embedding_dim, device=self.device))
-        embeddings = embeddings[torch.as_tensor(np.argsort(order), device=embeddings.device)]
-        if single:
-            embeddings = embeddings[0]
-        if convert_to_tensor or not convert_to_numpy:
-            return embeddings
-        return embeddings.float().cpu().numpy()
+    joint_is_sentence_space = False  # the sentence space is the pooled states, the joint one their projection
+    onnx_output_names = ("sentence_embedding", "joint_embedding")
 
+    def _space_embeddings(self, space: str, normalize: bool) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """The pooled states (`"sentence"`, sentence-transformers' embeddings of the same encoder) or their
+        projection into the space shared with the images (`"joint"`), L2-normalised unless `normalize` is False."""
+        def embed(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            pooled = self._encode_text(input_ids, attention_mask)[1]
+            embeddings = pooled if space == "sentence" else self.text_projection(pooled)
+            return F.normalize(embeddings, dim=-1) if normalize else embeddings
 
-_TOKENIZATION = threading.Lock()
+        return embed
 
+    def _embedding_dim(self, space: str) -> int:
+        return self.config.sentence_embedding_dim if space == "sentence" else self.config.projection_dim
 
-# Copied from hf_grounded.models.sentence_encoding._tokenizer_fingerprint
-def _tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase, version: int = 2) -> str:
-    """SHA-256 of what decides a tokenizer's ids: its vocabulary, how it reads text before the lookup and, from
-    version 2 on (prefixed "v2:"), everything else that changes ids: the backend's whole model (its type and unknown
-    token included), its added tokens, and the special tokens' ids. Version 1 is what folders saved before hold."""
-    reading = {name: getattr(tokenizer, name, None) for name in ("normalization", "strip_accents")}
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        state = json.loads(backend.to_str())
-        # Truncation and padding are per-call settings (encode changes them), not part of what ids mean.
-        parts = ("normalizer", "pre_tokenizer", "post_processor") if version == 1 else set(state) - {
-            "truncation", "padding", "version"}
-        reading.update({part: state.get(part) for part in parts})
-    if version > 1:
-        reading["special_token_ids"] = {name: getattr(tokenizer, name, None) for name in (
-            "unk_token_id", "pad_token_id", "bos_token_id", "eos_token_id")}
-    vocabulary = sorted(tokenizer.get_vocab().items(), key=lambda item: (item[1], item[0]))
-    digest = hashlib.sha256(json.dumps([vocabulary, reading], sort_keys=True).encode()).hexdigest()
-    return digest if version == 1 else f"v2:{digest}"
+    def _encode_max_length(self, tokenizer: PreTrainedTokenizerBase) -> int:
+        """The tokenizer's limit or the encoder's positions, the lower (`_max_length`), as sentence-transformers
+        truncates."""
+        return self._max_length(tokenizer)
+
+    def _onnx_outputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Both spaces from one run of the text encoder: the graph serves `space="sentence"` and `"joint"`."""
+        pooled = self._encode_text(input_ids, attention_mask)[1]
+        return F.normalize(pooled, dim=-1), F.normalize(self.text_projection(pooled), dim=-1)
+
+    def default_tokenizer(self) -> PreTrainedTokenizerBase:
+        """The tokenizer saved with this model (the text encoder's own), truncating at most at the encoder's
+        positions."""
+        if self._tokenizer is None:
+            if not self.config.name_or_path:
+                raise ValueError("no tokenizer was given and this model was not loaded from a folder that has one")
+            tokenizer = _load_tokenizer(AutoTokenizer.from_pretrained, self.config.name_or_path)
+            tokenizer.model_max_length = self._max_length(tokenizer)
+            self._tokenizer = tokenizer
+        return self._tokenizer
 
 
 __all__ = ["GroundedTransformerModel", "GroundedTransformerOutput", "GroundedTransformerPreTrainedModel", "info_nce"]
