@@ -8,7 +8,9 @@ under `hf_grounded/models/` plus its entry in `FAMILIES`, which says
 - how a new tokenizer is built from the training text, and what the config takes besides the options;
 - its model card: template, tags and what the introduction says of the architecture;
 - its hyperparameter search space (Kurach et al.'s protocol, `hf_grounded.search`);
-- its snapshot ensemble class, if it has one, and whether it trains a text objective or attends over frames.
+- its snapshot ensemble class, if it has one, and whether it trains a text objective or attends over frames;
+- what it cannot do (`unsupported`: a capability of `hf_grounded.models.sentence_encoding.CAPABILITIES`, such as
+  `"onnx"` or `"quantize"`, and why), which `encode()` and `export_onnx` refuse with that reason.
 
 The trainer, the losses, the model card and the search know a family only through this entry.
 """
@@ -25,6 +27,7 @@ from .model_sources import named_model
 from .models.char_gru import CharGRUConfig, CharGRUEnsembleModel, CharGRUModel, CharTokenizer
 from .models.grounded_skipthought import GroundedSkipThoughtConfig, GroundedSkipThoughtModel
 from .models.grounded_transformer import GroundedTransformerConfig, GroundedTransformerModel
+from .models.sentence_encoding import CAPABILITIES
 from .models.vete import VETEConfig, VETEModel
 from .word_tokenizer import train_word_tokenizer
 
@@ -308,6 +311,23 @@ class ModelFamily:
     # tests (tests/test_family_contract.py) run the family on.
     tiny: Callable[[type[PreTrainedModel], Sequence[str], int],
                    tuple[PreTrainedModel, PreTrainedTokenizerBase]] | None = None
+    # What it cannot do: capability (a key of `CAPABILITIES`: "quantize", "onnx", "joint_space") -> the reason,
+    # which `encode()` and `export_onnx` give when refusing it. Empty: it does everything the contract names
+    # (hf_grounded/models/sentence_encoding.py), as the four families of the library do.
+    unsupported: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.unsupported) - set(CAPABILITIES))
+        if unknown:
+            raise ValueError(f"unsupported names {unknown}, which are no capabilities; the capabilities: "
+                             f"{', '.join(CAPABILITIES)}")
+        # The model classes carry the declaration (`unsupported_capabilities`), since `encode()` runs inside a
+        # model folder, where the registry may not be installed; a declaration of the class's own is kept.
+        declared = {**getattr(self.model_class, "unsupported_capabilities", {}), **self.unsupported}
+        object.__setattr__(self, "unsupported", declared)
+        for model_class in (self.model_class, *([self.ensemble_class] if self.ensemble_class else [])):
+            if declared or "unsupported_capabilities" in vars(model_class):
+                model_class.unsupported_capabilities = dict(declared)
 
     def tiny_model(self, corpus: Sequence[str], image_feature_dim: int) -> tuple[PreTrainedModel,
                                                                              PreTrainedTokenizerBase]:

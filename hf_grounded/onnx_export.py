@@ -52,20 +52,24 @@ PARITY_TOLERANCE = 1e-4
 
 
 def check_exportable(model) -> None:
-    """Refuse, naming its class, model type and family, a model whose family has no ONNX export: one that does not
-    provide what the export reads (`EXPORT_CONTRACT`: the traced computation and the weights' fingerprint, which
-    the graph records and `encode(backend="onnx")` checks)."""
-    if all(hasattr(model, name) for name in EXPORT_CONTRACT):
-        return
+    """Refuse, naming its class, model type and family, a model whose family has no ONNX export: one whose family
+    declares the capability unsupported (`ModelFamily.unsupported["onnx"]`, or the model class's own
+    `unsupported_capabilities`), with the reason it gives, or one that does not provide what the export reads
+    (`EXPORT_CONTRACT`: the traced computation and the weights' fingerprint, which the graph records and
+    `encode(backend="onnx")` checks)."""
     from .families import FAMILIES
 
     model_type = getattr(getattr(model, "config", None), "model_type", None)
     family = next((name for name, entry in FAMILIES.items() if model_type in entry.model_types), None)
-    exporting = [name for name, entry in FAMILIES.items()
-                 if all(hasattr(entry.model_class, attribute) for attribute in EXPORT_CONTRACT)]
+    reason = {**getattr(model, "unsupported_capabilities", {}),
+              **(FAMILIES[family].unsupported if family else {})}.get("onnx")
+    if reason is None and all(hasattr(model, name) for name in EXPORT_CONTRACT):
+        return
+    exporting = [name for name, entry in FAMILIES.items() if "onnx" not in entry.unsupported
+                 and all(hasattr(entry.model_class, attribute) for attribute in EXPORT_CONTRACT)]
     described = f"the {family} family" if family else "of no family of hf_grounded"
-    raise ValueError(f"{type(model).__name__} (model type {model_type!r}, {described}) has no ONNX export; the "
-                     f"families that export: {', '.join(exporting)}")
+    raise ValueError(f"{type(model).__name__} (model type {model_type!r}, {described}) has no ONNX export"
+                     f"{'' if reason is None else f' ({reason})'}; the families that export: {', '.join(exporting)}")
 
 
 def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) -> dict[str, Path]:
