@@ -14,9 +14,11 @@ from .grounded_skipthought import (
     GroundedSkipThoughtOutput,
     GroundedSkipThoughtPreTrainedModel,
 )
+from .sentence_encoding import CAPABILITIES, GroundedSentenceEncoder, SentenceEncoder
 from .vete import VETEConfig, VETEModel, VETEOutput, VETEPreTrainedModel, pearson_loss
 
 __all__ = [
+    "CAPABILITIES",
     "CharGRUConfig",
     "CharGRUEnsembleConfig",
     "CharGRUEnsembleModel",
@@ -24,10 +26,12 @@ __all__ = [
     "CharGRUOutput",
     "CharGRUPreTrainedModel",
     "CharTokenizer",
+    "GroundedSentenceEncoder",
     "GroundedSkipThoughtConfig",
     "GroundedSkipThoughtModel",
     "GroundedSkipThoughtOutput",
     "GroundedSkipThoughtPreTrainedModel",
+    "SentenceEncoder",
     "VETEConfig",
     "VETEModel",
     "VETEOutput",
