@@ -2,6 +2,10 @@
 
 Everything the forward pass needs, the hinge loss included, lives in this folder so that a saved checkpoint
 carries it for `trust_remote_code`.
+
+What every family provides besides its architecture (`encode()` with its spaces and backends, the int8 copy,
+the ONNX graph's session, the loading checks, the tokenizer binding) comes from sentence_encoding.py, the
+contract written once, through the hooks its mixins define.
 """
 
 from dataclasses import dataclass

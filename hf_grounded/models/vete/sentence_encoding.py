@@ -15,9 +15,8 @@ A family's modeling file holds its architecture and overrides hooks, never copie
   space (`get_text_features` by default, whose space is both the sentence and the joint one);
 - `joint_is_sentence_space`, `_embedding_dim(space)`: whether `space="joint"` is another space, and each one's width;
 - `_encode_max_length(tokenizer)`: the tokens kept of a sentence (the tokenizer's `model_max_length` by default);
-- `_onnx_outputs(input_ids, attention_mask)`, `onnx_output_names`, `_onnx_exporting()`: the traceable computation
-  that `hf_grounded.onnx_export.export_onnx` writes as the graph, its outputs' names, and any switch it needs while
-  tracing;
+- `_onnx_outputs(input_ids, attention_mask)`, `onnx_output_names`: the traceable computation that
+  `hf_grounded.onnx_export.export_onnx` writes as the graph, and its outputs' names;
 - `default_tokenizer()`: where the model's own tokenizer comes from;
 - `EncoderPreTrainedMixin._check_tokenizer_ids(tokenizer)` and `_save_extra_files(folder)`: which tokenizers can
   give the model's ids, and what `save_pretrained` writes besides the weights and the tokenizer.
@@ -26,7 +25,6 @@ A family's modeling file holds its architecture and overrides hooks, never copie
 that code that takes any family's model checks it by what it provides rather than by its class.
 """
 
-import contextlib
 import copy
 import hashlib
 import json
@@ -37,7 +35,7 @@ import re
 import threading
 import unicodedata
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar, Protocol, runtime_checkable
 
@@ -345,11 +343,6 @@ class SentenceEncoderMixin:
         """What the exported graph computes, one tensor per name of `onnx_output_names`; it runs while tracing,
         where each family's forward takes its trace-friendly path (its `torch.onnx.is_in_onnx_export()` branches)."""
         return (self.get_text_features(input_ids, attention_mask),)
-
-    @contextlib.contextmanager
-    def _onnx_exporting(self) -> Iterator[None]:
-        """What must hold while the graph is traced (nothing, by default)."""
-        yield
 
     def default_tokenizer(self) -> PreTrainedTokenizerBase:
         """The word tokenizer saved with this model (a tokenizer.json, loaded by transformers' own class: no remote
