@@ -122,6 +122,7 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
         ensemble=results.get("ensemble"),
         best_snapshot=results.get("best_snapshot") if results["model"] == "best_snapshot" else None,
         final_validation=results["final"].get("validation_mean_recall_at_10"),
+        selection=_selection(results, arguments["training"]),
         hyperparameters=_hyperparameters(arguments, results["run"]),
         results_kind="retrieval" if "retrieval" in results["test"] else "structure",
         results_table=_results_table(results["test"]),
@@ -134,6 +135,42 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
         evaluation=evaluation,
         evaluation_tables=format_results_tables(evaluation["results"]) if evaluation else None,
     )
+
+
+# The default selection metrics in words, as the cards have always said them.
+SELECTION_WORDS = {"validation_mean_recall_at_10": ("validation retrieval", "validation mean R@10"),
+                   "validation_cluster_separation": ("the validation captions' cluster separation",
+                                                     "validation cluster separation")}
+
+
+def _selection(results: dict, training: dict) -> dict:
+    """Which metric chose the saved model (`--metric_for_best_model`, recorded in results.json), its value for
+    each model compared and the saved one, and a sentence saying so. A folder written before the metric was
+    recorded was chosen by the validation's own score: mean R@10, or the cluster separation of a text-only
+    encoder."""
+    recorded = results.get("selection") or {
+        "metric": "validation_mean_recall_at_10" if "retrieval" in results["test"] else "validation_cluster_separation",
+        "greater_is_better": True}
+    metric, greater = recorded["metric"], recorded["greater_is_better"]
+    values = {key: results[key][metric] for key in COMPARED_MODELS if metric in results.get(key, {})}
+    value = recorded.get("value", values.get(results["model"]))
+    by, label = SELECTION_WORDS.get(metric, (f"validation `{metric}`", f"`{metric}`"))
+    saved = COMPARED_MODELS[results["model"]]
+    strategy = training.get("saved_model", "final")
+    measured = f"`{metric}` ({'higher' if greater else 'lower'} is better)"
+    compared = [name for key, name in COMPARED_MODELS.items() if key in results]
+    if strategy == "best_validation" and len(compared) > 1:
+        sentence = (f"the {saved}, the best of the {', the '.join(compared)} on validation by {measured}, chosen "
+                    f"with {_number(value)}")
+    else:
+        sentence = (f"the {saved} (`--saved_model {strategy}`), with validation {measured} {_number(value)}"
+                    + ("; the ensemble's snapshots were ranked by it" if "ensemble" in results else ""))
+    return {"metric": metric, "greater_is_better": greater, "value": value, "by_model": values, "by": by,
+            "label": label, "sentence": sentence}
+
+
+def _number(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.2f}"
 
 
 def _results_table(test: dict) -> str:

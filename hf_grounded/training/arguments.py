@@ -19,6 +19,7 @@ from ..model_sources import named_model
 from ..families import FAMILIES
 from ..inputs import DataArguments
 from ..objectives import CAPTION_OBJECTIVES, SkipThoughtOptions
+from .selection import STSB_METRICS, VALIDATION_METRICS, known_metric
 
 
 @dataclass
@@ -182,14 +183,35 @@ class TrainingArguments:
     snapshot_ensemble_size: int = field(
         default=2,
         metadata={"minimum": 1,
-                  "help": "cyclic_cosine: the best k cycle-end snapshots by validation mean R@10 form the snapshot "
-                          "ensemble, which is evaluated and, with --saved_model snapshot_ensemble, saved."},
+                  "help": "cyclic_cosine: the best k cycle-end snapshots by --metric_for_best_model form the "
+                          "snapshot ensemble, which is evaluated and, with --saved_model snapshot_ensemble, saved."},
     )
     saved_model: Literal["final", "snapshot_ensemble", "best_validation"] = field(
         default="final",
         metadata={"help": "What the output folder holds: the final model; the snapshot ensemble (Merkx & Frank); or "
-                          "whichever of the final model, the best snapshot and the ensemble has the best validation "
-                          "mean R@10."},
+                          "whichever of the final model, the best snapshot and the ensemble has the best "
+                          "--metric_for_best_model on validation (transformers' load_best_model_at_end)."},
+    )
+    metric_for_best_model: str | None = field(
+        default=None,
+        metadata={"help": "The validation metric that ranks the snapshots and, with --saved_model best_validation, "
+                          "chooses the saved model, as transformers' metric_for_best_model: "
+                          "validation_mean_recall_at_10 (retrieval's mean R@10 through get_text_features / "
+                          "get_image_features, the shared space; the default for models that embed images), "
+                          "validation_cluster_separation (the default for text-only encoders), stsb_dev_spearman "
+                          "(STS-B dev cosine Spearman through encode(), the embeddings users get; needs --stsb_dir) "
+                          "or any other the validation reports: " + ", ".join(VALIDATION_METRICS)
+                          + " (the validation_ prefix may be left out)."},
+    )
+    greater_is_better: bool | None = field(
+        default=None, metadata={"help": "Whether a higher --metric_for_best_model is better; by default the "
+                                        "metric's own direction (lower for ranks and C_inter)."}
+    )
+    stsb_dir: str | None = field(
+        default=None,
+        metadata={"help": "Folder holding STS Benchmark's sts-{train,dev,test}.csv: each epoch's validation also "
+                          "reports the cosine Pearson and Spearman of encode()'s embeddings on its dev pairs "
+                          "(stsb_dev_pearson, stsb_dev_spearman)."},
     )
     min_learning_rate: float = field(default=1e-6, metadata={"minimum": 0,
                                                              "help": "cyclic_cosine: the rate at cycle ends."})
@@ -245,6 +267,11 @@ class TrainingArguments:
                              f"{self.max_steps}")
         if self.push_to_hub and not self.hub_model_id:
             raise ValueError("--push_to_hub needs --hub_model_id ORG/NAME")
+        if self.metric_for_best_model is not None:
+            self.metric_for_best_model = known_metric(self.metric_for_best_model)
+            if self.metric_for_best_model in STSB_METRICS and self.stsb_dir is None:
+                raise ValueError(f"--metric_for_best_model {self.metric_for_best_model} needs --stsb_dir, the folder "
+                                 "of STS Benchmark's sts-{train,dev,test}.csv")
 
 
 # A config is a page of settings; anything larger is a mistake or an attack.
@@ -334,13 +361,14 @@ def read_config(path: str) -> dict:
 
 # What a resumed run may change without changing what it trains: how long it goes on (an interrupted run's
 # --max_steps dropped, more epochs), where it writes, what it logs and uploads, how it batches evaluation and which
-# of its models the folder holds at the end.
+# of its models the folder holds at the end, and by which validation metric.
 RESUMABLE_CHANGES = frozenset({
     "num_train_epochs", "max_steps", "output_dir", "resume_from_checkpoint", "allow_changed_arguments",
     "overwrite_output_dir", "report_to",
     "logging_steps", "save_steps", "save_total_limit", "push_to_hub", "hub_model_id", "hub_token",
     "hub_private_repo", "dataloader_num_workers", "per_device_eval_batch_size", "feature_cache_dir",
-    "feature_batch_size", "saved_model", "snapshot_ensemble_size",
+    "feature_batch_size", "saved_model", "snapshot_ensemble_size", "metric_for_best_model", "greater_is_better",
+    "stsb_dir",
 })
 
 

@@ -33,11 +33,13 @@ def validation_score(validation: dict) -> float:
     return next(iter(validation_summary(validation).values()))
 
 
-def best_snapshots(history: list[dict], k: int) -> list[dict]:
-    """The `k` history entries holding a snapshot with the best validation score, best first; ties go to the
-    later snapshot, which saw more training."""
+def best_snapshots(history: list[dict], k: int,
+                   score: Callable[[dict], float] = validation_score) -> list[dict]:
+    """The `k` history entries holding a snapshot with the best validation `score` (higher is better; by default
+    the validation's own score, `validation_score`), best first; ties go to the later snapshot, which saw more
+    training."""
     entries = [entry for entry in history if entry.get("snapshot")]
-    ranked = sorted(entries, key=lambda entry: (validation_score(entry["validation"]), entry["step"]), reverse=True)
+    ranked = sorted(entries, key=lambda entry: (score(entry["validation"]), entry["step"]), reverse=True)
     return ranked[:k]
 
 

@@ -16,6 +16,7 @@ from transformers import PreTrainedTokenizerBase
 from ..data import SPLITS
 from ..data.encoded import EncodedSplit, EncodedTriples, word_level_split
 from ..evaluation.splits import evaluate_split
+from ..evaluation.sts import SentencePairs, load_stsb, unsupervised_sts
 from ..families import ModelFamily
 from ..files import write_json
 from ..hub import push_to_hub
@@ -44,7 +45,8 @@ from .output_folder import OutputFolder, claim_output_folder
 from .plots import plot_training
 from .saving import save_model, save_model_folder
 from .schedules import create_scheduler
-from .snapshots import best_snapshots, load_snapshot_ensemble, snapshot_path, validation_score, validation_summary
+from .selection import STSB_VALIDATION, SelectionMetric
+from .snapshots import best_snapshots, load_snapshot_ensemble, snapshot_path, validation_summary
 from .streams import TrainingStreams, training_streams
 
 logger = logging.getLogger(__name__)
@@ -87,6 +89,8 @@ class Run:
     splits: dict[str, EncodedSplit]
     losses: list[StreamLoss]
     streams: TrainingStreams
+    selection: SelectionMetric
+    stsb_dev: SentencePairs | None = None  # STS Benchmark's dev pairs, with --stsb_dir
     optimizer: torch.optim.Optimizer | None = None
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
     total_steps: int = 0
@@ -147,6 +151,7 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
                training_args: TrainingArguments) -> Run:
     """The data, visual vectors, model, tokenizer, encoded splits, training terms and streams: everything the
     arguments could make fail, built before anything is written."""
+    stsb_dev = load_stsb(training_args.stsb_dir)["validation"] if training_args.stsb_dir is not None else None
     dataset = load_dataset(data_args, training_args.seed)
     for split in SPLITS:
         if len(dataset[split]) == 0:
@@ -180,6 +185,9 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     if frames is not None:
         splits = {split: replace(encoded, frames=frames[split]) for split, encoded in splits.items()}
     has_image_map = getattr(model.config, "image_feature_dim", None) is not None
+    # A model that maps images is validated by retrieval (`evaluate_split`), the others by their captions' cosines.
+    selection = SelectionMetric.for_run(training_args.metric_for_best_model, training_args.greater_is_better,
+                                        embeds_images=has_image_map, reads_stsb=stsb_dev is not None)
     if data_args.visual_vectors == "none" and needs_visual_vectors(model_args.objective, model_args.objective_options,
                                                                         has_image_map):
         raise ValueError(f"--visual_vectors none leaves nothing for --objective {model_args.objective} (with these "
@@ -191,7 +199,8 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
         triples = EncodedTriples.from_dataset(book_triples, tokenizer, max_length)
     streams = training_streams(losses, splits["train"], triples, data_args, training_args, accelerator)
     logger.info("training %s on %s", " + ".join(type(loss).__name__ for loss in losses), streams.describe())
-    return Run(accelerator, model_args, data_args, training_args, model, tokenizer, family, splits, losses, streams)
+    return Run(accelerator, model_args, data_args, training_args, model, tokenizer, family, splits, losses, streams,
+               selection, stsb_dev)
 
 
 def _parameter_groups(model: nn.Module, family: ModelFamily, head_learning_rate: float | None) -> list[dict]:
@@ -240,6 +249,10 @@ def _prepare_optimisation(run: Run, report_to: str | None) -> None:
         changes = _resumed_arguments_changes(checkpoint, run.arguments, training_args.allow_changed_arguments)
         load_checkpoint(accelerator, checkpoint, run.model, run.optimizer, run.stateful)
         run.progress.changed_arguments.update(changes)
+        # The snapshots taken before the resume are ranked too: their validation must report the metric.
+        for entry in run.progress.history:
+            if entry.get("snapshot"):
+                run.selection.value(entry["validation"])
         logger.info("resumed from %s at step %d (epoch %d, batch %d)", checkpoint, run.progress.step,
                     run.progress.epoch + 1, run.progress.batch_in_epoch)
     if report_to:
@@ -303,8 +316,7 @@ def _training_step(run: Run, batch: dict[str, torch.Tensor]) -> float:
 def _validate_epoch(run: Run) -> None:
     """Validation at the end of an epoch, the cycle's snapshot when one ends, and the epoch's checkpoint."""
     accelerator, progress, training_args = run.accelerator, run.progress, run.training_args
-    validation = evaluate_split(run.model, run.splits["validation"], accelerator,
-                                training_args.per_device_eval_batch_size)
+    validation = _validate(run, run.model)
     progress.history.append({
         "epoch": progress.epoch + 1, "step": progress.step,
         "train_loss": progress.epoch_loss / max(progress.batch_in_epoch, 1),
@@ -318,39 +330,58 @@ def _validate_epoch(run: Run) -> None:
         accelerator.wait_for_everyone()
     accelerator.log(_flat_metrics(validation, "validation"), step=progress.step)
     logger.info("epoch %d: loss %.4f, %s", progress.epoch + 1, progress.history[-1]["train_loss"],
-                ", ".join(f"{name} {value:.1f}" for name, value in validation_summary(validation).items()))
+                ", ".join(f"{name} {value:.1f}" for name, value in _summary(validation, run.selection).items()))
     progress.epoch, progress.batch_in_epoch, progress.epoch_loss = progress.epoch + 1, 0, 0.0
     run.checkpoint()
 
 
+def _validate(run: Run, model: nn.Module) -> dict:
+    """`model` on the validation split (`evaluate_split`: retrieval, or the captions' mean cosines) and, with
+    `--stsb_dir`, the cosine correlations of its `encode()` embeddings on STS Benchmark's dev pairs."""
+    batch_size = run.training_args.per_device_eval_batch_size
+    validation = evaluate_split(model, run.splits["validation"], run.accelerator, batch_size)
+    if run.stsb_dev is not None:
+        encoder = run.accelerator.unwrap_model(model)
+
+        def encode(sentences: list[str]):
+            return encoder.encode(sentences, tokenizer=run.tokenizer, batch_size=batch_size)
+
+        validation[STSB_VALIDATION] = unsupervised_sts(encode, {"dev": run.stsb_dev})["dev"]
+    return validation
+
+
 def _final_results(run: Run) -> tuple[dict, nn.Module]:
     """Test results of the final model and, where the family has snapshot ensembles, of the best snapshot and the
-    ensemble; and the model `--saved_model` chooses among them."""
-    accelerator, progress, training_args = run.accelerator, run.progress, run.training_args
+    ensemble; and the model `--saved_model` chooses among them, by `--metric_for_best_model` (`results["selection"]`
+    names it, with the saved model's value)."""
+    accelerator, progress, training_args, selection = run.accelerator, run.progress, run.training_args, run.selection
     splits, batch_size = run.splits, training_args.per_device_eval_batch_size
     final_model = accelerator.unwrap_model(run.model)
+    final_validation = progress.history[-1]["validation"]
     results = {"final": {"test": evaluate_split(final_model, splits["test"], accelerator, batch_size),
-                         **validation_summary(progress.history[-1]["validation"])}}
+                         **_summary(final_validation, selection)}}
     candidates = {"final": final_model}
-    validation_scores = {"final": validation_score(progress.history[-1]["validation"])}
-    chosen = best_snapshots(progress.history, training_args.snapshot_ensemble_size)
+    validations = {"final": final_validation}
+    chosen = best_snapshots(progress.history, training_args.snapshot_ensemble_size, selection.score)
     if run.family.ensemble_class is not None and training_args.snapshot_ensemble_size >= 2 and len(chosen) >= 2:
         members, ensemble = load_snapshot_ensemble(training_args.output_dir, chosen, accelerator.device,
                                                    run.family.ensemble_class.from_members)
-        ensemble_validation = evaluate_split(ensemble, splits["validation"], accelerator, batch_size)
+        ensemble_validation = _validate(run, ensemble)
         results["best_snapshot"] = {
-            **_snapshot_summary(chosen[0]),
+            **_snapshot_summary(chosen[0], selection),
             "test": evaluate_split(members[0], splits["test"], accelerator, batch_size),
         }
         results["ensemble"] = {
-            "members": [_snapshot_summary(entry) for entry in chosen],
-            **validation_summary(ensemble_validation),
+            "members": [_snapshot_summary(entry, selection) for entry in chosen],
+            **_summary(ensemble_validation, selection),
             "test": evaluate_split(ensemble, splits["test"], accelerator, batch_size),
         }
         candidates.update(best_snapshot=members[0], ensemble=ensemble)
-        validation_scores.update(best_snapshot=validation_score(chosen[0]["validation"]),
-                                 ensemble=validation_score(ensemble_validation))
+        validations.update(best_snapshot=chosen[0]["validation"], ensemble=ensemble_validation)
+    validation_scores = {name: selection.score(validation) for name, validation in validations.items()}
     results["model"] = _saved_model_name(training_args.saved_model, validation_scores)
+    results["selection"] = {"metric": selection.name, "greater_is_better": selection.greater_is_better,
+                            "value": selection.value(validations[results["model"]])}
     results["test"] = results[results["model"]]["test"]
     return results, candidates[results["model"]]
 
@@ -407,9 +438,12 @@ def _saved_model_name(strategy: str, validation_scores: dict[str, float]) -> str
 
 def _flat_metrics(metrics: dict, prefix: str) -> dict[str, float]:
     """Nested metrics as tracker scalars: `{"retrieval": {"c2i": {"R@1": x}}}` → `{"validation/c2i_R@1": x}`,
-    `{"structure": {"c_intra": x}}` → `{"validation/c_intra": x}` (the kind of validation is left out)."""
+    `{"structure": {"c_intra": x}}` → `{"validation/c_intra": x}` (the kind of validation is left out, but for
+    STS-B's dev pairs: `{"stsb_dev": {"spearman": x}}` → `{"validation/stsb_dev_spearman": x}`)."""
     flat = {}
-    for values in metrics.values():
+    for kind, values in metrics.items():
+        if kind == STSB_VALIDATION:
+            values = {f"{kind}_{name}": value for name, value in values.items()}
         for name, value in values.items():
             if isinstance(value, dict):
                 flat.update({f"{prefix}/{name}_{metric}": number for metric, number in value.items()})
@@ -426,8 +460,13 @@ def _log_interval(progress: TrainingProgress, learning_rate: float, accelerator:
     accelerator.log({"train/loss": loss, "train/learning_rate": learning_rate}, step=progress.step)
 
 
-def _snapshot_summary(entry: dict) -> dict:
-    return {"snapshot": entry["snapshot"], "epoch": entry["epoch"], **validation_summary(entry["validation"])}
+def _summary(validation: dict, selection: SelectionMetric) -> dict[str, float]:
+    """A validation result's own score (`validation_summary`) and the selection metric's value, by name."""
+    return {**validation_summary(validation), selection.name: selection.value(validation)}
+
+
+def _snapshot_summary(entry: dict, selection: SelectionMetric) -> dict:
+    return {"snapshot": entry["snapshot"], "epoch": entry["epoch"], **_summary(entry["validation"], selection)}
 
 
 def _write_outputs(model, tokenizer, results: dict, progress: TrainingProgress, arguments) -> None:
@@ -437,6 +476,9 @@ def _write_outputs(model, tokenizer, results: dict, progress: TrainingProgress, 
     save_model(model, tokenizer, output_dir)
     recorded = {**recorded_arguments(model_args, data_args, training_args),
                 "objective_description": objective_description(model_args.objective, model_args.objective_options)}
+    # The metric that chose the saved model, as the run resolved it (its default is the model's own score).
+    recorded["training"].update(metric_for_best_model=results["selection"]["metric"],
+                                greater_is_better=results["selection"]["greater_is_better"])
     if progress.changed_arguments:
         recorded["changed_on_resume"] = progress.changed_arguments
     write_json(output_dir / "training_args.json", recorded)
