@@ -74,8 +74,11 @@ def training_streams(losses: list[StreamLoss], train_split: EncodedSplit, triple
         dataset, collate = _items_and_collate(loss.stream, train_split, triples)
         if loss is primary:
             primary_sampler = sampler
+            # A generator of its own: each epoch's iterator draws its workers' base seed from it, not from torch's
+            # global one, which dropout reads, so a run resumed mid-epoch draws the same dropout masks.
             loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=collate,
-                                num_workers=training_args.dataloader_num_workers)
+                                num_workers=training_args.dataloader_num_workers,
+                                generator=torch.Generator().manual_seed(training_args.seed))
         else:
             beside[loss.name] = (StepBatches(sampler), partial(_collate_indices, dataset, collate))
     return TrainingStreams(primary, primary_sampler, loader, beside)
