@@ -18,6 +18,7 @@ The trainer, the losses, the model card and the search know a family only throug
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
@@ -216,9 +217,9 @@ def _tiny_grounded_skipthought(model_class: type[PreTrainedModel], corpus: Seque
     return model_class(config), tokenizer
 
 
-def _tiny_grounded_transformer(model_class: type[PreTrainedModel], corpus: Sequence[str],
-                               image_feature_dim: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """A 2-layer, 32-wide random BERT with a word-piece vocabulary of the corpus' words and letters (no download)."""
+def _tiny_bert(corpus: Sequence[str]) -> tuple[PreTrainedConfig, PreTrainedTokenizerBase]:
+    """A 2-layer, 32-wide BERT's config and a word-piece tokenizer of the corpus' words and letters (no
+    download)."""
     from transformers import BertConfig, BertTokenizer
 
     words = sorted({word for sentence in corpus for word in re.findall(r"\w+|[^\w\s]", sentence.lower())})
@@ -228,9 +229,42 @@ def _tiny_grounded_transformer(model_class: type[PreTrainedModel], corpus: Seque
     tokenizer = BertTokenizer({token: index for index, token in enumerate(vocabulary)}, model_max_length=64)
     text_config = BertConfig(vocab_size=len(vocabulary), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                              intermediate_size=64, max_position_embeddings=64)
+    return text_config, tokenizer
+
+
+def _tiny_grounded_transformer(model_class: type[PreTrainedModel], corpus: Sequence[str],
+                               image_feature_dim: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A random tiny BERT (`_tiny_bert`) with the family's heads."""
+    text_config, tokenizer = _tiny_bert(corpus)
     config = model_class.config_class(text_config=text_config.to_dict(), image_feature_dim=image_feature_dim,
                                       projection_dim=16)
     return model_class(config), tokenizer
+
+
+# The recipe's options (besides `--model_type`) for a small model of each family, which the contract's training
+# tests run on the embedded synthetic set; given a scratch folder for what the options point at.
+def _tiny_char_gru_options(scratch: Path) -> list[str]:
+    return ["--hidden_size", "16"]
+
+
+def _tiny_vete_options(scratch: Path) -> list[str]:
+    return ["--text_encoder", "rnn", "--embed_dim", "16", "--word_embedding_size", "8", "--rnn_hidden_size", "16"]
+
+
+def _tiny_grounded_skipthought_options(scratch: Path) -> list[str]:
+    # The grounding objective alone (no books): the cluster and perceptual losses on small batches.
+    return ["--hidden_size", "16", "--word_embedding_size", "8", "--text_weight", "0", "--objective", "grounding",
+            "--cluster_batch_size", "8", "--grounding_negatives", "3", "--perceptual_batch_size", "8"]
+
+
+def _tiny_grounded_transformer_options(scratch: Path) -> list[str]:
+    """A random tiny BERT saved in `scratch` as the pretrained text encoder."""
+    from transformers import BertModel
+
+    text_config, tokenizer = _tiny_bert([])
+    BertModel(text_config, add_pooling_layer=False).save_pretrained(scratch / "tiny-bert")
+    tokenizer.save_pretrained(scratch / "tiny-bert")
+    return ["--text_model_name_or_path", str(scratch / "tiny-bert"), "--projection_dim", "16"]
 
 
 def _char_gru_search_space(trial) -> dict:
@@ -311,6 +345,9 @@ class ModelFamily:
     # tests (tests/test_family_contract.py) run the family on.
     tiny: Callable[[type[PreTrainedModel], Sequence[str], int],
                    tuple[PreTrainedModel, PreTrainedTokenizerBase]] | None = None
+    # The recipe's options (besides `--model_type`) that train a small model of the family on the embedded synthetic
+    # set in seconds, given a scratch folder for what they point at: what the contract's resume test trains.
+    tiny_training_options: Callable[[Path], list[str]] | None = None
     # What it cannot do: capability (a key of `CAPABILITIES`: "quantize", "onnx", "joint_space") -> the reason,
     # which `encode()` and `export_onnx` give when refusing it. Empty: it does everything the contract names
     # (hf_grounded/models/sentence_encoding.py), as the four families of the library do.
@@ -348,24 +385,26 @@ FAMILIES: dict[str, ModelFamily] = {
     "char_gru": ModelFamily(
         "Merkx & Frank's char-GRU", CharGRUModel, CharGRUArguments, _char_gru, "char_gru.md", ("char-gru",),
         _char_gru_card, _char_gru_search_space, tokenizer_class=CharTokenizer, ensemble_class=CharGRUEnsembleModel,
-        tiny=_tiny_char_gru,
+        tiny=_tiny_char_gru, tiny_training_options=_tiny_char_gru_options,
     ),
     "vete": ModelFamily(
         "Kurach et al.'s VETE", VETEModel, VETEArguments, _vete, "vete.md", ("vete",),
         _fields("text_encoder", "bow_pooling", "rnn_type", "rnn_num_layers", "cnn_filter_widths", "embed_dim"),
-        _vete_search_space, tiny=_tiny_vete,
+        _vete_search_space, tiny=_tiny_vete, tiny_training_options=_tiny_vete_options,
     ),
     "grounded_skipthought": ModelFamily(
         "Bordes et al.'s grounded SkipThought", GroundedSkipThoughtModel, GroundedSkipThoughtArguments,
         _grounded_skipthought, "grounded_skipthought.md", ("skip-thought", "grounded-skipthought"),
         _fields("hidden_size", "word_embedding_size", "decoders"), _grounded_skipthought_search_space,
         has_text_objective=True, attends_to_frames=True, tiny=_tiny_grounded_skipthought,
+        tiny_training_options=_tiny_grounded_skipthought_options,
     ),
     "grounded_transformer": ModelFamily(
         "a pretrained transformers text encoder grounded through projection heads (MCSE's setting)",
         GroundedTransformerModel, GroundedTransformerArguments, _grounded_transformer, "grounded_transformer.md",
         ("mcse", "grounded-transformer"), _grounded_transformer_card, _grounded_transformer_search_space,
         head_modules=("text_projection", "image_projection"), tiny=_tiny_grounded_transformer,
+        tiny_training_options=_tiny_grounded_transformer_options,
     ),
 }
 

@@ -18,7 +18,8 @@ from transformers import AutoModel
 
 import hf_grounded  # noqa: F401  (registers the Auto classes)
 from hf_grounded.families import FAMILIES
-from hf_grounded.training import save_model
+from hf_grounded.training import parse_arguments, save_model, train
+from hf_grounded.training.checkpoints import list_checkpoints
 
 from .conftest import REPO_ROOT, run_recipe_in_process
 
@@ -118,6 +119,27 @@ def test_the_export_recipe_writes_graphs_that_embed_as_torch_does(saved, tmp_pat
     np.testing.assert_allclose(model.encode(SENTENCES, backend="onnx"), model.encode(SENTENCES), atol=1e-5)
     int8 = model.encode(SENTENCES, backend="onnx", quantize=True)
     assert (int8 * model.encode(SENTENCES)).sum(axis=1).min() > 0.95
+
+
+@pytest.mark.parametrize("name", families())
+def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, name):
+    """The recipe trains the family's small model (`ModelFamily.tiny_training_options`) on the embedded synthetic
+    set for 2 epochs, saving a checkpoint every step; a run resumed from the last checkpoint in the middle of the
+    first epoch ends bit for bit where the run straight through does."""
+    flags = ["--model_type", name, *FAMILIES[name].tiny_training_options(tmp_path), "--backbone",
+             "test_efficientnet", "--synthetic_train_images", "16", "--synthetic_eval_images", "8",
+             "--per_device_train_batch_size", "8", "--num_train_epochs", "2", "--lr_scheduler_type", "constant",
+             "--max_length", "24", "--seed", "3", "--save_steps", "1", "--save_total_limit", "100",
+             "--feature_cache_dir", str(tmp_path / "features")]
+    straight = train(*parse_arguments([*flags, "--output_dir", str(tmp_path / "straight")]))
+    progress = {folder: json.loads((folder / "state-progress.json").read_text())["__dict__"]
+                for folder in list_checkpoints(tmp_path / "straight")}
+    checkpoint = [folder for folder, state in progress.items() if state["epoch"] == 0 and state["batch_in_epoch"]][-1]
+    resumed = train(*parse_arguments([*flags, "--output_dir", str(tmp_path / "resumed"),
+                                      "--resume_from_checkpoint", str(checkpoint)]))
+    assert straight["run"]["steps"] == resumed["run"]["steps"] > progress[checkpoint]["step"] + 1
+    first, second = (load_file(tmp_path / run / "model.safetensors") for run in ("straight", "resumed"))
+    assert first.keys() == second.keys() and all(first[key].equal(second[key]) for key in first)
 
 
 @pytest.mark.parametrize("name", families())
