@@ -1,9 +1,10 @@
 """Sentences per second of every family's `encode()` at batch 1, 32 and 512, on Flickr8k captions and STS-B
 sentences: torch float32 and int8 (`quantize=True`), and ONNX Runtime float32 and int8 (`backend="onnx"`, when
 onnxruntime is installed), next to all-MiniLM-L6-v2 through sentence-transformers when its PyPI package is
-installed. The grounded transformer's row is that same MiniLM with MCSE's heads (`--model_type
-grounded_transformer`), so its arms against the MiniLM row show what our encode() and export cost or save on the
-very same network.
+installed, and through sentence-transformers' own ONNX backend when optimum's `optimum.onnxruntime` imports (not
+with transformers 5 so far: optimum-onnx 0.1 imports `is_offline_mode` from `transformers.utils`; the run says so).
+The grounded transformer's row is that same MiniLM with MCSE's heads (`--model_type grounded_transformer`), so its
+arms against the MiniLM rows show what our encode() and export cost or save on the very same network.
 
     python benchmarks/encoding_throughput.py [--quick] [--output encoding.json]
 
@@ -91,13 +92,18 @@ def minilm_path() -> str | None:
         return None
 
 
-def minilm():
+def minilm(backend: str = "torch"):
+    """all-MiniLM-L6-v2 through sentence-transformers with its `backend` ("torch" or "onnx": its own ONNX Runtime
+    backend, which needs optimum's `optimum.onnxruntime`), or why it cannot run."""
     path = minilm_path()
     if path is None or importlib.util.find_spec("sentence_transformers") is None:
-        return None
+        return None, "no MiniLM package or no sentence-transformers"
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(path, device="cpu")
+    try:
+        return SentenceTransformer(path, device="cpu", backend=backend), None
+    except ImportError as error:  # optimum-onnx 0.1 imports names transformers 5 no longer has
+        return None, f"{type(error).__name__}: {str(error).splitlines()[0]}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -114,7 +120,10 @@ def main(argv: list[str] | None = None) -> None:
     settings = [(corpus, batch_size) for corpus in corpora for batch_size in (1, 32, 512)]
     if args.quick:  # every batch size on captions, the largest on STS-B sentences
         settings = [setting for setting in settings if setting[0] == corpus_name or setting[1] == 512]
-    baseline = minilm()
+    baseline, _ = minilm()
+    baseline_onnx, onnx_missing = minilm("onnx") if importlib.util.find_spec("onnxruntime") else (None, "no onnxruntime")
+    if baseline_onnx is None:
+        print(f"sentence-transformers' ONNX backend for MiniLM is left out: {onnx_missing}", file=sys.stderr)
     rows = []
     models = encoders(captions, args.quick)
     backends = dict(BACKENDS)
@@ -134,6 +143,8 @@ def main(argv: list[str] | None = None) -> None:
         arms = {}
         if baseline is not None:
             arms["MiniLM"] = lambda: len(baseline.encode(batch, batch_size=batch_size))
+        if baseline_onnx is not None:
+            arms["MiniLM onnx"] = lambda: len(baseline_onnx.encode(batch, batch_size=batch_size))
         for name, (model, tokenizer) in models.items():
             for backend, options in backends.items():
                 arms[f"{name}|{backend}"] = (lambda model=model, tokenizer=tokenizer, options=options: len(
@@ -145,6 +156,11 @@ def main(argv: list[str] | None = None) -> None:
                          "float32": reference})
             print(f"| all-MiniLM-L6-v2 | {corpus} | {batch_size} | {rate_cell(reference)} |"
                   + " |" * (len(backends) - 1) + " 1.0 |")
+        if "MiniLM onnx" in results:
+            rows.append({"model": "all-MiniLM-L6-v2 (sentence-transformers' ONNX backend)", "corpus": corpus,
+                         "batch": batch_size, "onnx float32": results["MiniLM onnx"]})
+            print(f"| all-MiniLM-L6-v2, sentence-transformers' ONNX | {corpus} | {batch_size} | |"
+                  f" {rate_cell(results['MiniLM onnx'])} |" + " |" * (len(backends) - 2) + " |")
         for name in models:
             rates = {backend: results[f"{name}|{backend}"] for backend in backends}
             row = {"model": name, "corpus": corpus, "batch": batch_size, **rates}
@@ -155,7 +171,9 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(row)
             print(f"| {name} | {corpus} | {batch_size} | " + " | ".join(rate_cell(rate) for rate in rates.values())
                   + f" | {ratio} |", flush=True)
-    write_results(args.output, "encoding_throughput", rows, {"repeats": repeats, "minilm": baseline is not None})
+    write_results(args.output, "encoding_throughput", rows,
+                  {"repeats": repeats, "minilm": baseline is not None,
+                   "minilm_sentence_transformers_onnx": onnx_missing or "measured"})
 
 
 if __name__ == "__main__":
