@@ -223,6 +223,20 @@ def test_demo_search_ranks_images_by_the_models_own_similarity(tmp_path, name):
     assert [path for path, _ in gallery] == [str(index.images[i].path) for i in best]
 
 
+def test_the_library_s_families_are_exported_and_keep_the_protocol():
+    """`from hf_grounded import ...Model` for every family of the library (a plugin's family lives in its own
+    package), each an instance of the contract's runtime-checkable Protocols."""
+    library = {name: family for name, family in FAMILIES.items()
+               if family.model_class.__module__.startswith("hf_grounded.")}
+    assert library
+    for name, family in library.items():
+        for cls in (family.model_class, family.model_class.config_class):
+            assert getattr(hf_grounded, cls.__name__) is cls, name
+            assert cls.__name__ in hf_grounded.__all__, name
+        model, _ = tiny(name)
+        assert isinstance(model, hf_grounded.SentenceEncoder) and isinstance(model, hf_grounded.GroundedSentenceEncoder)
+
+
 @pytest.mark.slow
 def test_a_fifth_family_gets_the_whole_contract(tmp_path):
     """A family registered by a plugin (tests/toy_family.py) before collection runs every test above, and passes."""

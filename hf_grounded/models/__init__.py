@@ -14,6 +14,13 @@ from .grounded_skipthought import (
     GroundedSkipThoughtOutput,
     GroundedSkipThoughtPreTrainedModel,
 )
+from .grounded_transformer import (
+    GroundedTransformerConfig,
+    GroundedTransformerModel,
+    GroundedTransformerOutput,
+    GroundedTransformerPreTrainedModel,
+    info_nce,
+)
 from .sentence_encoding import CAPABILITIES, GroundedSentenceEncoder, SentenceEncoder
 from .vete import VETEConfig, VETEModel, VETEOutput, VETEPreTrainedModel, pearson_loss
 
@@ -31,11 +38,16 @@ __all__ = [
     "GroundedSkipThoughtModel",
     "GroundedSkipThoughtOutput",
     "GroundedSkipThoughtPreTrainedModel",
+    "GroundedTransformerConfig",
+    "GroundedTransformerModel",
+    "GroundedTransformerOutput",
+    "GroundedTransformerPreTrainedModel",
     "SentenceEncoder",
     "VETEConfig",
     "VETEModel",
     "VETEOutput",
     "VETEPreTrainedModel",
     "hinge_loss",
+    "info_nce",
     "pearson_loss",
 ]
