@@ -102,8 +102,11 @@ def minilm(backend: str = "torch"):
 
     try:
         return SentenceTransformer(path, device="cpu", backend=backend), None
-    except ImportError as error:  # optimum-onnx 0.1 imports names transformers 5 no longer has
-        return None, f"{type(error).__name__}: {str(error).splitlines()[0]}"
+    except Exception as error:  # sentence-transformers raises a bare Exception from optimum's ImportError
+        missing = error if isinstance(error, ImportError) else error.__context__
+        if not isinstance(missing, ImportError):
+            raise
+        return None, f"{str(error).splitlines()[0]} ({type(missing).__name__}: {str(missing).splitlines()[0]})"
 
 
 def main(argv: list[str] | None = None) -> None:
