@@ -3,6 +3,7 @@
 import itertools
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import torch
 from torch.utils.data import Sampler
 
@@ -21,10 +22,13 @@ def _process_share(global_batch: list[int], num_replicas: int, rank: int) -> lis
     return global_batch[start : start + share + int(rank < extra)]
 
 
-def fixed_captions(captions_per_image: Sequence[int], seed: int) -> list[int]:
+def fixed_captions(captions_per_image: Sequence[int], seed: int) -> np.ndarray:
     """The caption each image keeps for a whole run under `policy="one"`, drawn from `seed` alone."""
+    counts = np.asarray(captions_per_image, dtype=np.int64)
+    if (counts == 1).all():  # millions of one-caption images (precomputed embeddings): nothing to draw
+        return np.zeros(len(counts), dtype=np.int64)
     generator = torch.Generator().manual_seed(seed)
-    return [int(torch.randint(count, (1,), generator=generator)) for count in captions_per_image]
+    return np.array([int(torch.randint(int(count), (1,), generator=generator)) for count in counts], dtype=np.int64)
 
 
 class CaptionBatchSampler(Sampler[list[int]]):
@@ -68,19 +72,18 @@ class CaptionBatchSampler(Sampler[list[int]]):
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if not 0 <= rank < num_replicas:
             raise ValueError(f"rank {rank} is outside 0..{num_replicas - 1}")
-        counts = [int(count) for count in captions_per_image]
-        if any(count < 1 for count in counts):
-            raise ValueError(f"image {next(i for i, c in enumerate(counts) if c < 1)} has no caption")
-        if lengths is not None and len(lengths) != sum(counts):
-            raise ValueError(f"lengths has {len(lengths)} entries but there are {sum(counts)} captions")
+        # Arrays, not lists: a split of precomputed embeddings has millions of images.
+        counts = np.asarray(captions_per_image, dtype=np.int64).reshape(-1)
+        if (counts < 1).any():
+            raise ValueError(f"image {int(np.flatnonzero(counts < 1)[0])} has no caption")
+        if lengths is not None and len(lengths) != counts.sum():
+            raise ValueError(f"lengths has {len(lengths)} entries but there are {counts.sum()} captions")
         if length_group_batches < 1:
             raise ValueError(f"length_group_batches must be at least 1, got {length_group_batches}")
-        self.lengths = None if lengths is None else [int(length) for length in lengths]
+        self.lengths = None if lengths is None else np.asarray(lengths, dtype=np.int64)
         self.length_group_batches = length_group_batches
         self.counts = counts
-        self.offsets = [0]
-        for count in counts[:-1]:
-            self.offsets.append(self.offsets[-1] + count)
+        self.offsets = np.concatenate([[0], np.cumsum(counts[:-1])]).astype(np.int64)
         self.batch_size = batch_size
         self.policy = policy
         self.seed = seed
@@ -98,7 +101,7 @@ class CaptionBatchSampler(Sampler[list[int]]):
 
     @property
     def num_passes(self) -> int:
-        return max(self.counts) if self.policy == "all" else 1
+        return int(self.counts.max()) if self.policy == "all" else 1
 
     def _batches_per_pass(self, pairs: int) -> int:
         global_size = self.batch_size * self.num_replicas
@@ -108,10 +111,12 @@ class CaptionBatchSampler(Sampler[list[int]]):
     def _global_batches(self, pass_indices: list[int], generator: torch.Generator) -> list[list[int]]:
         global_size = self.batch_size * self.num_replicas
         if self.lengths is not None:
+            # A stable sort of each chunk by length, as `sorted` with a key would give.
             chunk_size = global_size * self.length_group_batches
-            pass_indices = [index for start in range(0, len(pass_indices), chunk_size)
-                            for index in sorted(pass_indices[start : start + chunk_size],
-                                                key=self.lengths.__getitem__)]
+            chunks = [np.asarray(pass_indices[start : start + chunk_size], dtype=np.int64)
+                      for start in range(0, len(pass_indices), chunk_size)]
+            pass_indices = [index for chunk in chunks
+                            for index in chunk[np.argsort(self.lengths[chunk], kind="stable")].tolist()]
         batches = [pass_indices[number * global_size : (number + 1) * global_size]
                    for number in range(self._batches_per_pass(len(pass_indices)))]
         if self.lengths is not None:
@@ -130,15 +135,19 @@ class CaptionBatchSampler(Sampler[list[int]]):
         generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
         num_images = len(self.counts)
         if self.policy == "one":
-            order = torch.randperm(num_images, generator=generator).tolist()
-            yield from self._pass_batches([self.offsets[i] + self.fixed_caption[i] for i in order], generator)
+            order = torch.randperm(num_images, generator=generator).numpy()
+            yield from self._pass_batches((self.offsets[order] + self.fixed_caption[order]).tolist(), generator)
             return
-        caption_orders = [torch.randperm(count, generator=generator).tolist() for count in self.counts]
+        # A one-caption image's order is [0], and drawing it leaves the generator as it was: only the others draw.
+        several = np.flatnonzero(self.counts > 1)
+        caption_orders = [torch.randperm(int(self.counts[image]), generator=generator).numpy() for image in several]
         for pass_number in range(self.num_passes):
             # Images with fewer captions than the most-captioned one repeat theirs in later passes.
-            order = torch.randperm(num_images, generator=generator).tolist()
-            indices = [self.offsets[i] + caption_orders[i][pass_number % self.counts[i]] for i in order]
-            yield from self._pass_batches(indices, generator)
+            caption = np.zeros(num_images, dtype=np.int64)
+            for image, captions in zip(several, caption_orders):
+                caption[image] = captions[pass_number % len(captions)]
+            order = torch.randperm(num_images, generator=generator).numpy()
+            yield from self._pass_batches((self.offsets[order] + caption[order]).tolist(), generator)
 
     def __len__(self) -> int:
         return self._batches_per_pass(len(self.counts)) * self.num_passes
