@@ -1,26 +1,92 @@
 """Tokenised captions beside their images' features, and the batches the trainer and evaluation draw from them."""
 
+import hashlib
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from datasets import Dataset
 from tokenizers import pre_tokenizers
 from torch.utils.data import Dataset as TorchDataset
 from transformers import PreTrainedTokenizerBase
 
+from .embeddings import FeatureRows
 from .sampling import fixed_captions
+
+
+class TokenizedCaptions(Sequence):
+    """Captions' token ids in an Arrow table on disk (`datasets`' cache, memory-mapped) with their lengths in
+    memory: what a split of millions of captions holds instead of lists of lists. Read a batch at a time (`take`);
+    one row costs about as much as a batch."""
+
+    def __init__(self, table: Dataset):
+        if table._indices is not None:
+            table = table.flatten_indices()
+        self.table = table.with_format("arrow")
+        self.lengths = table.data.column("length").to_numpy()
+
+    @classmethod
+    def from_captions(cls, captions: Dataset, tokenizer: PreTrainedTokenizerBase, max_length: int,
+                      num_proc: int | None = None) -> "TokenizedCaptions":
+        """`captions`' `caption` column tokenised by `Dataset.map`, cached under a fingerprint of the captions, the
+        tokenizer's vocabulary and `max_length`: a rerun reads the table back instead of tokenising again."""
+        fingerprint = hashlib.sha256(json.dumps(
+            [captions._fingerprint, type(tokenizer).__name__, sorted(tokenizer.get_vocab().items()), max_length,
+             getattr(tokenizer, "do_lower_case", None)]).encode()).hexdigest()[:32]
+        table = captions.map(_tokenize, batched=True, batch_size=10_000, remove_columns=captions.column_names,
+                             fn_kwargs={"tokenizer": tokenizer, "max_length": max_length}, num_proc=num_proc,
+                             new_fingerprint=fingerprint, desc="Tokenising captions")
+        return cls(table)
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, index: int) -> list[int]:
+        return self.take([index])[0]
+
+    def take(self, indices: list[int]) -> list[list[int]]:
+        return self.table[list(indices)]["input_ids"].to_pylist()
+
+
+def _tokenize(batch: dict, tokenizer: PreTrainedTokenizerBase, max_length: int) -> dict:
+    input_ids = tokenizer(batch["caption"], truncation=True, max_length=max_length)["input_ids"]
+    return {"input_ids": input_ids, "length": [len(ids) for ids in input_ids]}
 
 
 @dataclass
 class EncodedSplit:
-    """One split ready for the model: captions flattened image-major, each pointing at its image's features."""
+    """One split ready for the model: captions flattened image-major, each pointing at its image's features.
 
-    input_ids: list[list[int]]
+    Small splits hold lists and tensors; a split of precomputed embeddings holds its token ids on disk
+    (`TokenizedCaptions`) and its features memory-mapped (`FeatureRows`), read a batch at a time.
+    """
+
+    input_ids: Sequence[list[int]]
     caption_to_image: torch.Tensor
-    image_features: torch.Tensor
-    captions_per_image: list[int]
+    image_features: torch.Tensor | FeatureRows
+    captions_per_image: Sequence[int]
     # Each image's or video's `(frames, dim)` features, where the model attends over frames (T).
     frames: list[torch.Tensor] | None = None
+
+    def lengths(self) -> np.ndarray:
+        """Each caption's length in tokens."""
+        if isinstance(self.input_ids, TokenizedCaptions):
+            return self.input_ids.lengths
+        return np.array([len(ids) for ids in self.input_ids], dtype=np.int64)
+
+    @classmethod
+    def from_caption_table(cls, captions: Dataset, image_features: FeatureRows | torch.Tensor,
+                           tokenizer: PreTrainedTokenizerBase, max_length: int,
+                           num_proc: int | None = None) -> "EncodedSplit":
+        """One caption per image, row k of `captions` (its `caption` column) with row k of `image_features`,
+        tokenised into an Arrow table (`TokenizedCaptions`)."""
+        if len(captions) != len(image_features):
+            raise ValueError(f"{len(captions)} captions but {len(image_features)} image embeddings")
+        return cls(input_ids=TokenizedCaptions.from_captions(captions, tokenizer, max_length, num_proc),
+                   caption_to_image=torch.arange(len(captions)), image_features=image_features,
+                   captions_per_image=np.ones(len(captions), dtype=np.int64))
 
     @classmethod
     def from_dataset(
@@ -100,6 +166,16 @@ class CaptionImagePairs(TorchDataset):
         if self.split.frames is not None:
             item["frame_features"] = self.split.frames[image]
         return item
+
+    def __getitems__(self, indices: list[int]) -> list[dict]:
+        """A batch's items; from an Arrow table and memory-mapped features, read in one go (the DataLoader asks for
+        a batch this way)."""
+        if not isinstance(self.split.input_ids, TokenizedCaptions):
+            return [self[index] for index in indices]
+        images = self.split.caption_to_image[list(indices)].tolist()
+        features = self.split.image_features[images]
+        return [{"input_ids": ids, "image_features": row, "image_index": image}
+                for ids, row, image in zip(self.split.input_ids.take(indices), features, images)]
 
 
 @dataclass
@@ -181,6 +257,7 @@ __all__ = [
     "Captions",
     "EncodedSplit",
     "EncodedTriples",
+    "TokenizedCaptions",
     "collate_captions",
     "length_sorted_batches",
     "word_level_split",

@@ -2,6 +2,7 @@
 visual vectors (through the feature cache) and the books they name."""
 
 from .arguments import DataArguments
+from .embedding_pairs import EmbeddingPairs, load_embedding_pairs
 from .loading import (
     feature_spec,
     frame_features,
@@ -12,5 +13,5 @@ from .loading import (
     visual_vectors,
 )
 
-__all__ = ["DataArguments", "feature_spec", "frame_features", "image_features", "load_book_triples", "load_dataset",
+__all__ = ["DataArguments", "EmbeddingPairs", "load_embedding_pairs", "feature_spec", "frame_features", "image_features", "load_book_triples", "load_dataset",
            "pooled_features", "visual_vectors"]

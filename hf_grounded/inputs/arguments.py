@@ -70,6 +70,21 @@ class DataArguments:
     )
     feature_batch_size: int = field(default=16, metadata={"minimum": 1,
                                                           "help": "Backbone batch size during feature extraction."})
+    heldout_pairs: int = field(
+        default=1000, metadata={"minimum": 1,
+                                "help": "--dataset embeddings: caption-embedding pairs held out for validation, and "
+                                        "as many for test, drawn by --seed; the rest train."}
+    )
+    keep_in_memory: bool = field(
+        default=False, metadata={"help": "--dataset embeddings: hold the training captions' token ids as lists and "
+                                         "their embeddings as one tensor, as the other datasets are held (memory "
+                                         "grows with the pairs; for sets that fit)."}
+    )
+    preprocessing_num_workers: int | None = field(
+        default=None, metadata={"minimum": 1,
+                                "help": "--dataset embeddings: processes that tokenise the captions (datasets' "
+                                        "num_proc) on the first run; later runs read the cached table."}
+    )
     max_length: int = field(
         default=512, metadata={"minimum": 1,
                                "help": "Tokens kept per sentence: characters for the char-GRU, words otherwise."}

@@ -32,7 +32,7 @@ def term_sampler(term: StreamLoss, split: EncodedSplit, triples: EncodedTriples 
             split.captions_per_image,
             batch_size,
             policy="all" if data_args.training_unit == "word" else data_args.caption_policy,
-            lengths=[len(ids) for ids in split.input_ids] if training_args.group_by_length else None,
+            lengths=split.lengths() if training_args.group_by_length else None,
             **distributed,
         )
     if kind == "caption_groups":

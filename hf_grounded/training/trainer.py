@@ -13,14 +13,14 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
-from ..data import SPLITS
+from ..data import EMBEDDINGS, SPLITS
 from ..data.encoded import EncodedSplit, EncodedTriples, word_level_split
 from ..evaluation.splits import evaluate_split
 from ..evaluation.sts import SentencePairs, load_stsb, unsupervised_sts
 from ..families import ModelFamily
 from ..files import write_json
 from ..hub import push_to_hub
-from ..inputs import DataArguments, load_book_triples, load_dataset, visual_vectors
+from ..inputs import DataArguments, load_book_triples, load_dataset, load_embedding_pairs, visual_vectors
 from ..model_card import write_model_card
 from ..objectives import (
     StreamLoss,
@@ -115,6 +115,8 @@ def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str
     progress = run.progress
     bar = tqdm(total=run.total_steps, initial=progress.step, desc="Training",
                disable=not accelerator.is_local_main_process)
+    # What a run at scale waits for before it learns anything (data, features, tokenising, model): benchmarks read it.
+    logger.info("set up in %.1f s before the first optimisation step", time.perf_counter() - started)
     training_s = 0.0
     while progress.epoch < run.num_epochs:
         epoch_started = time.perf_counter()
@@ -152,19 +154,24 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     """The data, visual vectors, model, tokenizer, encoded splits, training terms and streams: everything the
     arguments could make fail, built before anything is written."""
     stsb_dev = load_stsb(training_args.stsb_dir)["validation"] if training_args.stsb_dir is not None else None
-    dataset = load_dataset(data_args, training_args.seed)
-    for split in SPLITS:
-        if len(dataset[split]) == 0:
-            raise ValueError(f"the {split} split of --dataset {data_args.dataset}"
-                             f"{f' in {data_args.data_dir}' if data_args.data_dir else ''} is empty")
-    features, frames = visual_vectors(dataset, data_args, training_args.seed, training_args.dataloader_num_workers,
-                                      accelerator)
-    corpus = [caption for captions in dataset["train"]["captions"] for caption in captions]
+    if data_args.dataset == EMBEDDINGS:
+        # Millions of precomputed pairs: the captions stay an Arrow table and the embeddings memory-mapped.
+        pairs = load_embedding_pairs(data_args, training_args.seed)
+        features, frames, corpus = pairs.features, None, pairs.corpus
+    else:
+        dataset = load_dataset(data_args, training_args.seed)
+        for split in SPLITS:
+            if len(dataset[split]) == 0:
+                raise ValueError(f"the {split} split of --dataset {data_args.dataset}"
+                                 f"{f' in {data_args.data_dir}' if data_args.data_dir else ''} is empty")
+        features, frames = visual_vectors(dataset, data_args, training_args.seed,
+                                          training_args.dataloader_num_workers, accelerator)
+        corpus = [caption for captions in dataset["train"]["captions"] for caption in captions]
     if trains_text_objective(model_args.text_options):
         if data_args.books_dir is None:
             raise ValueError("SkipThought's text objective (--text_weight > 0) reads the books of --books_dir")
         book_triples, book_sentences = load_book_triples(data_args)
-        corpus = book_sentences + corpus
+        corpus = book_sentences + list(corpus)
     elif data_args.books_dir is not None:
         raise ValueError("--books_dir is read by grounded_skipthought's text objective only (--text_weight > 0)")
     model, tokenizer, family = model_and_tokenizer(model_args, data_args, corpus, features["train"].size(1))
@@ -176,8 +183,11 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     # The tokenizer's own limit may be lower than --max_length (a pretrained encoder's positions): sentences are
     # cut where encode() cuts them, and never past what the model can read.
     max_length = min(data_args.max_length, tokenizer.model_max_length)
-    splits = {split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, max_length)
-              for split in SPLITS}
+    if data_args.dataset == EMBEDDINGS:
+        splits = pairs.encode(tokenizer, max_length, data_args.preprocessing_num_workers, data_args.keep_in_memory)
+    else:
+        splits = {split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, max_length)
+                  for split in SPLITS}
     if data_args.training_unit == "word":
         # Every word of the kept captions is seen once per epoch, so the sampler goes through all of them.
         splits["train"] = word_level_split(dataset["train"], features["train"], tokenizer, max_length,

@@ -1,0 +1,182 @@
+"""Precomputed image embeddings beside their captions, in clip-retrieval's folder layout (how LAION's embeddings are
+published): `img_emb/img_emb_N.npy` (float16 or float32, one row per image) and `metadata/metadata_N.parquet` with a
+`caption` column, shard N of each holding the same pairs in the same order (`text_emb/`, if present, is not read).
+
+Nothing is loaded whole: the embeddings stay memory-mapped (`FeatureRows` reads the rows a batch asks for) and the
+captions are an Arrow table on disk (`datasets`' cache), so a run holds neither millions of vectors nor millions of
+Python strings.
+"""
+
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from datasets import Dataset
+
+logger = logging.getLogger(__name__)
+
+_SHARD = re.compile(r"(?:img_emb|metadata)_(\d+)\.(?:npy|parquet)")
+# Rows scanned at a time for non-finite values: bounded memory whatever the shard's size.
+_SCAN_ROWS = 65536
+
+
+@dataclass(frozen=True)
+class EmbeddingShard:
+    """Shard `number`: its embeddings file and its metadata file, and how many pairs they hold."""
+
+    number: int
+    embeddings: Path
+    metadata: Path
+    rows: int
+
+
+class FeatureRows:
+    """Rows of memory-mapped `.npy` shards read as one `(rows, dim)` table of float32 tensors, only when asked for;
+    with `rows`, only those rows of the shards, in that order (a split of them).
+
+    Indexing with an int gives one row; with a sequence of ints (or a tensor), those rows stacked.
+    """
+
+    def __init__(self, files: list[Path], rows: np.ndarray | None = None):
+        self.files = list(files)
+        self.arrays = [_open_embeddings(path) for path in self.files]
+        self.offsets = np.cumsum([0, *(len(array) for array in self.arrays)])
+        self.rows = None if rows is None else np.asarray(rows, dtype=np.int64)
+        self.dim = self.arrays[0].shape[1] if self.arrays else 0
+
+    def select(self, rows: np.ndarray) -> "FeatureRows":
+        """These rows (positions in this table), as a table of their own."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return FeatureRows(self.files, rows if self.rows is None else self.rows[rows])
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1]) if self.rows is None else len(self.rows)
+
+    def size(self, dim: int | None = None):
+        shape = torch.Size((len(self), self.dim))
+        return shape if dim is None else shape[dim]
+
+    def __getitem__(self, index) -> torch.Tensor:
+        single = isinstance(index, (int, np.integer)) or (torch.is_tensor(index) and index.dim() == 0)
+        positions = np.atleast_1d(np.asarray(index.tolist() if torch.is_tensor(index) else index, dtype=np.int64))
+        if len(positions) and (positions.min() < 0 or positions.max() >= len(self)):
+            raise IndexError(f"rows {positions.tolist()} reach outside the {len(self)} embeddings")
+        global_rows = positions if self.rows is None else self.rows[positions]
+        shards = np.searchsorted(self.offsets, global_rows, side="right") - 1
+        out = np.empty((len(global_rows), self.dim), dtype=np.float32)
+        for shard in np.unique(shards):
+            mine = np.flatnonzero(shards == shard)
+            out[mine] = self.arrays[shard][global_rows[mine] - self.offsets[shard]]
+        return torch.from_numpy(out[0] if single else out)
+
+
+def _open_embeddings(path: Path) -> np.ndarray:
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError) as error:  # a truncated file cannot be mapped to its header's shape
+        raise ValueError(f"{path}: not a readable .npy array ({error})") from error
+    if array.ndim != 2 or array.dtype not in (np.float16, np.float32):
+        raise ValueError(f"{path}: embeddings must be a 2-d float16 or float32 array, got {array.dtype} "
+                         f"of shape {array.shape}")
+    return array
+
+
+def embedding_shards(data_dir: str | Path) -> list[EmbeddingShard]:
+    """The folder's shards, checked pair by pair: each embeddings file has its metadata file and as many rows, with
+    a `caption` column, and every shard the same width. Errors name the file."""
+    folder = Path(data_dir)
+    embeddings = {int(_SHARD.fullmatch(path.name).group(1)): path
+                  for path in sorted((folder / "img_emb").glob("img_emb_*.npy")) if _SHARD.fullmatch(path.name)}
+    metadata = {int(_SHARD.fullmatch(path.name).group(1)): path
+                for path in sorted((folder / "metadata").glob("metadata_*.parquet")) if _SHARD.fullmatch(path.name)}
+    if not embeddings:
+        raise FileNotFoundError(f"{folder / 'img_emb'}: no img_emb_N.npy file (a clip-retrieval embeddings folder "
+                                f"holds img_emb/ and metadata/)")
+    unpaired = sorted(set(embeddings) ^ set(metadata))
+    if unpaired:
+        number = unpaired[0]
+        have, lack = ((embeddings[number], folder / "metadata" / f"metadata_{number}.parquet")
+                      if number in embeddings else (metadata[number], folder / "img_emb" / f"img_emb_{number}.npy"))
+        raise FileNotFoundError(f"{have} has no partner {lack}")
+    shards, width = [], None
+    for number in sorted(embeddings):
+        array = _open_embeddings(embeddings[number])
+        try:
+            parquet = pq.ParquetFile(metadata[number])
+        except Exception as error:  # pyarrow raises ArrowInvalid or OSError for a damaged file
+            raise ValueError(f"{metadata[number]}: not a readable parquet file ({error})") from error
+        if "caption" not in parquet.schema_arrow.names:
+            raise ValueError(f"{metadata[number]}: no 'caption' column (columns: {parquet.schema_arrow.names})")
+        if parquet.metadata.num_rows != len(array):
+            raise ValueError(f"{embeddings[number]} has {len(array)} rows but {metadata[number]} has "
+                             f"{parquet.metadata.num_rows}")
+        if width is not None and array.shape[1] != width:
+            raise ValueError(f"{embeddings[number]}: {array.shape[1]}-d embeddings beside {width}-d ones in "
+                             f"{shards[0].embeddings}")
+        width = array.shape[1]
+        shards.append(EmbeddingShard(number, embeddings[number], metadata[number], len(array)))
+    return shards
+
+
+def invalid_rows(shards: list[EmbeddingShard], captions: Dataset) -> tuple[np.ndarray, str | None]:
+    """The rows (global, sorted) whose embedding is not finite or whose caption is empty, and the first problem
+    in words, naming its file and row; None when every row is sound."""
+    non_finite, offset = [], 0
+    for shard in shards:
+        array = _open_embeddings(shard.embeddings)
+        for start in range(0, shard.rows, _SCAN_ROWS):
+            rows = np.flatnonzero(~np.isfinite(array[start : start + _SCAN_ROWS]).all(axis=1)) + start
+            non_finite.append(rows + offset)
+        offset += shard.rows
+    non_finite = np.concatenate(non_finite) if non_finite else np.zeros(0, dtype=np.int64)
+    flags = captions.map(lambda batch: {"empty": [not (caption or "").strip() for caption in batch["caption"]]},
+                         batched=True, batch_size=65536, remove_columns=captions.column_names,
+                         desc="Checking captions")
+    empty = np.flatnonzero(flags.with_format("numpy")["empty"])
+    problem = None
+    if len(non_finite):
+        shard, row = _locate(shards, int(non_finite[0]))
+        problem = f"{shard.embeddings}: row {row} is not finite (NaN or infinite)"
+    elif len(empty):
+        shard, row = _locate(shards, int(empty[0]))
+        problem = f"{shard.metadata}: row {row} has an empty caption"
+    return np.union1d(non_finite, empty), problem
+
+
+def _locate(shards: list[EmbeddingShard], index: int) -> tuple[EmbeddingShard, int]:
+    for shard in shards:
+        if index < shard.rows:
+            return shard, index
+        index -= shard.rows
+    raise IndexError(index)
+
+
+def read_captions(shards: list[EmbeddingShard], cache_dir: str | None = None) -> Dataset:
+    """The shards' `caption` column as one Arrow table in `datasets`' cache, in shard order (a rerun reuses it)."""
+    return Dataset.from_parquet([str(shard.metadata) for shard in shards], columns=["caption"], cache_dir=cache_dir)
+
+
+def write_embedding_shards(folder: str | Path, shards: Iterable[tuple[Sequence[str], np.ndarray]]) -> list[Path]:
+    """Write caption–embedding pairs in clip-retrieval's layout, one `(captions, embeddings)` shard at a time (so
+    millions of pairs never sit in memory together): `img_emb/img_emb_N.npy` and `metadata/metadata_N.parquet`."""
+    folder = Path(folder)
+    (folder / "img_emb").mkdir(parents=True, exist_ok=True)
+    (folder / "metadata").mkdir(parents=True, exist_ok=True)
+    written = []
+    for number, (captions, embeddings) in enumerate(shards):
+        if len(captions) != len(embeddings):
+            raise ValueError(f"shard {number}: {len(captions)} captions but {len(embeddings)} embeddings")
+        np.save(folder / "img_emb" / f"img_emb_{number}.npy", embeddings)
+        pq.write_table(pa.table({"caption": list(captions)}), folder / "metadata" / f"metadata_{number}.parquet")
+        written.append(folder / "img_emb" / f"img_emb_{number}.npy")
+    return written
+
+
+__all__ = ["EmbeddingShard", "FeatureRows", "embedding_shards", "invalid_rows", "read_captions",
+           "write_embedding_shards"]

@@ -1,0 +1,87 @@
+"""`--dataset embeddings`: a clip-retrieval folder's caption–embedding pairs split into train, validation and test
+(`--heldout_pairs` each for the last two, drawn by the seed), its training split left on disk."""
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+from datasets import Dataset
+from transformers import PreTrainedTokenizerBase
+
+from ..data import SPLITS
+from ..data.embeddings import FeatureRows, embedding_shards, invalid_rows, read_captions
+from ..data.encoded import EncodedSplit
+from .arguments import DataArguments
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class EmbeddingPairs:
+    """Per split, the captions (an Arrow table, column `caption`) and their images' embeddings: the training split's
+    memory-mapped, the held-out ones in memory."""
+
+    captions: dict[str, Dataset]
+    features: dict[str, FeatureRows | torch.Tensor]
+
+    @property
+    def corpus(self) -> Iterable[str]:
+        """The training captions, which a learnt vocabulary comes from, read from the table as they are iterated."""
+        return self.captions["train"]["caption"]
+
+    def encode(self, tokenizer: PreTrainedTokenizerBase, max_length: int, num_proc: int | None = None,
+               keep_in_memory: bool = False) -> dict[str, EncodedSplit]:
+        """Each split tokenised into an Arrow table (`TokenizedCaptions`), its embeddings as they are; with
+        `keep_in_memory`, as lists and one tensor, as the image datasets' splits are held."""
+        splits = {split: EncodedSplit.from_caption_table(self.captions[split], self.features[split], tokenizer,
+                                                         max_length, num_proc) for split in SPLITS}
+        if keep_in_memory:
+            splits = {split: replace(encoded, input_ids=list(encoded.input_ids.take(range(len(encoded.input_ids)))),
+                                     image_features=encoded.image_features[range(len(encoded.image_features))]
+                                     if isinstance(encoded.image_features, FeatureRows) else encoded.image_features)
+                      for split, encoded in splits.items()}
+        return splits
+
+
+def load_embedding_pairs(data_args: DataArguments, seed: int) -> EmbeddingPairs:
+    """The pairs of `--data_dir`, checked (see `hf_grounded.data.embeddings`); a row with a non-finite embedding or
+    an empty caption is an error naming its file and row, or with `--skip_invalid` left out and counted."""
+    _refuse_other_inputs(data_args)
+    shards = embedding_shards(data_args.data_dir)
+    captions = read_captions(shards)
+    bad, problem = invalid_rows(shards, captions)
+    if len(bad) and not data_args.skip_invalid:
+        raise ValueError(f"{problem} ({len(bad)} such rows in {data_args.data_dir}; --skip_invalid leaves them out)")
+    if len(bad):
+        logger.warning("skipped %d of %d pairs of %s with a non-finite embedding or an empty caption (first: %s)",
+                       len(bad), len(captions), data_args.data_dir, problem)
+    rows = np.setdiff1d(np.arange(len(captions)), bad)
+    held = data_args.heldout_pairs
+    if len(rows) <= 2 * held:
+        raise ValueError(f"{data_args.data_dir} has {len(rows)} usable pairs: too few to hold out --heldout_pairs "
+                         f"{held} for validation and {held} for test and train on the rest")
+    order = rows[torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed)).numpy()]
+    chosen = {"validation": np.sort(order[:held]), "test": np.sort(order[held : 2 * held]),
+              "train": np.sort(order[2 * held :])}
+    table = FeatureRows([shard.embeddings for shard in shards])
+    features = {split: table.select(selected) if split == "train" else table[selected]
+                for split, selected in chosen.items()}
+    return EmbeddingPairs({split: captions.select(selected) for split, selected in chosen.items()}, features)
+
+
+def _refuse_other_inputs(data_args: DataArguments) -> None:
+    if data_args.data_dir is None:
+        raise ValueError("--dataset embeddings reads a clip-retrieval folder (img_emb/, metadata/): pass --data_dir")
+    conflicts = {"--image_features_file": data_args.image_features_file is not None,
+                 "--visual_vectors": data_args.visual_vectors != "features",
+                 "--training_unit": data_args.training_unit != "sentence",
+                 "--frame_pooling attention": data_args.frame_pooling == "attention"}
+    named = [name for name, conflicting in conflicts.items() if conflicting]
+    if named:
+        raise ValueError(f"--dataset embeddings trains sentences on the folder's own embeddings: {', '.join(named)} "
+                         f"cannot apply")
+
+
+__all__ = ["EmbeddingPairs", "load_embedding_pairs"]
