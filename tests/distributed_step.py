@@ -2,7 +2,11 @@
 (2 processes) or as a single process. Writes them to the JSON file named by argv[1] (rank 0 only), keyed by objective;
 argv[2] lists the objectives, comma-separated: image-text ones, or Bordes et al.'s `cluster`, `perceptual` or
 `projection` over caption groups, or `cluster_pairs` and `perceptual_full` as their code computes L_C and L_P. One
-launch steps every objective because starting the processes costs far more than a step."""
+launch steps every objective because starting the processes costs far more than a step.
+
+With argv[3], a clip-retrieval folder (`--dataset embeddings`), it also draws one epoch of that folder's training
+stream as the trainer does (`training_streams`) and writes, under "epoch", the rows every process's batches held,
+gathered over gloo."""
 
 import json
 import sys
@@ -19,6 +23,10 @@ from hf_grounded.objectives import (
     create_objective,
 )
 from hf_grounded.data.encoded import collate_captions
+from hf_grounded.inputs import load_embedding_pairs
+from hf_grounded.objectives.registry import create_training_losses
+from hf_grounded.training import parse_arguments
+from hf_grounded.training.streams import training_streams
 
 CAPTIONS = ["a red square", "two blue circles", "a tiny violet plus sign", "a box", "green", "a large golden wedge",
             "an emerald disc next to a crimson box", "a small cross"]
@@ -29,6 +37,8 @@ GROUPS = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])  # group 2 straddles the two pro
 def main() -> None:
     accelerator = Accelerator(cpu=True)
     results = {objective: step(accelerator, objective) for objective in sys.argv[2].split(",")}
+    if len(sys.argv) > 3:
+        results["epoch"] = embeddings_epoch(accelerator, sys.argv[3])
     if accelerator.is_main_process:
         with open(sys.argv[1], "w") as handle:
             json.dump(results, handle)
@@ -69,6 +79,31 @@ def step(accelerator: Accelerator, objective: str) -> dict:
     parameters = accelerator.unwrap_model(model).named_parameters()
     gradients = {name: parameter.grad.tolist() for name, parameter in parameters if parameter.grad is not None}
     return {"processes": accelerator.num_processes, "loss": loss.item(), "gradients": gradients}
+
+
+def embeddings_epoch(accelerator: Accelerator, folder: str) -> dict:
+    model_args, data_args, training_args = parse_arguments([
+        "--dataset", "embeddings", "--data_dir", folder, "--heldout_pairs", "50", "--output_dir", "unused",
+        "--per_device_train_batch_size", "32", "--seed", "5"])
+    pairs = load_embedding_pairs(data_args, training_args.seed)
+    train = pairs.encode(CharTokenizer(), 64)["train"]
+    losses = create_training_losses(model_args.objective, model_args.objective_options, model_args.text_options,
+                                    training_args.seed, True)
+    streams = training_streams(losses, train, None, data_args, training_args, accelerator)
+    streams.sampler.set_epoch(0)
+    # Each batch's features, matched back to their rows: what the model really received.
+    table = pairs.features["train"][range(len(pairs.features["train"]))]
+    seen = []
+    for batch in streams.loader:
+        rows = batch["image_index"].tolist()
+        assert torch.equal(batch["image_features"], table[rows]), "features do not belong to their captions"
+        seen.extend(rows)
+    counts = accelerator.gather(torch.tensor([len(seen)]))
+    gathered = accelerator.gather(accelerator.pad_across_processes(torch.tensor(seen)))
+    rows = [row for share, count in zip(gathered.view(accelerator.num_processes, -1).tolist(), counts.tolist())
+            for row in share[:count]]
+    return {"processes": accelerator.num_processes, "rows": rows, "train_pairs": len(train.input_ids),
+            "steps": len(streams.sampler)}
 
 
 if __name__ == "__main__":

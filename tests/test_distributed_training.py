@@ -8,6 +8,8 @@ import sys
 import numpy as np
 import pytest
 
+from hf_grounded.data.embeddings import write_embedding_shards
+
 from .conftest import CPU_ONLY, REPO_ROOT
 
 SCRIPT = REPO_ROOT / "tests" / "distributed_step.py"
@@ -22,6 +24,11 @@ def steps(tmp_path_factory):
     """One step of every objective, on two processes and on one: a launch costs far more than a step."""
     folder = tmp_path_factory.mktemp("distributed_step")
     objectives = ",".join(["hinge", *VETE_OBJECTIVES, *CAPTION_GROUP_OBJECTIVES])
+    # 600 pairs of precomputed embeddings (--dataset embeddings) in two shards, for one epoch of their stream.
+    rng = np.random.default_rng(0)
+    write_embedding_shards(folder / "embeddings", (([f"caption {start + row}" for row in range(count)],
+                                                    rng.standard_normal((count, 8)).astype(np.float16))
+                                                   for start, count in ((0, 350), (350, 250))))
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29541"]
     return {processes: _run(launcher, folder / f"{processes}.json", folder, objectives)
             for processes, launcher in ((2, torchrun), (1, [sys.executable]))}
@@ -29,10 +36,20 @@ def steps(tmp_path_factory):
 
 def _run(launcher, output, folder, objectives):
     env = {**os.environ, **CPU_ONLY}
-    result = subprocess.run([*launcher, str(SCRIPT), str(output), objectives], cwd=folder, capture_output=True,
-                            text=True, timeout=600, env=env)
+    result = subprocess.run([*launcher, str(SCRIPT), str(output), objectives, str(folder / "embeddings")],
+                            cwd=folder, capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(output.read_text())
+
+
+def test_two_processes_read_each_training_pair_of_precomputed_embeddings_once_an_epoch(steps):
+    """Each process reads its share of every global batch from the same files (`--dataset embeddings`); over an
+    epoch the shares hold each training pair once, as one process's batches do (the features each batch received
+    are checked against its captions' rows in the script)."""
+    # 500 training pairs, global batches of 2 x 32 = 64: 7 full ones and a last of 52, split 26 and 26.
+    two, one = steps[2]["epoch"], steps[1]["epoch"]
+    assert two["processes"] == 2 and two["train_pairs"] == 500 and two["steps"] == 8
+    assert sorted(two["rows"]) == sorted(one["rows"]) == list(range(500))
 
 
 def test_two_processes_match_one_process_on_the_combined_batch(steps):

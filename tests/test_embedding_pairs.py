@@ -173,23 +173,3 @@ def test_the_in_memory_path_trains_to_the_same_weights(folder, tmp_path):
     assert all(first[name].equal(second[name]) for name in first)
     assert on_disk["test"] == in_memory["test"]
 
-
-def test_two_processes_read_every_training_pair_once_an_epoch(folder, tmp_path):
-    """torchrun with 2 CPU processes (gloo): each reads its share of every global batch from the same files; over
-    an epoch the shares hold each training pair once (the features each batch received are checked against its
-    captions' rows in the script)."""
-    import os
-    import subprocess
-    import sys
-
-    from .conftest import CPU_ONLY, REPO_ROOT
-
-    output = tmp_path / "epoch.json"
-    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                             "29547", str(REPO_ROOT / "tests" / "distributed_epoch.py"), str(folder), str(output)],
-                            capture_output=True, text=True, timeout=600, cwd=tmp_path, env={**os.environ, **CPU_ONLY})
-    assert result.returncode == 0, result.stderr[-3000:]
-    epoch = json.loads(output.read_text())
-    # 500 training pairs, global batches of 2 x 32 = 64: 7 full ones and a last of 52, split 26 and 26.
-    assert epoch["processes"] == 2 and epoch["train_pairs"] == 500 and epoch["steps"] == 8
-    assert sorted(epoch["rows"]) == list(range(500))
