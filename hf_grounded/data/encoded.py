@@ -18,14 +18,18 @@ from .sampling import fixed_captions
 
 class TokenizedCaptions(Sequence):
     """Captions' token ids in an Arrow table on disk (`datasets`' cache, memory-mapped) with their lengths in
-    memory: what a split of millions of captions holds instead of lists of lists. Read a batch at a time (`take`);
-    one row costs about as much as a batch."""
+    memory: what a split of millions of captions holds instead of lists of lists. A caption is read as a slice of
+    the column's flat buffer of ids (Arrow's list layout, seen through numpy without a copy)."""
 
     def __init__(self, table: Dataset):
         if table._indices is not None:
             table = table.flatten_indices()
-        self.table = table.with_format("arrow")
+        self.table = table
         self.lengths = table.data.column("length").to_numpy()
+        chunks = table.data.column("input_ids").chunks
+        self._values = [chunk.values.to_numpy() for chunk in chunks]
+        self._offsets = [chunk.offsets.to_numpy() for chunk in chunks]
+        self._chunk_starts = np.cumsum([0, *(len(chunk) for chunk in chunks)])
 
     @classmethod
     def from_captions(cls, captions: Dataset, tokenizer: PreTrainedTokenizerBase, max_length: int,
@@ -47,7 +51,15 @@ class TokenizedCaptions(Sequence):
         return self.take([index])[0]
 
     def take(self, indices: list[int]) -> list[list[int]]:
-        return self.table[list(indices)]["input_ids"].to_pylist()
+        rows = np.asarray(indices, dtype=np.int64)
+        if len(rows) and (rows.min() < 0 or rows.max() >= len(self)):
+            raise IndexError(f"captions {rows.tolist()} reach outside the {len(self)} captions")
+        chunks = np.searchsorted(self._chunk_starts, rows, side="right") - 1
+        taken = []
+        for chunk, row in zip(chunks.tolist(), (rows - self._chunk_starts[chunks]).tolist()):
+            offsets = self._offsets[chunk]
+            taken.append(self._values[chunk][offsets[row] : offsets[row + 1]].tolist())
+        return taken
 
 
 def _tokenize(batch: dict, tokenizer: PreTrainedTokenizerBase, max_length: int) -> dict:
@@ -228,18 +240,22 @@ def length_sorted_batches(input_ids: list[list[int]], batch_size: int) -> list[l
 def collate_captions(items: list[dict], pad_token_id: int = 0) -> dict[str, torch.Tensor]:
     """Right-pad `input_ids`, build `attention_mask`, stack every other field; `frame_features` of videos with
     different numbers of frames are zero-padded, with a `frame_mask`."""
-    longest = max(len(item["input_ids"]) for item in items)
+    # One scatter of every id into its padded place, not a copy per row: collating is a large part of a small
+    # model's step.
+    lengths = torch.tensor([len(item["input_ids"]) for item in items], dtype=torch.long)
+    longest = int(lengths.max()) if len(items) else 0
+    attention_mask = (torch.arange(longest) < lengths[:, None]).long()
     input_ids = torch.full((len(items), longest), pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(items), longest), dtype=torch.long)
-    for row, item in enumerate(items):
-        input_ids[row, : len(item["input_ids"])] = torch.as_tensor(item["input_ids"])
-        attention_mask[row, : len(item["input_ids"])] = 1
+    input_ids[attention_mask.bool()] = torch.cat([torch.as_tensor(item["input_ids"], dtype=torch.long).reshape(-1)
+                                                  for item in items]) if len(items) else torch.zeros(0, dtype=torch.long)
     batch = {"input_ids": input_ids, "attention_mask": attention_mask}
     for key in items[0]:
         if key == "frame_features":
             batch["frame_features"], batch["frame_mask"] = _pad_frames([item[key] for item in items])
         elif key != "input_ids":
-            batch[key] = torch.stack([torch.as_tensor(item[key]) for item in items])
+            values = [item[key] for item in items]
+            batch[key] = (torch.tensor(values) if isinstance(values[0], (int, float))
+                          else torch.stack([torch.as_tensor(value) for value in values]))
     return batch
 
 
