@@ -131,14 +131,13 @@ def invalid_rows(shards: list[EmbeddingShard], captions: Dataset) -> tuple[np.nd
     for shard in shards:
         array = _open_embeddings(shard.embeddings)
         for start in range(0, shard.rows, _SCAN_ROWS):
-            rows = np.flatnonzero(~np.isfinite(array[start : start + _SCAN_ROWS]).all(axis=1)) + start
-            non_finite.append(rows + offset)
+            non_finite.append(_non_finite_rows(array[start : start + _SCAN_ROWS]) + start + offset)
         offset += shard.rows
     non_finite = np.concatenate(non_finite) if non_finite else np.zeros(0, dtype=np.int64)
     flags = captions.map(lambda batch: {"empty": [not (caption or "").strip() for caption in batch["caption"]]},
                          batched=True, batch_size=65536, remove_columns=captions.column_names,
                          desc="Checking captions")
-    empty = np.flatnonzero(flags.with_format("numpy")["empty"])
+    empty = np.flatnonzero(flags.data.column("empty").to_numpy(zero_copy_only=False))
     problem = None
     if len(non_finite):
         shard, row = _locate(shards, int(non_finite[0]))
@@ -147,6 +146,14 @@ def invalid_rows(shards: list[EmbeddingShard], captions: Dataset) -> tuple[np.nd
         shard, row = _locate(shards, int(empty[0]))
         problem = f"{shard.metadata}: row {row} has an empty caption"
     return np.union1d(non_finite, empty), problem
+
+
+def _non_finite_rows(rows: np.ndarray) -> np.ndarray:
+    """The rows holding a NaN or an infinity, found from the exponent bits (all ones): numpy's isfinite on float16
+    takes ~3 ns a value, minutes for millions of embeddings."""
+    bits, exponent = (rows.view(np.uint16), 0x7C00) if rows.dtype == np.float16 else (rows.view(np.uint32),
+                                                                                     0x7F800000)
+    return np.flatnonzero(((bits & exponent) == exponent).any(axis=1))
 
 
 def _locate(shards: list[EmbeddingShard], index: int) -> tuple[EmbeddingShard, int]:
