@@ -9,7 +9,7 @@ Python strings.
 
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,9 +129,7 @@ def invalid_rows(shards: list[EmbeddingShard], captions: Dataset) -> tuple[np.nd
     in words, naming its file and row; None when every row is sound."""
     non_finite, offset = [], 0
     for shard in shards:
-        array = _open_embeddings(shard.embeddings)
-        for start in range(0, shard.rows, _SCAN_ROWS):
-            non_finite.append(_non_finite_rows(array[start : start + _SCAN_ROWS]) + start + offset)
+        non_finite.extend(rows + offset for rows in _scan_non_finite(shard.embeddings))
         offset += shard.rows
     non_finite = np.concatenate(non_finite) if non_finite else np.zeros(0, dtype=np.int64)
     flags = captions.map(lambda batch: {"empty": [not (caption or "").strip() for caption in batch["caption"]]},
@@ -146,6 +144,23 @@ def invalid_rows(shards: list[EmbeddingShard], captions: Dataset) -> tuple[np.nd
         shard, row = _locate(shards, int(empty[0]))
         problem = f"{shard.metadata}: row {row} has an empty caption"
     return np.union1d(non_finite, empty), problem
+
+
+def _scan_non_finite(path: Path) -> Iterator[np.ndarray]:
+    """The non-finite rows of an `.npy` file, read a chunk at a time into one buffer: read, not memory-mapped, so
+    that scanning millions of rows leaves none of the file's pages in the process's resident memory."""
+    with open(path, "rb") as stream:
+        version = np.lib.format.read_magic(stream)
+        read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+        if version not in read_header:
+            raise ValueError(f"{path}: .npy format version {version} (1.0 and 2.0 are read)")
+        shape, fortran_order, dtype = read_header[version](stream)
+        if fortran_order:
+            raise ValueError(f"{path}: a Fortran-ordered array; save the embeddings in C order (row by row)")
+        for start in range(0, shape[0], _SCAN_ROWS):
+            count = min(_SCAN_ROWS, shape[0] - start)
+            rows = np.fromfile(stream, dtype=dtype, count=count * shape[1]).reshape(count, shape[1])
+            yield _non_finite_rows(rows) + start
 
 
 def _non_finite_rows(rows: np.ndarray) -> np.ndarray:

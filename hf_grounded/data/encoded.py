@@ -246,8 +246,9 @@ def collate_captions(items: list[dict], pad_token_id: int = 0) -> dict[str, torc
     longest = int(lengths.max()) if len(items) else 0
     attention_mask = (torch.arange(longest) < lengths[:, None]).long()
     input_ids = torch.full((len(items), longest), pad_token_id, dtype=torch.long)
-    input_ids[attention_mask.bool()] = torch.cat([torch.as_tensor(item["input_ids"], dtype=torch.long).reshape(-1)
-                                                  for item in items]) if len(items) else torch.zeros(0, dtype=torch.long)
+    if items:
+        input_ids[attention_mask.bool()] = torch.cat([torch.as_tensor(item["input_ids"], dtype=torch.long).reshape(-1)
+                                                      for item in items])
     batch = {"input_ids": input_ids, "attention_mask": attention_mask}
     for key in items[0]:
         if key == "frame_features":

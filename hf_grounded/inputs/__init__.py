@@ -13,5 +13,5 @@ from .loading import (
     visual_vectors,
 )
 
-__all__ = ["DataArguments", "EmbeddingPairs", "load_embedding_pairs", "feature_spec", "frame_features", "image_features", "load_book_triples", "load_dataset",
-           "pooled_features", "visual_vectors"]
+__all__ = ["DataArguments", "EmbeddingPairs", "feature_spec", "frame_features", "image_features", "load_book_triples",
+           "load_dataset", "load_embedding_pairs", "pooled_features", "visual_vectors"]
