@@ -8,6 +8,7 @@ Python strings.
 """
 
 import logging
+import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -37,18 +38,20 @@ class EmbeddingShard:
 
 
 class FeatureRows:
-    """Rows of memory-mapped `.npy` shards read as one `(rows, dim)` table of float32 tensors, only when asked for;
-    with `rows`, only those rows of the shards, in that order (a split of them).
+    """Rows of `.npy` shards read as one `(rows, dim)` table of float32 tensors, only when asked for; with `rows`,
+    only those rows of the shards, in that order (a split of them).
 
+    Rows are read with `pread`, not through a memory map: scattered reads from a mapped file leave the pages the
+    kernel faults in around each row resident in the process (gigabytes at millions of rows), reads do not.
     Indexing with an int gives one row; with a sequence of ints (or a tensor), those rows stacked.
     """
 
     def __init__(self, files: list[Path], rows: np.ndarray | None = None):
         self.files = list(files)
-        self.arrays = [_open_embeddings(path) for path in self.files]
-        self.offsets = np.cumsum([0, *(len(array) for array in self.arrays)])
+        self.shards = [_NpyFile(path) for path in self.files]
+        self.offsets = np.cumsum([0, *(shard.rows for shard in self.shards)])
         self.rows = None if rows is None else np.asarray(rows, dtype=np.int64)
-        self.dim = self.arrays[0].shape[1] if self.arrays else 0
+        self.dim = self.shards[0].dim if self.shards else 0
 
     def select(self, rows: np.ndarray) -> "FeatureRows":
         """These rows (positions in this table), as a table of their own."""
@@ -72,19 +75,47 @@ class FeatureRows:
         out = np.empty((len(global_rows), self.dim), dtype=np.float32)
         for shard in np.unique(shards):
             mine = np.flatnonzero(shards == shard)
-            out[mine] = self.arrays[shard][global_rows[mine] - self.offsets[shard]]
+            out[mine] = self.shards[shard].read_rows(global_rows[mine] - self.offsets[shard])
         return torch.from_numpy(out[0] if single else out)
 
 
-def _open_embeddings(path: Path) -> np.ndarray:
-    try:
-        array = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError) as error:  # a truncated file cannot be mapped to its header's shape
-        raise ValueError(f"{path}: not a readable .npy array ({error})") from error
-    if array.ndim != 2 or array.dtype not in (np.float16, np.float32):
-        raise ValueError(f"{path}: embeddings must be a 2-d float16 or float32 array, got {array.dtype} "
-                         f"of shape {array.shape}")
-    return array
+class _NpyFile:
+    """A 2-d float16 or float32 `.npy` file's header, checked against the file's size, and its rows read by
+    offset."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            with open(self.path, "rb") as stream:
+                version = np.lib.format.read_magic(stream)
+                read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                               (2, 0): np.lib.format.read_array_header_2_0}
+                if version not in read_header:
+                    raise ValueError(f".npy format version {version} (1.0 and 2.0 are read)")
+                shape, fortran_order, self.dtype = read_header[version](stream)
+                self.header_bytes = stream.tell()
+        except (ValueError, OSError) as error:
+            raise ValueError(f"{self.path}: not a readable .npy array ({error})") from error
+        if len(shape) != 2 or self.dtype not in (np.float16, np.float32) or fortran_order:
+            raise ValueError(f"{self.path}: embeddings must be a 2-d float16 or float32 array in C order, got "
+                             f"{self.dtype} of shape {shape}")
+        self.rows, self.dim = shape
+        self.row_bytes = self.dim * self.dtype.itemsize
+        expected, actual = self.header_bytes + self.rows * self.row_bytes, self.path.stat().st_size
+        if actual < expected:
+            raise ValueError(f"{self.path}: not a readable .npy array (truncated: {actual} bytes of {expected})")
+        self._descriptor = None
+
+    def read_rows(self, rows: np.ndarray) -> np.ndarray:
+        if self._descriptor is None:
+            self._descriptor = os.open(self.path, os.O_RDONLY)
+        data = b"".join(os.pread(self._descriptor, self.row_bytes, self.header_bytes + int(row) * self.row_bytes)
+                        for row in rows)
+        return np.frombuffer(data, dtype=self.dtype).reshape(len(rows), self.dim)
+
+    def __del__(self):
+        if getattr(self, "_descriptor", None) is not None:
+            os.close(self._descriptor)
 
 
 def embedding_shards(data_dir: str | Path) -> list[EmbeddingShard]:
@@ -106,21 +137,21 @@ def embedding_shards(data_dir: str | Path) -> list[EmbeddingShard]:
         raise FileNotFoundError(f"{have} has no partner {lack}")
     shards, width = [], None
     for number in sorted(embeddings):
-        array = _open_embeddings(embeddings[number])
+        array = _NpyFile(embeddings[number])
         try:
             parquet = pq.ParquetFile(metadata[number])
         except Exception as error:  # pyarrow raises ArrowInvalid or OSError for a damaged file
             raise ValueError(f"{metadata[number]}: not a readable parquet file ({error})") from error
         if "caption" not in parquet.schema_arrow.names:
             raise ValueError(f"{metadata[number]}: no 'caption' column (columns: {parquet.schema_arrow.names})")
-        if parquet.metadata.num_rows != len(array):
-            raise ValueError(f"{embeddings[number]} has {len(array)} rows but {metadata[number]} has "
+        if parquet.metadata.num_rows != array.rows:
+            raise ValueError(f"{embeddings[number]} has {array.rows} rows but {metadata[number]} has "
                              f"{parquet.metadata.num_rows}")
-        if width is not None and array.shape[1] != width:
-            raise ValueError(f"{embeddings[number]}: {array.shape[1]}-d embeddings beside {width}-d ones in "
+        if width is not None and array.dim != width:
+            raise ValueError(f"{embeddings[number]}: {array.dim}-d embeddings beside {width}-d ones in "
                              f"{shards[0].embeddings}")
-        width = array.shape[1]
-        shards.append(EmbeddingShard(number, embeddings[number], metadata[number], len(array)))
+        width = array.dim
+        shards.append(EmbeddingShard(number, embeddings[number], metadata[number], array.rows))
     return shards
 
 
