@@ -2,7 +2,7 @@
 published): `img_emb/img_emb_N.npy` (float16 or float32, one row per image) and `metadata/metadata_N.parquet` with a
 `caption` column, shard N of each holding the same pairs in the same order (`text_emb/`, if present, is not read).
 
-Nothing is loaded whole: the embeddings stay memory-mapped (`FeatureRows` reads the rows a batch asks for) and the
+Nothing is loaded whole: the embeddings stay on disk (`FeatureRows` reads the rows a batch asks for) and the
 captions are an Arrow table on disk (`datasets`' cache), so a run holds neither millions of vectors nor millions of
 Python strings.
 """

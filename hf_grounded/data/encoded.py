@@ -72,7 +72,7 @@ class EncodedSplit:
     """One split ready for the model: captions flattened image-major, each pointing at its image's features.
 
     Small splits hold lists and tensors; a split of precomputed embeddings holds its token ids on disk
-    (`TokenizedCaptions`) and its features memory-mapped (`FeatureRows`), read a batch at a time.
+    (`TokenizedCaptions`) and its features on disk (`FeatureRows`), read a batch at a time.
     """
 
     input_ids: Sequence[list[int]]
@@ -180,7 +180,7 @@ class CaptionImagePairs(TorchDataset):
         return item
 
     def __getitems__(self, indices: list[int]) -> list[dict]:
-        """A batch's items; from an Arrow table and memory-mapped features, read in one go (the DataLoader asks for
+        """A batch's items; from an Arrow table and features on disk, read in one go (the DataLoader asks for
         a batch this way)."""
         if not isinstance(self.split.input_ids, TokenizedCaptions):
             return [self[index] for index in indices]

@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 @dataclass
 class EmbeddingPairs:
     """Per split, the captions (an Arrow table, column `caption`) and their images' embeddings: the training split's
-    memory-mapped, the held-out ones in memory."""
+    on disk, the held-out ones in memory."""
 
     captions: dict[str, Dataset]
     features: dict[str, FeatureRows | torch.Tensor]

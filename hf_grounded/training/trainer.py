@@ -155,7 +155,7 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     arguments could make fail, built before anything is written."""
     stsb_dev = load_stsb(training_args.stsb_dir)["validation"] if training_args.stsb_dir is not None else None
     if data_args.dataset == EMBEDDINGS:
-        # Millions of precomputed pairs: the captions stay an Arrow table and the embeddings memory-mapped.
+        # Millions of precomputed pairs: the captions stay an Arrow table and the embeddings on disk.
         pairs = load_embedding_pairs(data_args, training_args.seed)
         features, frames, corpus = pairs.features, None, pairs.corpus
     else:
