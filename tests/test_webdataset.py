@@ -4,8 +4,6 @@ backbone's features of each sample's image beside its caption, resumable shard b
 
 import io
 import json
-import subprocess
-import sys
 import tarfile
 
 import re
@@ -19,7 +17,7 @@ from hf_grounded.features import BackboneSpec, create_backbone
 from hf_grounded.features.extraction import extract_features
 from hf_grounded.training import parse_arguments, train
 
-from .conftest import REPO_ROOT, run_recipe_in_process
+from .conftest import run_recipe_in_process
 
 BACKBONE = ["--backbone", "test_efficientnet", "--feature_batch_size", "8"]
 
@@ -117,20 +115,20 @@ def _broken_image(folder):
 
 
 @pytest.mark.parametrize("damage", [_truncated, _no_caption, _broken_image], ids=lambda damage: damage.__name__[1:])
-def test_a_damaged_shard_is_a_one_line_error_naming_it_and_skip_invalid_counts_samples(tmp_path, damage):
+def test_a_damaged_shard_is_a_one_line_error_naming_it_and_skip_invalid_counts_samples(tmp_path, capsys, damage):
     write_shards(tmp_path / "shards")
     expected = damage(tmp_path / "shards")
-    command = [sys.executable, str(REPO_ROOT / "recipes" / "prepare_data.py"), "--shards", str(tmp_path / "shards"),
-               "--output_dir", str(tmp_path / "embeddings"), *BACKBONE]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert result.returncode != 0
-    error = [line for line in result.stderr.splitlines() if "prepare_data.py: error:" in line]
-    assert len(error) == 1 and re.search(expected, error[0]), result.stderr[-2000:]
-    assert "Traceback" not in result.stderr
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        prepare(tmp_path / "shards", tmp_path / "embeddings")
+    assert exit_.value.code != 0
+    stderr = capsys.readouterr().err
+    error = [line for line in stderr.splitlines() if "prepare_data.py: error:" in line]
+    assert len(error) == 1 and re.search(expected, error[0]), stderr[-2000:]
+    assert "Traceback" not in stderr
     if damage is not _truncated:
-        skipped = subprocess.run([*command, "--skip_invalid"], capture_output=True, text=True, timeout=300)
-        assert skipped.returncode == 0, skipped.stderr[-2000:]
-        assert "1 samples skipped" in skipped.stdout
+        prepare(tmp_path / "shards", tmp_path / "embeddings", "--skip_invalid")
+        assert "1 samples skipped" in capsys.readouterr().out
         assert [shard.rows for shard in embedding_shards(tmp_path / "embeddings")] == [12, 9]
 
 
