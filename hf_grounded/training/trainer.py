@@ -156,7 +156,9 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     stsb_dev = load_stsb(training_args.stsb_dir)["validation"] if training_args.stsb_dir is not None else None
     if data_args.dataset == EMBEDDINGS:
         # Millions of precomputed pairs: the captions stay an Arrow table and the embeddings on disk.
-        pairs = load_embedding_pairs(data_args, training_args.seed)
+        # The main process converts and checks the captions into datasets' cache first; the others then read it.
+        with accelerator.main_process_first():
+            pairs = load_embedding_pairs(data_args, training_args.seed)
         features, frames, corpus = pairs.features, None, pairs.corpus
     else:
         dataset = load_dataset(data_args, training_args.seed)
@@ -184,7 +186,9 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     # cut where encode() cuts them, and never past what the model can read.
     max_length = min(data_args.max_length, tokenizer.model_max_length)
     if data_args.dataset == EMBEDDINGS:
-        splits = pairs.encode(tokenizer, max_length, data_args.preprocessing_num_workers, data_args.keep_in_memory)
+        with accelerator.main_process_first():  # one process tokenises into the cache, the others read the table
+            splits = pairs.encode(tokenizer, max_length, data_args.preprocessing_num_workers,
+                                  data_args.keep_in_memory)
     else:
         splits = {split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, max_length)
                   for split in SPLITS}
