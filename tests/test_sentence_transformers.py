@@ -5,14 +5,14 @@ import pytest
 
 from hf_grounded.training import save_model
 
-from .test_quantized_encode import family
+from .test_quantized_encode import families, registry_family
 
 sentence_transformers = pytest.importorskip("sentence_transformers")
 
 
-@pytest.mark.parametrize("name", ["char_gru", "vete_rnn", "grounded_skipthought"])
+@pytest.mark.parametrize("name", families())
 def test_sentence_transformer_gives_the_embeddings_of_encode(tmp_path, name):
-    model, tokenizer = family(name)
+    model, tokenizer = registry_family(name)
     save_model(model, tokenizer, tmp_path)
     loaded = sentence_transformers.SentenceTransformer(str(tmp_path), trust_remote_code=True, device="cpu")
     sentences = ["a dog runs on the grass", "two cats", "A red sofa."]
