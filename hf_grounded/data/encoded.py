@@ -2,12 +2,12 @@
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from datasets import Dataset
+from datasets import Dataset, IterableDataset
 from tokenizers import pre_tokenizers
 from torch.utils.data import Dataset as TorchDataset
 from transformers import PreTrainedTokenizerBase
@@ -161,6 +161,18 @@ def word_level_split(
     return EncodedSplit.from_captions(words, image_ids, image_features, tokenizer, max_length)
 
 
+class CaptionColumn:
+    """A table's `caption` column (a `Dataset`'s, or a streamed `IterableDataset`'s), iterable any number of times,
+    read 10,000 rows at a time (datasets' row-by-row column iteration is ten times slower)."""
+
+    def __init__(self, table: Dataset | IterableDataset):
+        self.table = table
+
+    def __iter__(self) -> Iterator[str]:
+        for batch in self.table.iter(batch_size=10_000):
+            yield from batch["caption"]
+
+
 class CaptionImagePairs(TorchDataset):
     """Item k is caption k with its image's index and features; batched by `CaptionBatchSampler` (one caption
     per image) or `GroupBatchSampler` (several captions of each image)."""
@@ -270,6 +282,7 @@ def _pad_frames(frames: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]
 
 
 __all__ = [
+    "CaptionColumn",
     "CaptionImagePairs",
     "Captions",
     "EncodedSplit",

@@ -2,7 +2,7 @@
 (`--heldout_pairs` each for the last two, drawn by the seed), its training split left on disk."""
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -12,7 +12,7 @@ from transformers import PreTrainedTokenizerBase
 
 from ..data import SPLITS
 from ..data.embeddings import FeatureRows, embedding_shards, invalid_rows, read_captions
-from ..data.encoded import EncodedSplit
+from ..data.encoded import CaptionColumn, EncodedSplit
 from .arguments import DataArguments
 
 logger = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ class EmbeddingPairs:
     def corpus(self) -> Iterable[str]:
         """The training captions, which a learnt vocabulary comes from, read from the table 10,000 at a time as they
         are iterated (datasets' row-by-row column iteration is ten times slower)."""
-        return _Captions(self.captions["train"])
+        return CaptionColumn(self.captions["train"])
 
     def encode(self, tokenizer: PreTrainedTokenizerBase, max_length: int, num_proc: int | None = None,
                keep_in_memory: bool = False) -> dict[str, EncodedSplit]:
@@ -44,20 +44,6 @@ class EmbeddingPairs:
                                      if isinstance(encoded.image_features, FeatureRows) else encoded.image_features)
                       for split, encoded in splits.items()}
         return splits
-
-
-class _Captions:
-    """A table's `caption` column, iterable any number of times, in batches."""
-
-    def __init__(self, table: Dataset):
-        self.table = table
-
-    def __len__(self) -> int:
-        return len(self.table)
-
-    def __iter__(self) -> Iterator[str]:
-        for batch in self.table.iter(batch_size=10_000):
-            yield from batch["caption"]
 
 
 def load_embedding_pairs(data_args: DataArguments, seed: int) -> EmbeddingPairs:
