@@ -1,12 +1,21 @@
-"""Turn img2dataset's WebDataset shards into a folder of precomputed embeddings that recipes/train.py trains from
-with `--dataset embeddings` (clip-retrieval's layout: img_emb/img_emb_N.npy and metadata/metadata_N.parquet).
+"""Prepare data for training at scale, in one of two ways.
+
+A dataset (Flickr8k, COCO, MSVD, the synthetic set, or a clip-retrieval folder) into a prepared dataset: parquet
+shards of caption–embedding pairs with a dataset card, which `datasets.load_dataset(OUTPUT)` reads, --push_to_hub
+shares, and recipes/train.py trains from (`--dataset prepared --data_dir OUTPUT_OR_HUB_ID`, `--streaming`):
+
+    python recipes/prepare_data.py --dataset flickr8k --data_dir Flickr8k --output_dir flickr8k-prepared \
+        --image_features_file flickr8k_features.safetensors
+
+img2dataset's WebDataset shards into a folder of precomputed embeddings (clip-retrieval's layout, `--dataset
+embeddings`), each shard's images through the backbone once; a rerun skips the shards already whole, so an
+interrupted preparation resumes:
 
     python recipes/prepare_data.py --shards "DIR/{00000..00099}.tar" --output_dir EMBEDDINGS \
         --backbone efficientnet_lite0 --pretrained_file efficientnet_lite0.safetensors
 
-Each shard's images go through the backbone once; a rerun skips the shards already whole, so an interrupted
-preparation resumes. A sample without an image or a caption, an image that does not decode and a damaged archive
-are errors naming the shard (and key), or with --skip_invalid skipped and counted.
+A sample without an image or a caption, an image that does not decode and a damaged archive are errors naming the
+shard (and key), or with --skip_invalid skipped and counted.
 """
 
 import logging
@@ -15,30 +24,56 @@ from typing import Literal
 
 from hf_grounded.argument_values import ArgumentParser
 from hf_grounded.command_line import run_recipe
+from hf_grounded.data.prepared import push_prepared_dataset
 from hf_grounded.inputs import DataArguments
-from hf_grounded.inputs.prepare import prepare_webdataset
+from hf_grounded.inputs.prepare import prepare_dataset, prepare_webdataset
 
 
 @dataclass
 class PreparationArguments:
-    shards: str = field(metadata={"help": "WebDataset shards: DIR/{00000..00099}.tar, a folder of .tar files, or "
-                                          "one file."})
-    output_dir: str = field(metadata={"help": "The embeddings folder to write (or to resume)."})
+    output_dir: str = field(metadata={"help": "The folder to write (or, for --shards, to resume)."})
+    shards: str | None = field(
+        default=None, metadata={"help": "WebDataset shards: DIR/{00000..00099}.tar, a folder of .tar files, or one "
+                                        "file; without it, --dataset is prepared."})
     embedding_dtype: Literal["float16", "float32"] = field(
-        default="float16", metadata={"help": "How the embeddings are stored (float16 halves the disk)."})
-    seed: int = field(default=42, metadata={"help": "Seed of random backbone weights (without a pretrained file)."})
+        default="float16", metadata={"help": "How the embeddings are stored (float16 halves the disk; float32 keeps "
+                                             "the features exactly)."})
+    shard_rows: int = field(default=100_000, metadata={"minimum": 1,
+                                                       "help": "A prepared dataset's pairs per parquet shard, at most."})
+    seed: int = field(default=42, metadata={"help": "Seed of random backbone weights (without a pretrained file) and "
+                                                    "of a clip-retrieval folder's held-out pairs."})
     num_workers: int = field(default=0, metadata={"help": "DataLoader workers decoding images."})
+    push_to_hub: bool = field(default=False, metadata={"help": "Upload the prepared dataset to --hub_dataset_id."})
+    hub_dataset_id: str | None = field(default=None, metadata={"help": "The Hub dataset repository to upload to."})
+    hub_token: str | None = field(default=None, metadata={"help": "Hub token (default: the logged-in one)."})
+    hub_private_repo: bool | None = field(default=None, metadata={"help": "Create the dataset repository private."})
+
+    def __post_init__(self):
+        if self.push_to_hub and (self.hub_dataset_id is None or self.shards is not None):
+            raise ValueError("--push_to_hub uploads a prepared dataset (not --shards) to --hub_dataset_id: name it")
 
 
 def main() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     parser = ArgumentParser((PreparationArguments, DataArguments))
     preparation, data_args = parser.parse_args_into_dataclasses()
-    counts = prepare_webdataset(preparation.shards, preparation.output_dir, data_args, preparation.seed,
-                                preparation.num_workers, preparation.embedding_dtype)
-    print(f"{counts['shards']} shards: {counts['prepared_now']} prepared now ({counts['pairs_now']} pairs, "
-          f"{counts['skipped_samples']} samples skipped), the others already whole; train with --dataset embeddings "
-          f"--data_dir {preparation.output_dir}")
+    if preparation.shards is not None:
+        counts = prepare_webdataset(preparation.shards, preparation.output_dir, data_args, preparation.seed,
+                                    preparation.num_workers, preparation.embedding_dtype)
+        print(f"{counts['shards']} shards: {counts['prepared_now']} prepared now ({counts['pairs_now']} pairs, "
+              f"{counts['skipped_samples']} samples skipped), the others already whole; train with --dataset "
+              f"embeddings --data_dir {preparation.output_dir}, or prepare a dataset from it with --dataset "
+              f"embeddings --data_dir {preparation.output_dir}")
+        return
+    recorded = prepare_dataset(data_args, preparation.output_dir, preparation.seed, preparation.num_workers,
+                               preparation.embedding_dtype, preparation.shard_rows)
+    print(", ".join(f"{split}: {info['pairs']} pairs of {info['images']} images in {info['shards']} shards"
+                    for split, info in recorded["splits"].items())
+          + f"; train with --dataset prepared --data_dir {preparation.output_dir}")
+    if preparation.push_to_hub:
+        url = push_prepared_dataset(preparation.output_dir, preparation.hub_dataset_id, preparation.hub_token,
+                                    preparation.hub_private_repo)
+        print(f"pushed to {url}")
 
 
 if __name__ == "__main__":

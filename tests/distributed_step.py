@@ -6,7 +6,8 @@ launch steps every objective because starting the processes costs far more than 
 
 With argv[3], a clip-retrieval folder (`--dataset embeddings`), it also draws one epoch of that folder's training
 stream as the trainer does (`training_streams`) and writes, under "epoch", the rows every process's batches held,
-gathered over gloo."""
+gathered over gloo; with argv[4], a prepared dataset, the same of its streamed training split (`--streaming`), under
+"stream_epoch"."""
 
 import json
 import sys
@@ -23,10 +24,11 @@ from hf_grounded.objectives import (
     create_objective,
 )
 from hf_grounded.data.encoded import collate_captions
-from hf_grounded.inputs import load_embedding_pairs
+from hf_grounded.data.prepared import load_prepared_split
+from hf_grounded.inputs import load_embedding_pairs, load_prepared_pairs
 from hf_grounded.objectives.registry import create_training_losses
 from hf_grounded.training import parse_arguments
-from hf_grounded.training.streams import training_streams
+from hf_grounded.training.streams import streamed_training_streams, training_streams
 
 CAPTIONS = ["a red square", "two blue circles", "a tiny violet plus sign", "a box", "green", "a large golden wedge",
             "an emerald disc next to a crimson box", "a small cross"]
@@ -39,6 +41,8 @@ def main() -> None:
     results = {objective: step(accelerator, objective) for objective in sys.argv[2].split(",")}
     if len(sys.argv) > 3:
         results["epoch"] = embeddings_epoch(accelerator, sys.argv[3])
+    if len(sys.argv) > 4:
+        results["stream_epoch"] = streamed_epoch(accelerator, sys.argv[4])
     if accelerator.is_main_process:
         with open(sys.argv[1], "w") as handle:
             json.dump(results, handle)
@@ -91,19 +95,45 @@ def embeddings_epoch(accelerator: Accelerator, folder: str) -> dict:
                                     training_args.seed, True)
     streams = training_streams(losses, train, None, data_args, training_args, accelerator)
     streams.sampler.set_epoch(0)
-    # Each batch's features, matched back to their rows: what the model really received.
     table = pairs.features["train"][range(len(pairs.features["train"]))]
+    rows = epoch_rows(accelerator, streams, table)
+    return {"processes": accelerator.num_processes, "rows": rows, "train_pairs": len(train.input_ids),
+            "steps": len(streams.sampler)}
+
+
+def streamed_epoch(accelerator: Accelerator, folder: str) -> dict:
+    """One epoch of a prepared dataset's streamed training split, each process reading its own shards."""
+    model_args, data_args, training_args = parse_arguments([
+        "--dataset", "prepared", "--data_dir", folder, "--streaming", "--shuffle_buffer_size", "64", "--output_dir",
+        "unused", "--per_device_train_batch_size", "32", "--seed", "5"])
+    prepared = load_prepared_pairs(data_args)
+    losses = create_training_losses(model_args.objective, model_args.objective_options, model_args.text_options,
+                                    training_args.seed, True)
+
+    def batches_of_size(batch_size: int):
+        return prepared.training_batches(CharTokenizer(), 64, batch_size, training_args.seed, data_args,
+                                         accelerator.num_processes, accelerator.process_index)
+
+    streams = streamed_training_streams(losses, batches_of_size, data_args, training_args)
+    streams.sampler.set_epoch(0)
+    table = load_prepared_split(folder, "train").with_format("torch")["embedding"]
+    rows = epoch_rows(accelerator, streams, table)
+    return {"processes": accelerator.num_processes, "rows": rows, "train_pairs": streams.sampler.pairs,
+            "steps": len(streams.sampler)}
+
+
+def epoch_rows(accelerator: Accelerator, streams, table: torch.Tensor) -> list[int]:
+    """The rows every process's batches of one epoch held, gathered; each batch's features are checked against
+    its rows': what the model really received."""
     seen = []
     for batch in streams.loader:
         rows = batch["image_index"].tolist()
-        assert torch.equal(batch["image_features"], table[rows]), "features do not belong to their captions"
+        assert torch.equal(batch["image_features"], table[rows].float()), "features do not belong to their captions"
         seen.extend(rows)
     counts = accelerator.gather(torch.tensor([len(seen)]))
     gathered = accelerator.gather(accelerator.pad_across_processes(torch.tensor(seen)))
-    rows = [row for share, count in zip(gathered.view(accelerator.num_processes, -1).tolist(), counts.tolist())
+    return [row for share, count in zip(gathered.view(accelerator.num_processes, -1).tolist(), counts.tolist())
             for row in share[:count]]
-    return {"processes": accelerator.num_processes, "rows": rows, "train_pairs": len(train.input_ids),
-            "steps": len(streams.sampler)}
 
 
 if __name__ == "__main__":

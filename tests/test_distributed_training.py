@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from hf_grounded.data.embeddings import write_embedding_shards
+from hf_grounded.inputs import DataArguments
+from hf_grounded.inputs.prepare import prepare_dataset
 
 from .conftest import CPU_ONLY, REPO_ROOT
 
@@ -29,6 +31,9 @@ def steps(tmp_path_factory):
     write_embedding_shards(folder / "embeddings", (([f"caption {start + row}" for row in range(count)],
                                                     rng.standard_normal((count, 8)).astype(np.float16))
                                                    for start, count in ((0, 350), (350, 250))))
+    # The same pairs prepared (50 held out for validation, 50 for test), the 500 training pairs in 4 shards of 125.
+    prepare_dataset(DataArguments(dataset="embeddings", data_dir=str(folder / "embeddings"), heldout_pairs=50),
+                    folder / "prepared", seed=0, shard_rows=125)
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29541"]
     return {processes: _run(launcher, folder / f"{processes}.json", folder, objectives)
             for processes, launcher in ((2, torchrun), (1, [sys.executable]))}
@@ -36,7 +41,8 @@ def steps(tmp_path_factory):
 
 def _run(launcher, output, folder, objectives):
     env = {**os.environ, **CPU_ONLY}
-    result = subprocess.run([*launcher, str(SCRIPT), str(output), objectives, str(folder / "embeddings")],
+    result = subprocess.run([*launcher, str(SCRIPT), str(output), objectives, str(folder / "embeddings"),
+                             str(folder / "prepared")],
                             cwd=folder, capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(output.read_text())
@@ -50,6 +56,16 @@ def test_two_processes_read_each_training_pair_of_precomputed_embeddings_once_an
     two, one = steps[2]["epoch"], steps[1]["epoch"]
     assert two["processes"] == 2 and two["train_pairs"] == 500 and two["steps"] == 8
     assert sorted(two["rows"]) == sorted(one["rows"]) == list(range(500))
+
+
+def test_two_processes_stream_their_own_shards_and_read_each_training_pair_once_an_epoch(steps):
+    """`--streaming`: of four equal shards each process reads two (`split_dataset_by_node`), through its shuffle
+    buffer; over an epoch the two shares hold each training pair once, as one process's stream does."""
+    # 250 pairs a process in batches of 32: 7 full ones and a last of 26.
+    two, one = steps[2]["stream_epoch"], steps[1]["stream_epoch"]
+    assert two["processes"] == 2 and two["train_pairs"] == 500 and two["steps"] == 8 and one["steps"] == 16
+    assert sorted(two["rows"]) == sorted(one["rows"]) == list(range(500))
+    assert two["rows"] != one["rows"]
 
 
 def test_two_processes_match_one_process_on_the_combined_batch(steps):

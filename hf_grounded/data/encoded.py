@@ -90,15 +90,20 @@ class EncodedSplit:
 
     @classmethod
     def from_caption_table(cls, captions: Dataset, image_features: FeatureRows | torch.Tensor,
-                           tokenizer: PreTrainedTokenizerBase, max_length: int,
-                           num_proc: int | None = None) -> "EncodedSplit":
-        """One caption per image, row k of `captions` (its `caption` column) with row k of `image_features`,
-        tokenised into an Arrow table (`TokenizedCaptions`)."""
-        if len(captions) != len(image_features):
-            raise ValueError(f"{len(captions)} captions but {len(image_features)} image embeddings")
+                           tokenizer: PreTrainedTokenizerBase, max_length: int, num_proc: int | None = None,
+                           caption_to_image: np.ndarray | None = None) -> "EncodedSplit":
+        """The captions of `captions`' `caption` column tokenised into an Arrow table (`TokenizedCaptions`), row k
+        the caption of image `caption_to_image[k]` (image-major: an image's captions are consecutive rows), by
+        default one caption per image, row k of `image_features`."""
+        if caption_to_image is None:
+            caption_to_image = np.arange(len(captions))
+        captions_per_image = np.bincount(caption_to_image, minlength=len(image_features))
+        if len(captions) != len(caption_to_image) or len(captions_per_image) != len(image_features):
+            raise ValueError(f"{len(captions)} captions of {len(captions_per_image)} images but "
+                             f"{len(image_features)} image embeddings")
         return cls(input_ids=TokenizedCaptions.from_captions(captions, tokenizer, max_length, num_proc),
-                   caption_to_image=torch.arange(len(captions)), image_features=image_features,
-                   captions_per_image=np.ones(len(captions), dtype=np.int64))
+                   caption_to_image=torch.tensor(caption_to_image, dtype=torch.long), image_features=image_features,
+                   captions_per_image=captions_per_image)
 
     @classmethod
     def from_dataset(

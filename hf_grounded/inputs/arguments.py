@@ -11,9 +11,12 @@ from ..argument_values import check_argument_values
 class DataArguments:
     dataset: str | None = field(
         default="synthetic",
-        metadata={"help": "Dataset name; see hf_grounded.data.DATASETS (recipes/evaluate.py: none by default)."},
+        metadata={"help": "Dataset name: one of hf_grounded.data.DATASETS (synthetic, flickr8k, coco, msvd); "
+                          "'embeddings', a clip-retrieval folder; or 'prepared', a dataset recipes/prepare_data.py "
+                          "wrote (recipes/evaluate.py: none by default)."},
     )
-    data_dir: str | None = field(default=None, metadata={"help": "Local folder of the dataset."})
+    data_dir: str | None = field(default=None, metadata={"help": "Local folder of the dataset (--dataset prepared: "
+                                                                 "a folder or a Hub dataset id)."})
     synthetic_train_images: int = field(default=1000, metadata={"minimum": 1,
                                                                 "help": "Synthetic set: training images."})
     synthetic_eval_images: int = field(
@@ -85,6 +88,14 @@ class DataArguments:
                                 "help": "--dataset embeddings: processes that tokenise the captions (datasets' "
                                         "num_proc) on the first run; later runs read the cached table."}
     )
+    streaming: bool = field(
+        default=False, metadata={"help": "--dataset prepared: stream the training split (datasets' IterableDataset), "
+                                         "each process reading its own shards, instead of loading it."}
+    )
+    shuffle_buffer_size: int = field(
+        default=10_000, metadata={"minimum": 1, "help": "--streaming: pairs in the shuffle buffer (the shards' order "
+                                                        "is shuffled too, each epoch)."}
+    )
     max_length: int = field(
         default=512, metadata={"minimum": 1,
                                "help": "Tokens kept per sentence: characters for the char-GRU, words otherwise."}
@@ -92,6 +103,9 @@ class DataArguments:
 
     def __post_init__(self):
         check_argument_values(self)
+        if self.streaming and self.dataset != "prepared":
+            raise ValueError(f"--streaming streams a prepared dataset (--dataset prepared), not --dataset {self.dataset}: "
+                             "write one with recipes/prepare_data.py")
 
 
 __all__ = ["DataArguments"]

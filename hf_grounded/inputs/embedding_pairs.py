@@ -25,6 +25,7 @@ class EmbeddingPairs:
 
     captions: dict[str, Dataset]
     features: dict[str, FeatureRows | torch.Tensor]
+    rows: dict[str, np.ndarray]  # each pair's row in the folder, counted across its shards
 
     @property
     def corpus(self) -> Iterable[str]:
@@ -49,7 +50,9 @@ class EmbeddingPairs:
 def load_embedding_pairs(data_args: DataArguments, seed: int) -> EmbeddingPairs:
     """The pairs of `--data_dir`, checked (see `hf_grounded.data.embeddings`); a row with a non-finite embedding or
     an empty caption is an error naming its file and row, or with `--skip_invalid` left out and counted."""
-    _refuse_other_inputs(data_args)
+    if data_args.data_dir is None:
+        raise ValueError("--dataset embeddings reads a clip-retrieval folder (img_emb/, metadata/): pass --data_dir")
+    refuse_image_options(data_args, "embeddings")
     shards = embedding_shards(data_args.data_dir)
     captions = read_captions(shards)
     bad, problem = invalid_rows(shards, captions)
@@ -69,20 +72,19 @@ def load_embedding_pairs(data_args: DataArguments, seed: int) -> EmbeddingPairs:
     table = FeatureRows([shard.embeddings for shard in shards])
     features = {split: table.select(selected) if split == "train" else table[selected]
                 for split, selected in chosen.items()}
-    return EmbeddingPairs({split: captions.select(selected) for split, selected in chosen.items()}, features)
+    return EmbeddingPairs({split: captions.select(selected) for split, selected in chosen.items()}, features, chosen)
 
 
-def _refuse_other_inputs(data_args: DataArguments) -> None:
-    if data_args.data_dir is None:
-        raise ValueError("--dataset embeddings reads a clip-retrieval folder (img_emb/, metadata/): pass --data_dir")
+def refuse_image_options(data_args: DataArguments, dataset: str) -> None:
+    """Refuse the options that read images or rows of images: a dataset of precomputed pairs has neither."""
     conflicts = {"--image_features_file": data_args.image_features_file is not None,
                  "--visual_vectors": data_args.visual_vectors != "features",
                  "--training_unit": data_args.training_unit != "sentence",
                  "--frame_pooling attention": data_args.frame_pooling == "attention"}
     named = [name for name, conflicting in conflicts.items() if conflicting]
     if named:
-        raise ValueError(f"--dataset embeddings trains sentences on the folder's own embeddings: {', '.join(named)} "
+        raise ValueError(f"--dataset {dataset} trains sentences on the dataset's own embeddings: {', '.join(named)} "
                          f"cannot apply")
 
 
-__all__ = ["EmbeddingPairs", "load_embedding_pairs"]
+__all__ = ["EmbeddingPairs", "load_embedding_pairs", "refuse_image_options"]

@@ -1,6 +1,7 @@
 """The data streams a run trains on, one per training term, each drawn by the sampler its term asks for: captions
 (one per image, whole groups, or pairs of one image's captions) and SkipThought's book triples."""
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -10,10 +11,13 @@ from accelerate import Accelerator
 from torch.utils.data import DataLoader, Sampler
 
 from ..data.encoded import CaptionImagePairs, EncodedSplit, EncodedTriples, collate_captions
+from ..data.streaming import StreamedPairBatches
 from ..inputs import DataArguments
 from ..objectives import StreamLoss
 from .arguments import TrainingArguments
-from .losses import term_sampler
+from .losses import term_batch_size, term_sampler
+
+logger = logging.getLogger(__name__)
 
 
 class StepBatches:
@@ -38,11 +42,12 @@ class StepBatches:
 @dataclass
 class TrainingStreams:
     """`loader` iterates the primary term's stream, whose sampler (`sampler`) makes the epochs: the first term
-    that reads captions, else the books. Every other term's batch comes by step (`StepBatches`)."""
+    that reads captions, else the books. Every other term's batch comes by step (`StepBatches`). A streamed
+    dataset's batches (`StreamedPairBatches`) are both the sampler and the loader."""
 
     primary: StreamLoss
-    sampler: Sampler
-    loader: DataLoader
+    sampler: Sampler | StreamedPairBatches
+    loader: DataLoader | StreamedPairBatches
     beside: dict[str, tuple[StepBatches, Callable[[list[int]], dict[str, torch.Tensor]]]] = field(
         default_factory=dict)
 
@@ -84,6 +89,26 @@ def training_streams(losses: list[StreamLoss], train_split: EncodedSplit, triple
     return TrainingStreams(primary, primary_sampler, loader, beside)
 
 
+def streamed_training_streams(losses: list[StreamLoss], batches_of_size: Callable[[int], StreamedPairBatches],
+                              data_args: DataArguments, training_args: TrainingArguments) -> TrainingStreams:
+    """The one term a streamed dataset trains, on `batches_of_size(its batch size)`: a stream gives its pairs in
+    its own order, one caption at a time, so a term that reads groups, pairs of captions or books cannot have it,
+    nor can the samplers' batch orders (one fixed caption per image; length groups, which a stream goes without)."""
+    if data_args.caption_policy == "one":
+        raise ValueError("--caption_policy one keeps one caption of each image of a split held whole; --streaming "
+                         "reads every pair in the stream's shuffled order: drop one of them")
+    if training_args.group_by_length:
+        logger.info("--group_by_length sorts a split held whole into batches; a stream's batches come in its "
+                    "shuffled order, ungrouped")
+    unstreamable = [loss for loss in losses if loss.batches.kind != "captions"]
+    if unstreamable or len(losses) != 1:
+        kinds = ", ".join(f"{loss.name} reads {loss.batches.kind}" for loss in losses)
+        raise ValueError(f"--streaming trains one term that reads captions one at a time ({kinds}); train this "
+                         f"objective on the prepared dataset without --streaming")
+    batches = batches_of_size(term_batch_size(losses[0], training_args))
+    return TrainingStreams(losses[0], batches, batches)
+
+
 def _items_and_collate(stream: str, train_split: EncodedSplit,
                        triples: EncodedTriples | None) -> tuple[Sequence, Callable]:
     """A stream's items and how a batch of them is made. A book batch is made from its indices at once: the items
@@ -98,4 +123,4 @@ def _collate_indices(dataset: Sequence, collate: Callable[[list], dict[str, torc
     return collate([dataset[index] for index in indices])
 
 
-__all__ = ["StepBatches", "TrainingStreams", "training_streams"]
+__all__ = ["StepBatches", "TrainingStreams", "streamed_training_streams", "training_streams"]

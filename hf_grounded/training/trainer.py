@@ -13,14 +13,21 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
-from ..data import EMBEDDINGS, SPLITS
+from ..data import EMBEDDINGS, PREPARED, SPLITS
 from ..data.encoded import EncodedSplit, EncodedTriples, word_level_split
 from ..evaluation.splits import evaluate_split
 from ..evaluation.sts import SentencePairs, load_stsb, unsupervised_sts
 from ..families import ModelFamily
 from ..files import write_json
 from ..hub import push_to_hub
-from ..inputs import DataArguments, load_book_triples, load_dataset, load_embedding_pairs, visual_vectors
+from ..inputs import (
+    DataArguments,
+    load_book_triples,
+    load_dataset,
+    load_embedding_pairs,
+    load_prepared_pairs,
+    visual_vectors,
+)
 from ..model_card import write_model_card
 from ..objectives import (
     StreamLoss,
@@ -47,7 +54,7 @@ from .saving import save_model, save_model_folder
 from .schedules import create_scheduler
 from .selection import STSB_VALIDATION, SelectionMetric
 from .snapshots import best_snapshots, load_snapshot_ensemble, snapshot_path, validation_summary
-from .streams import TrainingStreams, training_streams
+from .streams import TrainingStreams, streamed_training_streams, training_streams
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +166,11 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
         # The main process converts and checks the captions into datasets' cache first; the others then read it.
         with accelerator.main_process_first():
             pairs = load_embedding_pairs(data_args, training_args.seed)
-        features, frames, corpus = pairs.features, None, pairs.corpus
+        frames, corpus, image_feature_dim = None, pairs.corpus, pairs.features["train"].size(1)
+    elif data_args.dataset == PREPARED:
+        with accelerator.main_process_first():  # the main process downloads a Hub dataset, the others read the cache
+            prepared = load_prepared_pairs(data_args)
+        frames, corpus, image_feature_dim = None, prepared.corpus, prepared.embedding_dim
     else:
         dataset = load_dataset(data_args, training_args.seed)
         for split in SPLITS:
@@ -169,6 +180,7 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
         features, frames = visual_vectors(dataset, data_args, training_args.seed,
                                           training_args.dataloader_num_workers, accelerator)
         corpus = [caption for captions in dataset["train"]["captions"] for caption in captions]
+        image_feature_dim = features["train"].size(1)
     if trains_text_objective(model_args.text_options):
         if data_args.books_dir is None:
             raise ValueError("SkipThought's text objective (--text_weight > 0) reads the books of --books_dir")
@@ -176,12 +188,12 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
         corpus = book_sentences + list(corpus)
     elif data_args.books_dir is not None:
         raise ValueError("--books_dir is read by grounded_skipthought's text objective only (--text_weight > 0)")
-    model, tokenizer, family = model_and_tokenizer(model_args, data_args, corpus, features["train"].size(1))
+    model, tokenizer, family = model_and_tokenizer(model_args, data_args, corpus, image_feature_dim)
     if frames is not None and getattr(model.config, "frame_feature_dim", None) is None:
         if not family.attends_to_frames or model_args.model_name_or_path is None:
             raise ValueError("--frame_pooling attention (T) weighs frames by fixed word vectors: start a "
                              "grounded_skipthought model from a text-only checkpoint (--model_name_or_path)")
-        model.add_frame_attention(features["train"].size(1))
+        model.add_frame_attention(image_feature_dim)
     # The tokenizer's own limit may be lower than --max_length (a pretrained encoder's positions): sentences are
     # cut where encode() cuts them, and never past what the model can read.
     max_length = min(data_args.max_length, tokenizer.model_max_length)
@@ -189,6 +201,10 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
         with accelerator.main_process_first():  # one process tokenises into the cache, the others read the table
             splits = pairs.encode(tokenizer, max_length, data_args.preprocessing_num_workers,
                                   data_args.keep_in_memory)
+    elif data_args.dataset == PREPARED:
+        with accelerator.main_process_first():
+            splits = prepared.encode(tokenizer, max_length, data_args.preprocessing_num_workers,
+                                     data_args.skip_invalid)
     else:
         splits = {split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, max_length)
                   for split in SPLITS}
@@ -211,7 +227,14 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     triples = None
     if trains_text_objective(model_args.text_options):
         triples = EncodedTriples.from_dataset(book_triples, tokenizer, max_length)
-    streams = training_streams(losses, splits["train"], triples, data_args, training_args, accelerator)
+    if data_args.streaming:
+        def batches_of_size(batch_size: int):
+            return prepared.training_batches(tokenizer, max_length, batch_size, training_args.seed, data_args,
+                                             accelerator.num_processes, accelerator.process_index)
+
+        streams = streamed_training_streams(losses, batches_of_size, data_args, training_args)
+    else:
+        streams = training_streams(losses, splits["train"], triples, data_args, training_args, accelerator)
     logger.info("training %s on %s", " + ".join(type(loss).__name__ for loss in losses), streams.describe())
     return Run(accelerator, model_args, data_args, training_args, model, tokenizer, family, splits, losses, streams,
                selection, stsb_dev)
@@ -275,8 +298,10 @@ def _prepare_optimisation(run: Run, report_to: str | None) -> None:
             name: value if value is None or isinstance(value, (int, float, str, bool)) else str(value)
             for name, value in run.arguments.items() if name != "hub_token"
         })
-    logger.info("training on %d captions of %d images for %d steps (%d epochs)", len(run.splits["train"].input_ids),
-                len(run.splits["train"].captions_per_image), run.total_steps, run.num_epochs)
+    train = run.splits.get("train")
+    data = (f"{len(train.input_ids)} captions of {len(train.captions_per_image)} images" if train is not None
+            else f"a stream of {run.streams.sampler.pairs} pairs")
+    logger.info("training on %s for %d steps (%d epochs)", data, run.total_steps, run.num_epochs)
 
 
 def _train_one_epoch(run: Run, bar: tqdm) -> None:

@@ -1,0 +1,198 @@
+"""A prepared dataset: caption–embedding pairs as a Hugging Face dataset (a folder or a Hub dataset repository) that
+`datasets.load_dataset(path)` reads and `push_to_hub` shares.
+
+    README.md                              dataset card: splits, sizes, source, backbone, preprocessing
+    data/train-00000-of-00008.parquet      columns caption, image_id, image_index, embedding
+    data/validation-00000-of-00001.parquet
+    data/test-00000-of-00001.parquet
+
+Rows are image-major: `image_index` counts a split's images from 0 and an image's captions are consecutive rows,
+each with its image's `embedding` (a fixed-size list of float16 or float32). A split's shards hold equal numbers
+of rows (±1), so that processes reading whole shards each (`split_dataset_by_node`) get equal shares.
+"""
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datasets import Dataset, IterableDataset, load_dataset, load_dataset_builder
+from huggingface_hub import DatasetCard, DatasetCardData, HfApi
+
+
+logger = logging.getLogger(__name__)
+
+PAIR_COLUMNS = ("caption", "image_id", "image_index", "embedding")
+CARD_KEY = "hf_grounded"
+
+
+@dataclass
+class SplitPairs:
+    """One split's pairs to write: `count` rows, image-major; `read(start, stop)` gives rows [start, stop) as
+    columns (`caption` and `image_id` lists, `image_index` and `embedding` arrays), so that a split of millions
+    is written a shard at a time."""
+
+    count: int
+    read: Callable[[int, int], dict]
+
+
+def write_prepared_dataset(folder: str | Path, splits: dict[str, SplitPairs], description: dict,
+                           embedding_dtype: str = "float16", shard_rows: int = 100_000) -> dict:
+    """Write `splits` as a prepared dataset in `folder`: parquet shards of at most `shard_rows` rows (each written
+    under a temporary name, then renamed) and the dataset card, last. `description` (source, features, ...) goes
+    into the card. Returns what the card records. A dataset written there before is replaced: its shards that
+    this one does not rewrite are removed (they would be read as part of it), and logged."""
+    folder = Path(folder)
+    (folder / "data").mkdir(parents=True, exist_ok=True)
+    earlier = set((folder / "data").glob("*-of-*.parquet"))
+    recorded = {**description, "embedding_dtype": embedding_dtype, "splits": {}}
+    for split, pairs in splits.items():
+        if pairs.count == 0:
+            raise ValueError(f"the {split} split has no pair to write")
+        shards = math.ceil(pairs.count / shard_rows)
+        images, width = 0, None
+        for shard in range(shards):
+            columns = pairs.read(shard * pairs.count // shards, (shard + 1) * pairs.count // shards)
+            table = _pair_table(columns, embedding_dtype)
+            width = table.schema.field("embedding").type.list_size
+            images = max(images, int(np.max(columns["image_index"])) + 1)
+            target = folder / "data" / f"{split}-{shard:05d}-of-{shards:05d}.parquet"
+            partial = target.with_name(f".{target.name}.partial")
+            pq.write_table(table, partial)
+            partial.replace(target)
+            earlier.discard(target)
+        recorded["splits"][split] = {"pairs": pairs.count, "images": images, "shards": shards}
+        recorded["embedding_dim"] = width
+    for stale in sorted(earlier):
+        logger.info("removed %s, a shard of the dataset written there before", stale)
+        stale.unlink()
+    DatasetCard(_card_text(recorded)).save(folder / "README.md")
+    return recorded
+
+
+def _pair_table(columns: dict, embedding_dtype: str) -> pa.Table:
+    embeddings = np.ascontiguousarray(columns["embedding"], dtype=embedding_dtype)
+    if embeddings.ndim != 2 or len(embeddings) != len(columns["caption"]):
+        raise ValueError(f"{len(columns['caption'])} captions but embeddings of shape {embeddings.shape}")
+    return pa.table({
+        "caption": pa.array(columns["caption"], pa.string()),
+        "image_id": pa.array([str(image_id) for image_id in columns["image_id"]], pa.string()),
+        "image_index": pa.array(np.asarray(columns["image_index"], dtype=np.int64)),
+        "embedding": pa.FixedSizeListArray.from_arrays(pa.array(embeddings.reshape(-1)), embeddings.shape[1]),
+    })
+
+
+def _card_text(recorded: dict) -> str:
+    splits = recorded["splits"]
+    data = DatasetCardData(
+        pretty_name=f"{recorded['source']} caption–image embedding pairs",
+        configs=[{"config_name": "default",
+                  "data_files": [{"split": split, "path": f"data/{split}-*.parquet"} for split in splits]}],
+        tags=["hf_grounded", "image-text", "embeddings"],
+        **{CARD_KEY: recorded},
+    )
+    rows = "\n".join(f"| {split} | {info['pairs']:,} | {info['images']:,} | {info['shards']} |"
+                     for split, info in splits.items())
+    return f"""---
+{data.to_yaml()}
+---
+
+# {recorded['source']}: caption–image embedding pairs
+
+Captions paired with their image's precomputed embedding, prepared by
+[hf_grounded](https://github.com/hf-grounded/hf_grounded)'s `recipes/prepare_data.py` to train visually grounded
+sentence encoders.
+
+| split | pairs | images | shards |
+|---|---|---|---|
+{rows}
+
+- Source: {recorded['source']}{f" ({recorded['source_dir']})" if recorded.get('source_dir') else ""}
+- Image features: {recorded['features']}
+- Embeddings: {recorded['embedding_dim']}-d, stored as {recorded['embedding_dtype']}
+
+Columns: `caption`, `image_id`, `image_index` (the image's position in its split; an image's captions are
+consecutive rows), `embedding`.
+
+```python
+from datasets import load_dataset
+pairs = load_dataset(PATH_OR_REPO_ID)
+```
+
+Train on it with `accelerate launch recipes/train.py --dataset prepared --data_dir PATH_OR_REPO_ID`
+(add `--streaming` to read the training split shard by shard).
+"""
+
+
+def load_prepared_split(path: str, split: str, streaming: bool = False) -> Dataset | IterableDataset:
+    """A split of the prepared dataset at `path`, a local folder or a Hub dataset id, through `load_dataset`."""
+    if Path(path).is_dir():
+        # datasets keys a local folder's cache by the folder's name and patterns, not its files: a dataset prepared
+        # again in the same place (or another folder of that name) would be read from the old cache. Named as
+        # parquet files, they are cached by their modification times.
+        return load_dataset("parquet", data_files={split: split_files(path, split)}, split=split, streaming=streaming)
+    return load_dataset(path, split=split, streaming=streaming)
+
+
+def split_files(path: str, split: str) -> list[str]:
+    """The split's data files, as the dataset card's `configs` name them (local paths, or hf:// URLs)."""
+    data_files = load_dataset_builder(path).config.data_files or {}
+    files = list(data_files.get(split, []))
+    if not files:
+        raise FileNotFoundError(f"{path} has no {split} split (its data files: {dict(data_files) or 'none'})")
+    return files
+
+
+def shard_rows(path: str, split: str) -> list[int]:
+    """The rows of each of the split's parquet files, read from their footers (no data is read; on the Hub, a few
+    kilobytes a file). Each file is checked: the pair columns, one embedding width. Errors name the file."""
+    files = split_files(path, split)
+    rows, width = [], None
+    for file in files:
+        with fsspec.open(file, "rb") as stream:
+            schema, count = _parquet_footer(file, stream)
+        missing = [column for column in PAIR_COLUMNS if column not in schema.names]
+        if missing:
+            raise ValueError(f"{file}: no {', '.join(repr(column) for column in missing)} column (columns: "
+                             f"{schema.names}); a prepared dataset is written by recipes/prepare_data.py")
+        embedding = schema.field("embedding").type
+        if not pa.types.is_fixed_size_list(embedding) or not pa.types.is_floating(embedding.value_type):
+            raise ValueError(f"{file}: 'embedding' must be a fixed-size list of floats, got {embedding}")
+        if width is not None and embedding.list_size != width:
+            raise ValueError(f"{file}: {embedding.list_size}-d embeddings beside {width}-d ones in {files[0]}")
+        width = embedding.list_size
+        rows.append(count)
+    return rows
+
+
+def _parquet_footer(file: str, stream) -> tuple[pa.Schema, int]:
+    try:
+        parquet = pq.ParquetFile(stream)
+    except Exception as error:  # pyarrow raises ArrowInvalid or OSError for a truncated or damaged file
+        raise ValueError(f"{file}: not a readable parquet file ({error})") from error
+    return parquet.schema_arrow, parquet.metadata.num_rows
+
+
+def push_prepared_dataset(folder: str | Path, repo_id: str, token: str | None = None,
+                          private: bool | None = None) -> str:
+    """Create (or reuse) the Hub dataset repository `repo_id` and upload the prepared dataset in `folder` (its
+    card and `data/` shards, nothing else). Returns the commit's URL."""
+    folder = Path(folder)
+    if not (folder / "README.md").is_file() or not any((folder / "data").glob("*.parquet")):
+        raise FileNotFoundError(f"{folder} is not a prepared dataset (README.md and data/*.parquet): write it with "
+                                "recipes/prepare_data.py")
+    api = HfApi(token=token)
+    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+    commit = api.upload_folder(repo_id=repo_id, repo_type="dataset", folder_path=str(folder),
+                               allow_patterns=["README.md", "data/*.parquet"],
+                               commit_message="Upload hf_grounded prepared dataset")
+    return commit.commit_url
+
+
+__all__ = ["CARD_KEY", "PAIR_COLUMNS", "SplitPairs", "load_prepared_split", "push_prepared_dataset", "shard_rows",
+           "split_files", "write_prepared_dataset"]

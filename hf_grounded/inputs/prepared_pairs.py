@@ -1,0 +1,108 @@
+"""`--dataset prepared --data_dir PATH_OR_HUB_ID`: the caption–embedding pairs of a prepared dataset
+(`hf_grounded.data.prepared`, written by recipes/prepare_data.py), a local folder or a Hub dataset id, read by
+`datasets.load_dataset`. Its splits are encoded as the image datasets' are (one embedding per image, its captions
+batched by the samplers); with `--streaming` the training split is streamed instead (`StreamedPairBatches`)."""
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.compute as pc
+import torch
+from datasets import Dataset, IterableDataset
+from transformers import PreTrainedTokenizerBase
+
+from ..data import SPLITS
+from ..data.encoded import CaptionColumn, EncodedSplit
+from ..data.prepared import load_prepared_split, shard_rows
+from ..data.streaming import StreamedPairBatches
+from .arguments import DataArguments
+from .embedding_pairs import refuse_image_options
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class PreparedPairs:
+    """A prepared dataset's splits as tables (memory-mapped by datasets), the training split as a stream instead
+    with `--streaming`; `train_shard_rows`: the rows of each training shard."""
+
+    source: str
+    tables: dict[str, Dataset]
+    train_stream: IterableDataset | None
+    train_shard_rows: list[int]
+    embedding_dim: int
+
+    @property
+    def corpus(self) -> Iterable[str]:
+        """The training captions, which a learnt vocabulary comes from (read through once more when streamed)."""
+        if self.train_stream is not None:
+            return CaptionColumn(self.train_stream.select_columns(["caption"]))
+        return CaptionColumn(self.tables["train"])
+
+    def encode(self, tokenizer: PreTrainedTokenizerBase, max_length: int, num_proc: int | None = None,
+               skip_invalid: bool = False) -> dict[str, EncodedSplit]:
+        """Each split held as a table (all three, or validation and test when streaming), encoded: its captions
+        tokenised into datasets' cache, one embedding per image in memory."""
+        return {split: _encoded_split(table, f"{self.source} ({split})", tokenizer, max_length, num_proc,
+                                      skip_invalid)
+                for split, table in self.tables.items()}
+
+    def training_batches(self, tokenizer: PreTrainedTokenizerBase, max_length: int, batch_size: int, seed: int,
+                         data_args: DataArguments, num_replicas: int, rank: int) -> StreamedPairBatches:
+        """This process's batches of the streamed training split."""
+        return StreamedPairBatches(self.train_stream, self.train_shard_rows, tokenizer, max_length, batch_size, seed,
+                                   num_replicas, rank, data_args.shuffle_buffer_size, data_args.skip_invalid,
+                                   source=f"{self.source} (train)")
+
+
+def load_prepared_pairs(data_args: DataArguments) -> PreparedPairs:
+    """The prepared dataset `--data_dir` names, its files checked first (columns, one embedding width; errors name
+    the file)."""
+    if data_args.data_dir is None:
+        raise ValueError("--dataset prepared reads a prepared dataset: pass its folder or Hub dataset id as --data_dir")
+    refuse_image_options(data_args, "prepared")
+    source = data_args.data_dir
+    rows = {split: shard_rows(source, split) for split in SPLITS}
+    held = [split for split in SPLITS if not (data_args.streaming and split == "train")]
+    tables = {split: load_prepared_split(source, split) for split in held}
+    stream = load_prepared_split(source, "train", streaming=True) if data_args.streaming else None
+    dims = {table.features["embedding"].length for table in tables.values()}
+    if len(dims) != 1:
+        raise ValueError(f"{source}: the splits' embeddings differ in width ({sorted(dims)})")
+    return PreparedPairs(source, tables, stream, rows["train"], dims.pop())
+
+
+def _encoded_split(table: Dataset, source: str, tokenizer: PreTrainedTokenizerBase, max_length: int,
+                   num_proc: int | None, skip_invalid: bool) -> EncodedSplit:
+    """One split: its captions tokenised, each image's embedding (its first row's) in one tensor. Pairs with a
+    non-finite embedding or an empty caption are an error naming the image, or with `skip_invalid` left out."""
+    image_index = table.data.column("image_index").to_numpy()
+    if len(image_index) == 0 or image_index[0] != 0 or not np.isin(np.diff(image_index), (0, 1)).all():
+        raise ValueError(f"{source}: rows are not image-major (image_index must count images from 0, an image's "
+                         "captions on consecutive rows); write the dataset with recipes/prepare_data.py")
+    first_rows = np.flatnonzero(np.r_[True, np.diff(image_index) != 0])
+    embeddings = table.data.column("embedding").take(first_rows).combine_chunks()
+    features = torch.from_numpy(embeddings.flatten().to_numpy(zero_copy_only=False).astype(np.float32)
+                                .reshape(len(first_rows), -1))
+    captions = table.data.column("caption")
+    empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(pc.fill_null(captions, ""))), 0).to_numpy(
+        zero_copy_only=False)
+    bad = ~torch.isfinite(features).all(dim=1).numpy()[image_index] | empty
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        problem = "an empty caption" if empty[first] else "a non-finite embedding"
+        if not skip_invalid:
+            raise ValueError(f"{source}: the pair of image {table[first]['image_id']} (row {first}) has {problem}; "
+                             f"--skip_invalid leaves such pairs out")
+        logger.warning("%s: left out %d of %d pairs with a non-finite embedding or an empty caption (first: row %d, "
+                       "%s)", source, int(bad.sum()), len(bad), first, problem)
+        kept_rows = np.flatnonzero(~bad)
+        kept_images, image_index = np.unique(image_index[kept_rows], return_inverse=True)
+        table, features = table.select(kept_rows), features[kept_images]
+    return EncodedSplit.from_caption_table(table.select_columns(["caption"]), features, tokenizer, max_length,
+                                           num_proc, caption_to_image=image_index)
+
+
+__all__ = ["PreparedPairs", "load_prepared_pairs"]
