@@ -9,7 +9,10 @@ and VETE-BOW, `--max_steps 200`, each run a process of its own:
 - captions/s over the 200 steps (steps × batch / the loop's own time, `training_steps_s`);
 - disk used by the folder and by `datasets`' cache;
 - VETE-BOW's warm runs three times (median: its 200 steps take seconds);
-- the same with `--keep_in_memory` (token ids as lists, embeddings as one tensor: the in-memory path) where it fits.
+- the same with `--keep_in_memory` (token ids as lists, embeddings as one tensor: the in-memory path) where it fits,
+  and for the same pairs prepared (`recipes/prepare_data.py`, a prepared dataset of parquet shards) and streamed
+  (`--dataset prepared --streaming`; its cache holds only the held-out splits' tables, the folder is the prepared
+  one).
 
     python benchmarks/data_scale.py [--sizes 30000 300000 3000000] [--work_dir outputs/data-scale]
 
@@ -32,6 +35,9 @@ import numpy as np
 
 from common import SHARED, hardware
 
+from hf_grounded.inputs import DataArguments
+from hf_grounded.inputs.prepare import prepare_dataset
+
 REPO = Path(__file__).resolve().parents[1]
 MODELS = {"char-GRU h256": ["--model_type", "char_gru", "--hidden_size", "256"],
           "VETE-BOW": ["--model_type", "vete", "--text_encoder", "bow", "--objective", "pearson"]}
@@ -42,6 +48,8 @@ SHARD_PAIRS = 100_000
 DIM = 512
 BATCH = 128
 STEPS = 200
+# A prepared dataset of the same pairs (recipes/prepare_data.py: parquet shards, float16) streamed.
+STREAMED = "prepared, streamed (--streaming)"
 # The in-memory path holds 3M × 512 float32 and tens of millions of Python ints: it is run up to this size.
 IN_MEMORY_UP_TO = 300_000
 
@@ -80,11 +88,11 @@ def disk_bytes(path: Path) -> int:
     return sum(file.stat().st_size for file in path.rglob("*") if file.is_file()) if path.exists() else 0
 
 
-def train_once(folder: Path, model_flags: list[str], output_dir: Path, cache: Path, extra: list[str]) -> dict:
+def train_once(data_flags: list[str], model_flags: list[str], output_dir: Path, cache: Path) -> dict:
     """One training process: its peak RSS, set-up time and loop throughput."""
-    command = [sys.executable, str(REPO / "recipes" / "train.py"), "--dataset", "embeddings", "--data_dir",
-               str(folder), *model_flags, "--max_steps", str(STEPS), "--per_device_train_batch_size", str(BATCH),
-               "--heldout_pairs", "1000", "--output_dir", str(output_dir), "--overwrite_output_dir", *extra]
+    command = [sys.executable, str(REPO / "recipes" / "train.py"), *data_flags, *model_flags, "--max_steps",
+               str(STEPS), "--per_device_train_batch_size", str(BATCH), "--output_dir", str(output_dir),
+               "--overwrite_output_dir"]
     env = {**os.environ, "HF_DATASETS_CACHE": str(cache)}
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     log = output_dir.with_suffix(".log")
@@ -122,25 +130,33 @@ def main() -> None:
         if not folder.is_dir():
             captions = captions or flickr8k_text()
             write_folder(folder, size, captions)
+        embeddings = ["--dataset", "embeddings", "--data_dir", str(folder), "--heldout_pairs", "1000"]
+        prepared = work / f"prepared-{size}"
         for model, flags in MODELS.items():
-            paths = {"arrow + memory map": []}
+            paths = {"arrow + memory map": embeddings}
             if size <= IN_MEMORY_UP_TO:
-                paths["in memory (--keep_in_memory)"] = ["--keep_in_memory"]
-            for path, extra in paths.items():
-                cache = work / "cache" / f"{size}-{model.split()[0]}-{'memory' if extra else 'arrow'}"
+                paths["in memory (--keep_in_memory)"] = [*embeddings, "--keep_in_memory"]
+            paths[STREAMED] = ["--dataset", "prepared", "--data_dir", str(prepared), "--streaming"]
+            for path, data_flags in paths.items():
+                if path == STREAMED and not (prepared / "README.md").is_file():
+                    prepare_dataset(DataArguments(dataset="embeddings", data_dir=str(folder), heldout_pairs=1000),
+                                    prepared, seed=42)
+                kind = {STREAMED: "streamed", "arrow + memory map": "arrow"}.get(path, "memory")
+                cache = work / "cache" / f"{size}-{model.split()[0]}-{kind}"
                 for temperature in ("cold", "warm"):
                     if (size, model, path, temperature) in done:
                         continue
                     if temperature == "cold":
                         shutil.rmtree(cache, ignore_errors=True)
                     repeats = 1 if temperature == "cold" else WARM_REPEATS[model]
-                    runs = [train_once(folder, flags, work / "runs" / f"{size}-{model.split()[0]}", cache, extra)
+                    runs = [train_once(data_flags, flags, work / "runs" / f"{size}-{model.split()[0]}", cache)
                             for _ in range(repeats)]
                     result = {name: statistics.median(run[name] for run in runs) for name in runs[0]}
                     if repeats > 1:
                         result["captions_per_s_runs"] = [run["captions_per_s"] for run in runs]
+                    source = prepared if path == STREAMED else folder
                     row = {"pairs": size, "model": model, "path": path, "cache": temperature, **result,
-                           "folder_mb": round(disk_bytes(folder) / 2**20), "cache_mb": round(disk_bytes(cache) / 2**20)}
+                           "folder_mb": round(disk_bytes(source) / 2**20), "cache_mb": round(disk_bytes(cache) / 2**20)}
                     rows.append(row)
                     record.write_text(json.dumps({"benchmark": "data_scale", "hardware": hardware(), "rows": rows},
                                                  indent=2))

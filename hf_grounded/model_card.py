@@ -8,6 +8,7 @@ introduction says of the architecture.
 """
 
 import json
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -16,6 +17,9 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from .families import family_of
 from .files import copy_file, write_json, write_text
 from .tables import format_results_tables, format_retrieval_comparison, format_retrieval_table
+
+# A Hub repository id: one namespace, one name (a local folder can look the same: it is checked on disk first).
+_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 
 RETRIEVAL_DIRECTIONS = {"c2i": "caption-to-image", "i2c": "image-to-caption"}
 # The headline metrics of each evaluation task that go into the model-index (counts and bounds stay in the card).
@@ -91,7 +95,7 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
     family_tags = [*family.card_tags, *(["snapshot-ensemble"] if "member_config" in config else [])]
     model_id = model_id or str(folder.resolve())
     model_name = Path(model_id).name
-    dataset = arguments["data"]["dataset"]
+    dataset = _dataset_name(arguments["data"])
     card_data = ModelCardData(
         library_name="transformers",
         license="apache-2.0",
@@ -177,6 +181,15 @@ def _results_table(test: dict) -> str:
     if "retrieval" in test:
         return format_retrieval_table(test["retrieval"], title="direction")
     return format_results_tables({"structure": {"test captions": test["structure"]}})
+
+
+def _dataset_name(data: dict) -> str:
+    """The dataset the card names: a prepared dataset's Hub id (so the Hub links the model to its dataset page) or
+    folder name, else `--dataset`."""
+    if data["dataset"] == "prepared" and data.get("data_dir"):
+        source = data["data_dir"]
+        return source if _HUB_ID.fullmatch(source) and not Path(source).is_dir() else Path(source).name
+    return data["dataset"]
 
 
 def _eval_results(results: dict, evaluation: dict | None, dataset: str) -> list[EvalResult]:

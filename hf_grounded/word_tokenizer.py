@@ -3,6 +3,7 @@ remote code: VETE's input (Kurach et al., 2017), and grounded SkipThought's."""
 
 from collections.abc import Iterable
 
+import tokenizers
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
@@ -32,6 +33,25 @@ def train_word_tokenizer(
         raise ValueError(f"min_frequency must be at least 1, got {min_frequency}")
     if max_size is not None and max_size < 1:
         raise ValueError(f"max_size must be positive, got {max_size}")
+    # Captions datasets caches (millions of precomputed pairs) keep the vocabulary learnt from them beside their
+    # table: counting the words of 3M captions again would take most of a warm run's set-up.
+    cache_file = getattr(sentences, "cache_file", lambda name: None)(
+        f"word-vocabulary-{min_frequency}-{max_size}-tokenizers-{tokenizers.__version__}")
+    if cache_file is not None and cache_file.exists():
+        tokenizer = Tokenizer.from_file(str(cache_file))
+    else:
+        tokenizer = _trained_tokenizer(sentences, min_frequency, max_size)
+        if cache_file is not None:
+            partial = cache_file.with_name(f".{cache_file.name}.partial")
+            tokenizer.save(str(partial))
+            partial.replace(cache_file)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, pad_token=PAD, unk_token=UNK, bos_token=BOS, eos_token=EOS,
+        model_max_length=model_max_length,
+    )
+
+
+def _trained_tokenizer(sentences: Iterable[str], min_frequency: int, max_size: int | None) -> Tokenizer:
     tokenizer = Tokenizer(models.WordLevel(unk_token=UNK))
     tokenizer.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -42,10 +62,7 @@ def train_word_tokenizer(
     tokenizer.post_processor = processors.TemplateProcessing(
         single=f"{BOS} $A {EOS}", special_tokens=[(token, tokenizer.token_to_id(token)) for token in (BOS, EOS)]
     )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, pad_token=PAD, unk_token=UNK, bos_token=BOS, eos_token=EOS,
-        model_max_length=model_max_length,
-    )
+    return tokenizer
 
 
 __all__ = ["train_word_tokenizer"]

@@ -110,11 +110,7 @@ def streamed_epoch(accelerator: Accelerator, folder: str) -> dict:
     losses = create_training_losses(model_args.objective, model_args.objective_options, model_args.text_options,
                                     training_args.seed, True)
 
-    def batches_of_size(batch_size: int):
-        return prepared.training_batches(CharTokenizer(), 64, batch_size, training_args.seed, data_args,
-                                         accelerator.num_processes, accelerator.process_index)
-
-    streams = streamed_training_streams(losses, batches_of_size, data_args, training_args)
+    streams = streamed_training_streams(losses, prepared, CharTokenizer(), 64, data_args, training_args, accelerator)
     streams.sampler.set_epoch(0)
     table = load_prepared_split(folder, "train").with_format("torch")["embedding"]
     rows = epoch_rows(accelerator, streams, table)

@@ -173,3 +173,29 @@ def test_the_in_memory_path_trains_to_the_same_weights(folder, tmp_path):
     assert all(first[name].equal(second[name]) for name in first)
     assert on_disk["test"] == in_memory["test"]
 
+
+
+def test_a_learnt_word_vocabulary_is_kept_beside_the_cached_captions_and_read_back(folder, tmp_path, monkeypatch):
+    """VETE learns its vocabulary from the training captions; a second run on the same folder reads it from
+    datasets' cache instead of counting the words again (most of a warm set-up at millions of pairs)."""
+    import hf_grounded.word_tokenizer as word_tokenizer
+
+    common = ["--model_type", "vete", "--max_steps", "1", "--vocab_min_frequency", "2"]
+
+    def vete_flags(run, *options):
+        arguments = flags(folder, tmp_path / run, *options)
+        del arguments[arguments.index("--hidden_size") : arguments.index("--hidden_size") + 2]
+        return arguments
+
+    train(*parse_arguments(vete_flags("first", *common)))
+
+    def counting_again(*args):
+        raise AssertionError("the vocabulary was learnt again")
+
+    monkeypatch.setattr(word_tokenizer, "_trained_tokenizer", counting_again)
+    train(*parse_arguments(vete_flags("second", *common)))
+    first, second = (json.loads((tmp_path / run / "tokenizer.json").read_text())["model"]["vocab"]
+                     for run in ("first", "second"))
+    assert first == second and len(first) == 4 + len(COLOURS) + len(SHAPES) + 1  # specials, words, "a"
+    with pytest.raises(AssertionError, match="learnt again"):  # other options: another vocabulary
+        train(*parse_arguments(vete_flags("third", *common[:-1], "3")))

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from datasets import load_dataset
-from huggingface_hub import DatasetCard, HfApi
+from huggingface_hub import DatasetCard, HfApi, ModelCard
 from safetensors.torch import load_file
 
 from hf_grounded import CharTokenizer
@@ -155,12 +155,15 @@ def test_a_hub_dataset_id_goes_to_datasets_as_given(prepared, tmp_path, monkeypa
     monkeypatch.setattr(prepared_module, "load_dataset", in_place_of_the_hub(prepared_module.load_dataset))
     results = train(*parse_arguments(flags("me/pairs", tmp_path / "run", "--max_steps", "3", "--streaming")))
     assert results["run"]["steps"] == 3 and set(asked) == {"me/pairs"}
+    # The model card links the model to its dataset's Hub page.
+    assert ModelCard.load(tmp_path / "run" / "README.md").data.datasets == ["me/pairs"]
 
 
 def test_a_streamed_run_trains_and_retrieves_held_out_pairs(prepared, tmp_path):
     results = train(*parse_arguments(flags(prepared, tmp_path / "run", "--streaming", "--num_train_epochs", "8",
                                            "--shuffle_buffer_size", "100")))
     assert results["run"]["steps"] == 8 * 20  # 500 training pairs in batches of 25
+    assert ModelCard.load(tmp_path / "run" / "README.md").data.datasets == ["pairs"]  # the folder's name
     # 30 caption kinds among 50 test images: chance R@10 is about 20%.
     assert results["test"]["retrieval"]["c2i"]["R@10"] > 60, results["test"]["retrieval"]
 
@@ -177,28 +180,37 @@ def test_a_streamed_run_resumed_mid_epoch_ends_bit_for_bit_as_one_straight_throu
     assert all(first[name].equal(second[name]) for name in first)
 
 
+@pytest.mark.parametrize("length_group_batches", [None, 4], ids=["ungrouped", "length_grouped"])
 @pytest.mark.parametrize("processes", [1, 2, 3])
-def test_the_processes_shares_of_a_stream_hold_each_pair_once_an_epoch(prepared, processes):
+def test_the_processes_shares_of_a_stream_hold_each_pair_once_an_epoch(prepared, processes, length_group_batches):
     """Four shards: two processes read two whole shards each, three (not a factor of four) read every shard and
-    keep one pair in three; every process yields as many batches, and each batch's embeddings are its rows'."""
+    keep one pair in three; every process yields as many batches, and each batch's embeddings are its rows'.
+    Length-grouped, each chunk of 4 batches is sorted by caption length before it is cut."""
     table = load_dataset(str(prepared), split="train").with_format("numpy")[:]
     embedding_of = dict(zip(table["image_index"].tolist(), table["embedding"]))
-    shares, lengths = [], set()
+    shares, batch_counts = [], set()
     for rank in range(processes):
         stream = load_dataset(str(prepared), split="train", streaming=True)
         batches = StreamedPairBatches(stream, [125] * 4, CharTokenizer(), 64, 32, seed=1, num_replicas=processes,
-                                      rank=rank, buffer_size=50)
+                                      rank=rank, buffer_size=50, length_group_batches=length_group_batches)
         batches.set_epoch(1)
-        rows = []
-        for batch in batches:
+        rows, lengths_by_chunk = [], {}
+        for number, batch in enumerate(batches):
             indices = batch["image_index"].tolist()
+            lengths = batch["attention_mask"].sum(1).tolist()
+            chunk = number // (length_group_batches or 1)
+            lengths_by_chunk.setdefault(chunk, []).append((min(lengths), max(lengths)))
             assert torch.equal(batch["image_features"], torch.from_numpy(np.stack([embedding_of[i] for i in indices])))
             rows.extend(indices)
         shares.append(rows)
-        lengths.add(len(batches))
+        batch_counts.add(len(batches))
+        if length_group_batches:  # a chunk's batches are cut from its captions sorted by length: no overlap
+            for ranges in lengths_by_chunk.values():
+                ranges.sort()
+                assert all(low[1] <= high[0] for low, high in zip(ranges, ranges[1:])), ranges
     # One process: 16 batches of 32 (the last of 20); two: 250 pairs each, 8 batches; three: 167, 167 and 166
     # pairs, 6 batches (the last of 7, 7 and 6).
-    assert lengths == {{1: 16, 2: 8, 3: 6}[processes]}
+    assert batch_counts == {{1: 16, 2: 8, 3: 6}[processes]}
     assert sorted(row for share in shares for row in share) == list(range(500))
 
 

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+from pathlib import Path
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -172,6 +173,14 @@ class CaptionColumn:
 
     def __init__(self, table: Dataset | IterableDataset):
         self.table = table
+
+    def cache_file(self, name: str) -> Path | None:
+        """A file for what is derived from these captions alone (a vocabulary learnt from them), in datasets' cache
+        beside the table and named by its fingerprint; None for a table datasets does not cache (in memory, or
+        streamed)."""
+        if not isinstance(self.table, Dataset) or not self.table.cache_files:
+            return None
+        return Path(self.table.cache_files[0]["filename"]).parent / f"{name}-{self.table._fingerprint}.json"
 
     def __iter__(self) -> Iterator[str]:
         for batch in self.table.iter(batch_size=10_000):

@@ -8,6 +8,9 @@ import torch
 from torch.utils.data import Sampler
 
 CAPTION_POLICIES = ("all", "one")
+# Batches sorted by length together under `--group_by_length`: enough that a batch's captions are of one length,
+# few enough that which captions meet stays random.
+LENGTH_GROUP_BATCHES = 50
 
 
 def caption_pairs(captions_per_image: Sequence[int]) -> list[tuple[int, int]]:
@@ -64,7 +67,7 @@ class CaptionBatchSampler(Sampler[list[int]]):
         num_replicas: int = 1,
         rank: int = 0,
         lengths: Sequence[int] | None = None,
-        length_group_batches: int = 50,
+        length_group_batches: int = LENGTH_GROUP_BATCHES,
     ):
         if policy not in CAPTION_POLICIES:
             raise ValueError(f"policy must be one of {CAPTION_POLICIES}, got {policy!r}")

@@ -8,6 +8,7 @@ batches follow as in a run straight through. (`IterableDataset.state_dict` would
 the shuffle buffer's content, so the batches after a resume would differ.)
 """
 
+import itertools
 import logging
 import math
 from collections.abc import Iterator
@@ -33,6 +34,11 @@ class StreamedPairBatches:
     `write_prepared_dataset` writes them) every pair is seen once an epoch; a larger share's last few pairs (at most
     the difference in size) fall after the epoch's last step.
 
+    With `length_group_batches` (the samplers' `--group_by_length`), the stream is read that many batches at a
+    time; each chunk is sorted by caption length, cut into batches and the batches shuffled (from the seed, epoch
+    and chunk), so batches carry little padding and stay random. A chunk always makes as many batches (pairs left
+    out shrink them), so a resumed run finds its place by counting.
+
     A row with a non-finite embedding or an empty caption is an error naming its image, or with `skip_invalid`
     left out of its batch and counted (`skipped`). Streamed batches can hold two captions of one image (an
     in-batch false negative for the contrastive losses; the samplers of a split held whole never batch an image
@@ -41,7 +47,8 @@ class StreamedPairBatches:
 
     def __init__(self, stream: IterableDataset, shard_rows: list[int], tokenizer: PreTrainedTokenizerBase,
                  max_length: int, batch_size: int, seed: int, num_replicas: int = 1, rank: int = 0,
-                 buffer_size: int = 10_000, skip_invalid: bool = False, source: str = "the stream"):
+                 buffer_size: int = 10_000, length_group_batches: int | None = None, skip_invalid: bool = False,
+                 source: str = "the stream"):
         if stream.num_shards != len(shard_rows):
             raise ValueError(f"{source}: the stream has {stream.num_shards} shards but {len(shard_rows)} files")
         by_shards = len(shard_rows) % num_replicas == 0
@@ -52,7 +59,8 @@ class StreamedPairBatches:
                              f"processes")
         self.stream = split_dataset_by_node(stream.shuffle(seed=seed, buffer_size=buffer_size), rank, num_replicas,
                                             strategy="shards" if by_shards else "examples")
-        self.tokenizer, self.max_length, self.batch_size = tokenizer, max_length, batch_size
+        self.tokenizer, self.max_length, self.batch_size, self.seed = tokenizer, max_length, batch_size, seed
+        self.chunk_batches = length_group_batches or 1
         self.skip_invalid, self.source, self.skipped, self.warned_repeats = skip_invalid, source, 0, False
         self.batches_per_epoch = math.ceil(smallest_share / batch_size)
         self.pairs = sum(shard_rows)
@@ -66,37 +74,60 @@ class StreamedPairBatches:
         return self.batches_per_epoch
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        stream = self.stream.skip(self.start_batch * self.batch_size) if self.start_batch else self.stream
+        chunk_rows = self.chunk_batches * self.batch_size
+        first_chunk, batches_to_skip = divmod(self.start_batch, self.chunk_batches)
+        stream = self.stream.skip(first_chunk * chunk_rows) if first_chunk else self.stream
         stream.set_epoch(self.epoch)
-        rows = stream.with_format("numpy").iter(batch_size=self.batch_size)
-        for _, batch in zip(range(self.start_batch, len(self)), rows):
-            yield self._collate(batch)
+        chunks = stream.with_format("numpy").iter(batch_size=chunk_rows)
+        batches = (batch for number, rows in enumerate(chunks, first_chunk)
+                   for batch in self._chunk_batches(rows, number))
+        yield from itertools.islice(batches, batches_to_skip, batches_to_skip + len(self) - self.start_batch)
 
-    def _collate(self, batch: dict) -> dict[str, torch.Tensor]:
-        embeddings = np.asarray(batch["embedding"], dtype=np.float32)
-        captions = [str(caption) for caption in batch["caption"]]
-        bad = ~np.isfinite(embeddings).all(axis=1) | np.array([not caption.strip() for caption in captions])
-        if bad.any():
-            first = int(np.flatnonzero(bad)[0])
-            problem = ("a non-finite embedding" if not np.isfinite(embeddings[first]).all() else "an empty caption")
-            if not self.skip_invalid:
-                raise ValueError(f"{self.source}: the pair of image {batch['image_id'][first]} "
-                                 f"(row of image_index {batch['image_index'][first]}) has {problem}; "
-                                 f"--skip_invalid leaves such pairs out")
-            self.skipped += int(bad.sum())
-            logger.warning("%s: left out %d pairs with a non-finite embedding or an empty caption (%d so far)",
-                           self.source, int(bad.sum()), self.skipped)
-            keep = np.flatnonzero(~bad)
-            embeddings, captions = embeddings[keep], [captions[row] for row in keep]
-            batch = {**batch, "image_index": batch["image_index"][keep]}
-        if not self.warned_repeats and len(np.unique(batch["image_index"])) < len(batch["image_index"]):
-            logger.warning("%s: a streamed batch holds two captions of one image, which the contrastive losses take "
-                           "for a negative pair; stream one caption per image, or train without --streaming",
-                           self.source)
-            self.warned_repeats = True
+    def _chunk_batches(self, rows: dict, number: int) -> list[dict[str, torch.Tensor]]:
+        """A chunk of the stream's rows as batches: checked, tokenised, length-grouped when asked."""
+        count = len(rows["caption"])
+        embeddings, captions, image_index = self._valid(rows)
         input_ids = self.tokenizer(captions, truncation=True, max_length=self.max_length)["input_ids"]
-        return collate_captions([{"input_ids": ids, "image_features": torch.from_numpy(row), "image_index": int(index)}
-                                 for ids, row, index in zip(input_ids, embeddings, batch["image_index"])])
+        if self.chunk_batches > 1:
+            order = np.argsort([len(ids) for ids in input_ids], kind="stable")
+        else:
+            order = np.arange(len(input_ids))
+        groups = np.array_split(order, math.ceil(count / self.batch_size))
+        if self.chunk_batches > 1:
+            shuffled = np.random.default_rng([self.seed, self.epoch, number]).permutation(len(groups))
+            groups = [groups[group] for group in shuffled]
+        batches = []
+        for group in (group for group in groups if len(group)):  # a batch whose every pair was left out is none
+            if not self.warned_repeats and len(np.unique(image_index[group])) < len(group):
+                logger.warning("%s: a streamed batch holds two captions of one image, which the contrastive losses "
+                               "take for a negative pair; stream one caption per image, or train without "
+                               "--streaming", self.source)
+                self.warned_repeats = True
+            batches.append(collate_captions([
+                {"input_ids": input_ids[row], "image_features": torch.from_numpy(embeddings[row]),
+                 "image_index": int(image_index[row])} for row in group]))
+        return batches
+
+    def _valid(self, rows: dict) -> tuple[np.ndarray, list[str], np.ndarray]:
+        """The rows' embeddings (float32), captions and image indices, less the rows that are not sound."""
+        embeddings = np.asarray(rows["embedding"], dtype=np.float32)
+        captions = [str(caption) for caption in rows["caption"]]
+        image_index = np.asarray(rows["image_index"])
+        finite = np.isfinite(embeddings).all(axis=1)
+        bad = ~finite | np.array([not caption.strip() for caption in captions])
+        if not bad.any():
+            return embeddings, captions, image_index
+        first = int(np.flatnonzero(bad)[0])
+        problem = "a non-finite embedding" if not finite[first] else "an empty caption"
+        if not self.skip_invalid:
+            raise ValueError(f"{self.source}: the pair of image {rows['image_id'][first]} "
+                             f"(row of image_index {image_index[first]}) has {problem}; --skip_invalid leaves such "
+                             f"pairs out")
+        self.skipped += int(bad.sum())
+        logger.warning("%s: left out %d pairs with a non-finite embedding or an empty caption (%d so far)",
+                       self.source, int(bad.sum()), self.skipped)
+        keep = np.flatnonzero(~bad)
+        return embeddings[keep], [captions[row] for row in keep], image_index[keep]
 
 
 __all__ = ["StreamedPairBatches"]

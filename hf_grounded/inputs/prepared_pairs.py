@@ -15,6 +15,7 @@ from transformers import PreTrainedTokenizerBase
 
 from ..data import SPLITS
 from ..data.encoded import CaptionColumn, EncodedSplit
+from ..data.sampling import LENGTH_GROUP_BATCHES
 from ..data.prepared import load_prepared_split, shard_rows
 from ..data.streaming import StreamedPairBatches
 from .arguments import DataArguments
@@ -50,10 +51,12 @@ class PreparedPairs:
                 for split, table in self.tables.items()}
 
     def training_batches(self, tokenizer: PreTrainedTokenizerBase, max_length: int, batch_size: int, seed: int,
-                         data_args: DataArguments, num_replicas: int, rank: int) -> StreamedPairBatches:
-        """This process's batches of the streamed training split."""
+                         data_args: DataArguments, num_replicas: int, rank: int,
+                         group_by_length: bool = False) -> StreamedPairBatches:
+        """This process's batches of the streamed training split (length-grouped as the samplers group them)."""
         return StreamedPairBatches(self.train_stream, self.train_shard_rows, tokenizer, max_length, batch_size, seed,
-                                   num_replicas, rank, data_args.shuffle_buffer_size, data_args.skip_invalid,
+                                   num_replicas, rank, data_args.shuffle_buffer_size,
+                                   LENGTH_GROUP_BATCHES if group_by_length else None, data_args.skip_invalid,
                                    source=f"{self.source} (train)")
 
 

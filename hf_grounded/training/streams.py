@@ -1,7 +1,6 @@
 """The data streams a run trains on, one per training term, each drawn by the sampler its term asks for: captions
 (one per image, whole groups, or pairs of one image's captions) and SkipThought's book triples."""
 
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -9,15 +8,14 @@ from functools import partial
 import torch
 from accelerate import Accelerator
 from torch.utils.data import DataLoader, Sampler
+from transformers import PreTrainedTokenizerBase
 
 from ..data.encoded import CaptionImagePairs, EncodedSplit, EncodedTriples, collate_captions
 from ..data.streaming import StreamedPairBatches
-from ..inputs import DataArguments
+from ..inputs import DataArguments, PreparedPairs
 from ..objectives import StreamLoss
 from .arguments import TrainingArguments
 from .losses import term_batch_size, term_sampler
-
-logger = logging.getLogger(__name__)
 
 
 class StepBatches:
@@ -89,23 +87,23 @@ def training_streams(losses: list[StreamLoss], train_split: EncodedSplit, triple
     return TrainingStreams(primary, primary_sampler, loader, beside)
 
 
-def streamed_training_streams(losses: list[StreamLoss], batches_of_size: Callable[[int], StreamedPairBatches],
-                              data_args: DataArguments, training_args: TrainingArguments) -> TrainingStreams:
-    """The one term a streamed dataset trains, on `batches_of_size(its batch size)`: a stream gives its pairs in
-    its own order, one caption at a time, so a term that reads groups, pairs of captions or books cannot have it,
-    nor can the samplers' batch orders (one fixed caption per image; length groups, which a stream goes without)."""
+def streamed_training_streams(losses: list[StreamLoss], prepared: PreparedPairs, tokenizer: PreTrainedTokenizerBase,
+                              max_length: int, data_args: DataArguments, training_args: TrainingArguments,
+                              accelerator: Accelerator) -> TrainingStreams:
+    """The one term a streamed dataset trains, on this process's batches of its training split: a stream gives its
+    pairs in its own order, one caption at a time, so a term that reads groups, pairs of captions or books cannot
+    have it, nor one fixed caption per image (`--group_by_length` groups the stream's chunks instead)."""
     if data_args.caption_policy == "one":
         raise ValueError("--caption_policy one keeps one caption of each image of a split held whole; --streaming "
                          "reads every pair in the stream's shuffled order: drop one of them")
-    if training_args.group_by_length:
-        logger.info("--group_by_length sorts a split held whole into batches; a stream's batches come in its "
-                    "shuffled order, ungrouped")
     unstreamable = [loss for loss in losses if loss.batches.kind != "captions"]
     if unstreamable or len(losses) != 1:
         kinds = ", ".join(f"{loss.name} reads {loss.batches.kind}" for loss in losses)
         raise ValueError(f"--streaming trains one term that reads captions one at a time ({kinds}); train this "
                          f"objective on the prepared dataset without --streaming")
-    batches = batches_of_size(term_batch_size(losses[0], training_args))
+    batches = prepared.training_batches(tokenizer, max_length, term_batch_size(losses[0], training_args),
+                                        training_args.seed, data_args, accelerator.num_processes,
+                                        accelerator.process_index, training_args.group_by_length)
     return TrainingStreams(losses[0], batches, batches)
 
 

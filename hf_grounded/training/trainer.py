@@ -228,11 +228,8 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     if trains_text_objective(model_args.text_options):
         triples = EncodedTriples.from_dataset(book_triples, tokenizer, max_length)
     if data_args.streaming:
-        def batches_of_size(batch_size: int):
-            return prepared.training_batches(tokenizer, max_length, batch_size, training_args.seed, data_args,
-                                             accelerator.num_processes, accelerator.process_index)
-
-        streams = streamed_training_streams(losses, batches_of_size, data_args, training_args)
+        streams = streamed_training_streams(losses, prepared, tokenizer, max_length, data_args, training_args,
+                                            accelerator)
     else:
         streams = training_streams(losses, splits["train"], triples, data_args, training_args, accelerator)
     logger.info("training %s on %s", " + ".join(type(loss).__name__ for loss in losses), streams.describe())
