@@ -13,6 +13,7 @@ of rows (±1), so that processes reading whole shards each (`split_dataset_by_no
 
 import logging
 import math
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,13 +44,15 @@ class SplitPairs:
 
 def write_prepared_dataset(folder: str | Path, splits: dict[str, SplitPairs], description: dict,
                            embedding_dtype: str = "float16", shard_rows: int = 100_000) -> dict:
-    """Write `splits` as a prepared dataset in `folder`: parquet shards of at most `shard_rows` rows (each written
-    under a temporary name, then renamed) and the dataset card, last. `description` (source, features, ...) goes
-    into the card. Returns what the card records. A dataset written there before is replaced: its shards that
-    this one does not rewrite are removed (they would be read as part of it), and logged."""
+    """Write `splits` as a prepared dataset in `folder`: parquet shards of at most `shard_rows` rows and the dataset
+    card. `description` (source, features, ...) goes into the card. Returns what the card records.
+
+    The shards are written into a folder of their own, which replaces `data/` only when every shard is whole: an
+    interrupted preparation leaves a dataset prepared there before as it was, and never a mix of the two."""
     folder = Path(folder)
-    (folder / "data").mkdir(parents=True, exist_ok=True)
-    earlier = set((folder / "data").glob("*-of-*.parquet"))
+    partial_data, data = folder / ".data.partial", folder / "data"
+    shutil.rmtree(partial_data, ignore_errors=True)
+    partial_data.mkdir(parents=True)
     recorded = {**description, "embedding_dtype": embedding_dtype, "splits": {}}
     for split, pairs in splits.items():
         if pairs.count == 0:
@@ -61,16 +64,18 @@ def write_prepared_dataset(folder: str | Path, splits: dict[str, SplitPairs], de
             table = _pair_table(columns, embedding_dtype)
             width = table.schema.field("embedding").type.list_size
             images = max(images, int(np.max(columns["image_index"])) + 1)
-            target = folder / "data" / f"{split}-{shard:05d}-of-{shards:05d}.parquet"
-            partial = target.with_name(f".{target.name}.partial")
-            pq.write_table(table, partial)
-            partial.replace(target)
-            earlier.discard(target)
+            pq.write_table(table, partial_data / f"{split}-{shard:05d}-of-{shards:05d}.parquet")
         recorded["splits"][split] = {"pairs": pairs.count, "images": images, "shards": shards}
         recorded["embedding_dim"] = width
-    for stale in sorted(earlier):
-        logger.info("removed %s, a shard of the dataset written there before", stale)
-        stale.unlink()
+    if data.exists():
+        earlier = folder / ".data.earlier"
+        shutil.rmtree(earlier, ignore_errors=True)
+        data.rename(earlier)
+        partial_data.rename(data)
+        shutil.rmtree(earlier)
+        logger.info("replaced the dataset prepared in %s before", folder)
+    else:
+        partial_data.rename(data)
     DatasetCard(_card_text(recorded)).save(folder / "README.md")
     return recorded
 
