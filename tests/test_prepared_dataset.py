@@ -17,7 +17,6 @@ from huggingface_hub import DatasetCard, HfApi, ModelCard
 from safetensors.torch import load_file
 
 from hf_grounded import CharTokenizer
-from hf_grounded.data.embeddings import write_embedding_shards
 from hf_grounded.data.prepared import load_prepared_split, push_prepared_dataset
 from hf_grounded.features import FeatureCache
 from hf_grounded.data.streaming import StreamedPairBatches
@@ -26,23 +25,21 @@ from hf_grounded.training.checkpoints import list_checkpoints
 
 from .conftest import run_recipe_in_process
 from .fixtures import flickr8k_official
-from .test_embedding_pairs import DIM, pairs
+from .test_embedding_pairs import DIM, folder  # noqa: F401  (a fixture)
 
 
 @pytest.fixture(autouse=True)
 def no_pause_after_each_stream(monkeypatch):
-    """datasets pauses 5 s after iterating parquet shards in threads (an Arrow shutdown race, apache/arrow#45214):
-    nothing at scale, where an epoch takes hours, but most of these small runs' time. The tests go without it."""
+    """datasets pauses 5 s when a stream of parquet shards ends (an Arrow shutdown race, apache/arrow#45214), before
+    the epoch's last, partial batch: nothing at scale, where an epoch takes hours, but most of these small runs'
+    time. The tests go without it."""
     monkeypatch.setattr(datasets.config, "SLEEP_TIME_ON_THREADS_SHUTDOWN", 0)
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory):
-    """A clip-retrieval folder of 600 learnable pairs (float16, three shards)."""
-    root = tmp_path_factory.mktemp("clip_retrieval")
-    write_embedding_shards(root, ((captions, embeddings.astype(np.float16)) for captions, embeddings in
-                                  (pairs(200, 1), pairs(150, 2), pairs(250, 3))))
-    return root
+def source(folder):
+    """The clip-retrieval folder of 600 learnable pairs (float16, three shards) the embeddings path trains on."""
+    return folder
 
 
 @pytest.fixture(scope="module")
