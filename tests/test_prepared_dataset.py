@@ -6,7 +6,6 @@ import fnmatch
 import shutil
 from pathlib import Path
 
-import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,14 +25,6 @@ from hf_grounded.training.checkpoints import list_checkpoints
 from .conftest import run_recipe_in_process
 from .fixtures import flickr8k_official
 from .test_embedding_pairs import DIM, folder  # noqa: F401  (a fixture)
-
-
-@pytest.fixture(autouse=True)
-def no_pause_after_each_stream(monkeypatch):
-    """datasets pauses 5 s when a stream of parquet shards ends (an Arrow shutdown race, apache/arrow#45214), before
-    the epoch's last, partial batch: nothing at scale, where an epoch takes hours, but most of these small runs'
-    time. The tests go without it."""
-    monkeypatch.setattr(datasets.config, "SLEEP_TIME_ON_THREADS_SHUTDOWN", 0)
 
 
 @pytest.fixture(scope="module")

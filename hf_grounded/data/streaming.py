@@ -11,9 +11,7 @@ the shuffle buffer's content, so the batches after a resume would differ.)
 import itertools
 import logging
 import math
-import queue
-import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -24,10 +22,6 @@ from transformers import PreTrainedTokenizerBase
 from .encoded import collate_captions
 
 logger = logging.getLogger(__name__)
-
-# Batches a stream makes ahead of the training step.
-PREFETCH_BATCHES = 4
-_END = object()
 
 
 class StreamedPairBatches:
@@ -63,8 +57,11 @@ class StreamedPairBatches:
         if smallest_share < 1:
             raise ValueError(f"{source}: {sum(shard_rows)} training pairs leave none to some of {num_replicas} "
                              f"processes")
-        self.stream = split_dataset_by_node(stream.shuffle(seed=seed, buffer_size=buffer_size), rank, num_replicas,
-                                            strategy="shards" if by_shards else "examples")
+        # The buffer is filled from one shard at a time (in a new order each epoch): datasets fills it from several
+        # in threads, and then pauses 5 s whenever the stream ends or is closed (apache/arrow#45214), once an epoch
+        # and at every early stop.
+        shuffled = stream.shuffle(seed=seed, buffer_size=buffer_size, max_buffer_input_shards=1)
+        self.stream = split_dataset_by_node(shuffled, rank, num_replicas, strategy="shards" if by_shards else "examples")
         self.tokenizer, self.max_length, self.batch_size, self.seed = tokenizer, max_length, batch_size, seed
         self.chunk_batches = length_group_batches or 1
         self.skip_invalid, self.source, self.skipped, self.warned_repeats = skip_invalid, source, 0, False
@@ -87,7 +84,7 @@ class StreamedPairBatches:
         chunks = stream.with_format("numpy").iter(batch_size=chunk_rows)
         batches = (batch for number, rows in enumerate(chunks, first_chunk)
                    for batch in self._chunk_batches(rows, number))
-        yield from _prefetched(batches, batches_to_skip, len(self) - self.start_batch)
+        yield from itertools.islice(batches, batches_to_skip, batches_to_skip + len(self) - self.start_batch)
 
     def _chunk_batches(self, rows: dict, number: int) -> list[dict[str, torch.Tensor]]:
         """A chunk of the stream's rows as batches: checked, tokenised, length-grouped when asked."""
@@ -134,46 +131,6 @@ class StreamedPairBatches:
                        self.source, int(bad.sum()), self.skipped)
         keep = np.flatnonzero(~bad)
         return embeddings[keep], [captions[row] for row in keep], image_index[keep]
-
-
-def _prefetched(batches: Generator[dict, None, None], skip: int, count: int) -> Iterator[dict]:
-    """Batches `skip` to `skip + count` of `batches`, made in a thread of their own a few ahead of the training
-    step, in the same order. Reading, checking and tokenising overlap the step (torch releases the GIL), and so does
-    datasets' pause when a stream of parquet shards is closed before its end (5 s, apache/arrow#45214), which a
-    run stopping mid-epoch would otherwise add to training (a stream read to its end pauses before its last
-    batch, once an epoch). An error in the thread is raised here."""
-    ready: queue.Queue = queue.Queue(maxsize=PREFETCH_BATCHES)
-    stopped = threading.Event()
-
-    def put(item) -> bool:
-        """Hand `item` over unless the training loop has stopped reading; whether it was handed over."""
-        while not stopped.is_set():
-            try:
-                ready.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def make() -> None:
-        try:
-            for batch in itertools.islice(batches, skip, skip + count):
-                if not put(batch):
-                    return
-            put(_END)
-        except BaseException as error:  # handed to the training loop, which raises it
-            put(error)
-        finally:
-            batches.close()
-
-    threading.Thread(target=make, name="stream-batches", daemon=True).start()
-    try:
-        while (item := ready.get()) is not _END:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stopped.set()
 
 
 __all__ = ["StreamedPairBatches"]
