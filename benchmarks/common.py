@@ -1,10 +1,13 @@
 """What every benchmark shares: the machine's description, alternating timed arms, peak memory, output, and the
 transfer scores of a trained model."""
 
+import datetime
 import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -88,10 +91,23 @@ def rate_cell(result: dict, digits: int = 0) -> str:
     return f"{result['median']:,.{digits}f} ({result['min']:,.{digits}f}–{result['max']:,.{digits}f})"
 
 
+def provenance() -> dict:
+    """What a result file records of its making: the command, the commit (with "+changes" when the working tree
+    differs from it), the date and the hardware. The docs render it beside the numbers."""
+    def git(*arguments: str) -> str:
+        return subprocess.run(["git", *arguments], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                              text=True).stdout.strip()
+
+    commit = git("rev-parse", "HEAD") + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+    return {"command": " ".join(["python", *sys.argv]), "commit": commit,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "hardware": hardware()}
+
+
 def write_results(path: str | None, name: str, rows: list[dict], notes: dict | None = None) -> None:
-    """Print nothing; write `{"benchmark", "hardware", "rows", "notes"}` as JSON when `path` is given."""
+    """Print nothing; write `{"benchmark", provenance, "rows", "notes"}` as JSON when `path` is given."""
     if path:
-        Path(path).write_text(json.dumps({"benchmark": name, "hardware": hardware(), "rows": rows,
+        Path(path).write_text(json.dumps({"benchmark": name, **provenance(), "rows": rows,
                                           "notes": notes or {}}, indent=2))
 
 

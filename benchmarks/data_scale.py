@@ -2,7 +2,8 @@
 300k and 3M pairs (random 512-d float16 embeddings, captions drawn from the Flickr8k text), char-GRU at hidden 256
 and VETE-BOW, `--max_steps 200`, each run a process of its own:
 
-- peak RSS of the training process (`wait4`'s maximum resident set);
+- peak RSS of the training process (`wait4`'s maximum resident set; Linux counts a child's from its parent's size at
+  the fork, so this process stays small, a few hundred MB, and prepares datasets in a child of its own);
 - time to the first optimisation step, from the trainer's start (its "set up in" line) and from the process's launch
   (imports included), cold (an empty `datasets` cache, so the
   captions are converted and tokenised) and warm (the same cache again);
@@ -33,10 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import SHARED, hardware
-
-from hf_grounded.inputs import DataArguments
-from hf_grounded.inputs.prepare import prepare_dataset
+from common import SHARED, provenance
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = {"char-GRU h256": ["--model_type", "char_gru", "--hidden_size", "256"],
@@ -139,8 +137,11 @@ def main() -> None:
             paths[STREAMED] = ["--dataset", "prepared", "--data_dir", str(prepared), "--streaming"]
             for path, data_flags in paths.items():
                 if path == STREAMED and not (prepared / "README.md").is_file():
-                    prepare_dataset(DataArguments(dataset="embeddings", data_dir=str(folder), heldout_pairs=1000),
-                                    prepared, seed=42)
+                    # In a process of its own: a child's peak RSS starts from its parent's size when it is forked,
+                    # so this one must stay small (no pairs in memory).
+                    subprocess.run([sys.executable, str(REPO / "recipes" / "prepare_data.py"), "--dataset",
+                                    "embeddings", "--data_dir", str(folder), "--heldout_pairs", "1000",
+                                    "--output_dir", str(prepared)], check=True, cwd=REPO)
                 kind = {STREAMED: "streamed", "arrow + memory map": "arrow"}.get(path, "memory")
                 cache = work / "cache" / f"{size}-{model.split()[0]}-{kind}"
                 for temperature in ("cold", "warm"):
@@ -158,9 +159,11 @@ def main() -> None:
                     row = {"pairs": size, "model": model, "path": path, "cache": temperature, **result,
                            "folder_mb": round(disk_bytes(source) / 2**20), "cache_mb": round(disk_bytes(cache) / 2**20)}
                     rows.append(row)
-                    record.write_text(json.dumps({"benchmark": "data_scale", "hardware": hardware(), "rows": rows},
+                    record.write_text(json.dumps({"benchmark": "data_scale", **provenance(), "rows": rows},
                                                  indent=2))
                     print(json.dumps(row), flush=True)
+    # The record again with this run's provenance (the rows keep the order they were measured in).
+    record.write_text(json.dumps({"benchmark": "data_scale", **provenance(), "rows": rows}, indent=2))
     print("| pairs | model | path | cache | peak RSS (MB) | to first step (s): trainer / launch | captions/s | "
           "folder (MB) | cache (MB) |")
     print("|---|---|---|---|---|---|---|---|---|")

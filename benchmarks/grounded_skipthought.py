@@ -222,7 +222,7 @@ def main() -> None:
 
 
 def markdown_table(rows: dict) -> str:
-    """The rows as the README shows them, and M_b's mean ± standard deviation over its 3 seeds once all have run."""
+    """The rows as docs/reproductions/grounded_skipthought.md shows them, and M_b's mean ± standard deviation over its 3 seeds once all have run."""
     lines = ["| model | ρ_vis | C_intra | C_inter | STS-B test P/S | SICK test P/S | STS16 all P/S | STS16 news P/S | "
              "selected step: SICK trial Pearson | training / with selection and scoring (s) |",
              "|---|---|---|---|---|---|---|---|---|---|"]

@@ -39,7 +39,7 @@ from common import SHARED, SICK, STS16, STSB
 
 FEATURES = SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"
 SIMCSE_AND_MCSE_FLAGS = ["--objective", "mcse", "--learning_rate", "3e-5", "--num_train_epochs", "1"]
-# name: (folder, training flags), each chosen on validation retrieval and STS-B dev (see the README).
+# name: (folder, training flags), each chosen on validation retrieval and STS-B dev (see docs/reproductions/grounded_transformer.md).
 ROWS = {
     "MiniLM untouched (frozen; heads trained with the hinge)": (
         "untouched", ["--objective", "hinge", "--trainable_layers", "0", "--learning_rate", "1e-3",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from safetensors.torch import load_file
 
-from common import hardware
+from common import provenance
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -35,7 +35,7 @@ def main() -> None:
     args = parser.parse_args()
     output = Path(args.output_dir)
     results_path = Path(args.results)
-    results = json.loads(results_path.read_text()) if results_path.exists() else {"hardware": hardware(), "rows": {}}
+    results = json.loads(results_path.read_text()) if results_path.exists() else {"rows": {}}
     source = ["--dataset", "flickr8k", "--data_dir", args.data_dir, "--image_features_file", args.image_features_file]
     prepared = output / "dataset"
     if not (prepared / "README.md").exists():
@@ -77,7 +77,7 @@ def _run(arguments: list[str]) -> None:
 
 def _save(results: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2) + "\n")
+    path.write_text(json.dumps({**results, **provenance()}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

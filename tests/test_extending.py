@@ -1,4 +1,4 @@
-"""README "Extending": a new objective is one term plus one registry entry, a new family one model plus one registry
+"""docs/extending.md: a new objective is one term plus one registry entry, a new family one model plus one registry
 entry. Both are defined here, in the test, and trained through recipes/train.py's own code path; nothing else of
 the library is touched, which proves the registries are the only places to."""
 

@@ -1,4 +1,4 @@
-"""The contract every family keeps (hf_grounded/models/sentence_encoding.py, the README's capability table), run for
+"""The contract every family keeps (hf_grounded/models/sentence_encoding.py; docs/efficiency.md's table), run for
 every family of the registry (`hf_grounded.families.FAMILIES`), never for a hand-written list: a family added to
 the registry gets every test here with no other edit (test_a_fifth_family_gets_the_whole_contract shows it).
 

@@ -154,7 +154,8 @@ def test_a_hub_dataset_id_goes_to_datasets_as_given(prepared, tmp_path, monkeypa
             return function(str(prepared) if path == "me/pairs" else path, *args, **kwargs)
         return read
 
-    monkeypatch.setattr(prepared_module, "load_dataset_builder", in_place_of_the_hub(prepared_module.load_dataset_builder))
+    monkeypatch.setattr(prepared_module, "load_dataset_builder",
+                        in_place_of_the_hub(prepared_module.load_dataset_builder))
     monkeypatch.setattr(prepared_module, "load_dataset", in_place_of_the_hub(prepared_module.load_dataset))
     results = train(*parse_arguments(flags("me/pairs", tmp_path / "run", "--max_steps", "3", "--streaming")))
     assert results["run"]["steps"] == 3 and set(asked) == {"me/pairs"}
@@ -298,7 +299,7 @@ def test_streaming_is_refused_where_it_cannot_apply(prepared, source, tmp_path):
     with pytest.raises(ValueError, match="--caption_policy one keeps one caption"):
         train(*parse_arguments(flags(prepared, tmp_path / "one", "--streaming", "--caption_policy", "one")))
     with pytest.raises(ValueError, match="--streaming trains one term that reads captions one at a time"):
-        train(*parse_arguments(["--model_type", "grounded_skipthought", "--objective", "grounding", "--text_weight", "0",
-                                "--dataset",
+        train(*parse_arguments(["--model_type", "grounded_skipthought", "--objective", "grounding", "--text_weight",
+                                "0", "--dataset",
                                 "prepared", "--data_dir", str(prepared), "--streaming", "--output_dir",
                                 str(tmp_path / "groups")]))

@@ -109,9 +109,8 @@ def _card_text(recorded: dict) -> str:
 
 # {recorded['source']}: caption–image embedding pairs
 
-Captions paired with their image's precomputed embedding, prepared by
-[hf_grounded](https://github.com/hf-grounded/hf_grounded)'s `recipes/prepare_data.py` to train visually grounded
-sentence encoders.
+Captions paired with their image's precomputed embedding, prepared by hf_grounded's `recipes/prepare_data.py` to
+train visually grounded sentence encoders.
 
 | split | pairs | images | shards |
 |---|---|---|---|

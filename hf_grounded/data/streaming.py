@@ -61,7 +61,8 @@ class StreamedPairBatches:
         # in threads, and then pauses 5 s whenever the stream ends or is closed (apache/arrow#45214), once an epoch
         # and at every early stop.
         shuffled = stream.shuffle(seed=seed, buffer_size=buffer_size, max_buffer_input_shards=1)
-        self.stream = split_dataset_by_node(shuffled, rank, num_replicas, strategy="shards" if by_shards else "examples")
+        self.stream = split_dataset_by_node(shuffled, rank, num_replicas,
+                                            strategy="shards" if by_shards else "examples")
         self.tokenizer, self.max_length, self.batch_size, self.seed = tokenizer, max_length, batch_size, seed
         self.chunk_batches = length_group_batches or 1
         self.skip_invalid, self.source, self.skipped, self.warned_repeats = skip_invalid, source, 0, False

@@ -1,4 +1,4 @@
-"""What the demo shows with no arguments: the model the README's first command trains, searched over the test
+"""What the demo shows with no arguments: the model the quick start's first command trains, searched over the test
 images of the synthetic set it was trained on (rendered again from its recorded seed and sizes)."""
 
 import json

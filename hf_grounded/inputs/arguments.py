@@ -104,8 +104,8 @@ class DataArguments:
     def __post_init__(self):
         check_argument_values(self)
         if self.streaming and self.dataset != "prepared":
-            raise ValueError(f"--streaming streams a prepared dataset (--dataset prepared), not --dataset {self.dataset}: "
-                             "write one with recipes/prepare_data.py")
+            raise ValueError(f"--streaming streams a prepared dataset (--dataset prepared), not --dataset "
+                             f"{self.dataset}: write one with recipes/prepare_data.py")
 
 
 __all__ = ["DataArguments"]

@@ -234,7 +234,7 @@ class SentenceEncoderMixin:
 
         `quantize=True` (CPU only) runs an int8 copy of the model whose recurrent and linear layers are dynamically
         quantised (`torch.ao.quantization.quantize_dynamic`): several times faster for wide recurrent encoders, at
-        the cost of small changes in the embeddings (see the README's Performance section for what it keeps); as
+        the cost of small changes in the embeddings (see docs/performance.md for what it keeps); as
         activations are quantised with one range per batch, an int8 embedding also moves a little with its batch.
 
         `backend="onnx"` (CPU only; `pip install hf_grounded[onnx]`) runs the text encoder exported beside the

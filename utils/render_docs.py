@@ -1,0 +1,211 @@
+"""Render the generated blocks of the docs and the README from their sources: the benchmarks' result files
+(`benchmarks/results/*.json`, written by each benchmark's command) and the library's registries. A page states no
+number or list that a file or the code holds: it shows what this script renders from them.
+
+    python utils/render_docs.py           # rewrite every block in docs/ and README.md
+    python utils/render_docs.py --check   # change nothing; exit 1 naming each block that differs
+
+A block is the lines between `<!-- generated: NAME -->` and `<!-- /generated -->`; NAME is a key of `RENDERERS`.
+tests/test_docs.py runs the check, so a page and its JSON cannot disagree on main.
+"""
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results"
+BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)", re.DOTALL)
+BACKENDS = ("torch float32", "torch int8", "onnx float32", "onnx int8")
+
+
+def _results(name: str) -> dict:
+    return json.loads((RESULTS / f"{name}.json").read_text())
+
+
+def _provenance(result: dict, benchmark: str) -> str:
+    """Where a table's numbers come from: the command, commit and date the file records, and its hardware."""
+    hardware = result.get("hardware", {})
+    gpu = f"GPU {hardware['gpu']}" if hardware.get("gpu") else "no GPU"
+    machine = (f"{hardware.get('cpu_count')} cores ({hardware.get('cpu')}), {hardware.get('torch_threads')} torch "
+               f"threads, {gpu}, torch {hardware.get('torch')}")
+    if result.get("command"):
+        commit = result["commit"].removesuffix("+changes")
+        changes = " with uncommitted changes" if result["commit"].endswith("+changes") else ""
+        made = f"written by `{result['command']}` at commit {commit[:10]}{changes} on {result['date'][:10]}"
+    else:
+        made = f"made by `{benchmark}` (the file records no command, commit or date)"
+    return f"Source: `benchmarks/results/{result['_name']}.json`, {made}; {machine}."
+
+
+def _load(name: str) -> dict:
+    return {**_results(name), "_name": name}
+
+
+def _number(value: float, digits: int = 0) -> str:
+    return f"{value:,.{digits}f}"
+
+
+def encoding_throughput() -> str:
+    result = _load("encoding_throughput")
+    rows = ["| model | corpus, batch | torch float32 | torch int8 | ONNX float32 | ONNX int8 |",
+            "|---|---|---|---|---|---|"]
+    for row in result["rows"]:
+        cells = [(_number(row[backend]["median"]) if backend in row else "") for backend in BACKENDS]
+        if "float32" in row:  # the reference, through sentence-transformers
+            cells[0] = _number(row["float32"]["median"])
+        rows.append(f"| {row['model']} | {row['corpus']}, {row['batch']} | {' | '.join(cells)} |")
+    return "\n".join([*rows, "", "Sentences/s, median of the repeats. " + _provenance(
+        result, "python benchmarks/encoding_throughput.py")])
+
+
+def data_scale() -> str:
+    result = _load("data_scale")
+    rows = ["| pairs | model | path | cache | peak RSS (MB) | to first step (s): trainer / launch | captions/s | "
+            "disk: folder / cache (MB) |", "|---|---|---|---|---|---|---|---|"]
+    for row in result["rows"]:
+        launch = row.get("launch_to_first_step_s")
+        rows.append(f"| {row['pairs']:,} | {row['model']} | {_path_name(row['path'])} | {row['cache']} | "
+                    f"{row['peak_rss_mb']:,} | {row['setup_s']:.1f} / {'–' if launch is None else f'{launch:.1f}'} | "
+                    f"{row['captions_per_s']:,} | {row['folder_mb']:,} / {row['cache_mb']:,} |")
+    return "\n".join([*rows, "", _provenance(result, "python benchmarks/data_scale.py")])
+
+
+def data_scale_headline() -> str:
+    """The 3M-pair rows, with how far each run's peak RSS is above the same model and path at 30k pairs."""
+    result = _load("data_scale")
+    rows = {(row["pairs"], row["model"], row["path"], row["cache"]): row for row in result["rows"]}
+    lines = ["| model | path | cache | peak RSS (MB; above 30k) | to first step (s): trainer / launch | captions/s |",
+             "|---|---|---|---|---|---|"]
+    for (pairs, model, path, cache), row in rows.items():
+        if pairs != max(key[0] for key in rows):
+            continue
+        small = rows.get((min(key[0] for key in rows), model, path, cache))
+        above = f"; +{row['peak_rss_mb'] - small['peak_rss_mb']:,}" if small else ""
+        launch = row.get("launch_to_first_step_s")
+        lines.append(f"| {model} | {_path_name(path)} | {cache} | {row['peak_rss_mb']:,}{above} | "
+                     f"{row['setup_s']:.1f} / {'–' if launch is None else f'{launch:.1f}'} | "
+                     f"{row['captions_per_s']:,} |")
+    return "\n".join([*lines, "", _provenance(result, "python benchmarks/data_scale.py")])
+
+
+def _path_name(path: str) -> str:
+    # The rows' keys name the on-disk path as it was first measured; the embeddings are read with pread now.
+    return {"arrow + memory map": "Arrow + embeddings on disk"}.get(path, path)
+
+
+def prepared_flickr8k() -> str:
+    result = _load("prepared_flickr8k")
+    labels = {"in_memory": "`--dataset flickr8k --image_features_file` (the samplers over lists)",
+              "prepared": "`--dataset prepared` (captions in datasets' cache)",
+              "streamed": "`--dataset prepared --streaming`"}
+    rows = ["| run | steps | test R@10 c2i | test R@10 i2c |", "|---|---|---|---|"]
+    for name, row in result["rows"].items():
+        rows.append(f"| {labels.get(name, name)} | {row['steps']:,} | {row['test_c2i_R@10']:.1f} | "
+                    f"{row['test_i2c_R@10']:.1f} |")
+    same = "the same weights, bit for bit" if result.get("same_weights") else "different weights"
+    prepare = result.get("prepare", {})
+    return "\n".join([*rows, "", f"The prepared and in-memory runs end with {same}. Preparing took "
+                      f"{prepare.get('seconds', '–')} s and {prepare.get('disk_mb', '–')} MB. " + _provenance(
+                          result, "python benchmarks/prepared_flickr8k.py")])
+
+
+def objectives() -> str:
+    from hf_grounded.objectives.registry import CAPTION_OBJECTIVES
+
+    rows = ["| `--objective` | what it minimises | batches it reads | families | paper | options |",
+            "|---|---|---|---|---|---|"]
+    for name, objective in CAPTION_OBJECTIVES.items():
+        options = objective.options()
+        kinds = sorted({term.batches.kind for term in objective.build(options, 0, True)})
+        description = re.sub(r"\{[^}]*\}", "…", objective.description).replace("|", "\\|")
+        families = (", ".join(objective.families) if objective.families
+                    else "any with an image side" if objective.image_text else "any")
+        names = ", ".join(f"`--{field}`" for field in vars(options)) or "–"
+        rows.append(f"| `{name}` | {description} | {', '.join(kinds) or '–'} | {families} | "
+                    f"{objective.citation or '–'} | {names} |")
+    return "\n".join(rows)
+
+
+# Each family's rows of the encoding benchmark, and what it is for.
+FAMILY_ROWS = {
+    "grounded_transformer": (["grounded MiniLM-L6"], "retrieval and STS from a pretrained encoder: the default pick"),
+    "char_gru": (["char-GRU h256", "char-GRU h1024 (paper)"], "no vocabulary: any spelling, any script with a corpus "
+                 "vocabulary; image–caption retrieval"),
+    "vete": (["VETE BOW (paper, 300-d)"], "the fastest encoder by far; relatedness from one caption per image"),
+    "grounded_skipthought": (["grounded ST h512"], "sentence structure from books plus grounding from captions"),
+}
+
+
+def choosing() -> str:
+    from hf_grounded.families import FAMILIES
+    from hf_grounded.models.sentence_encoding import CAPABILITIES
+
+    result = _load("encoding_throughput")
+    at_32 = {row["model"]: row for row in result["rows"] if row["batch"] == 32 and row["corpus"] == "flickr8k sample"}
+    reference = at_32["all-MiniLM-L6-v2"]["float32"]["median"]
+    rows = ["| family | good for | model measured | sentences/s, torch float32 | fastest backend | × all-MiniLM-L6-v2 "
+            "(float32 / fastest) | int8, ONNX, joint space |", "|---|---|---|---|---|---|---|"]
+    for family, (models, good_for) in FAMILY_ROWS.items():
+        capabilities = [name for name in CAPABILITIES if name not in FAMILIES[family].unsupported]
+        for model in models:
+            row = at_32[model]
+            fastest = max(BACKENDS, key=lambda backend: row[backend]["median"])
+            float32, best = row["torch float32"]["median"], row[fastest]["median"]
+            rows.append(f"| {family} | {good_for} | {model} | {_number(float32)} | {fastest}: {_number(best)} | "
+                        f"{float32 / reference:.1f} / {best / reference:.1f} | {', '.join(capabilities)} |")
+    return "\n".join([*rows, "", f"Encoding Flickr8k captions at batch 32; all-MiniLM-L6-v2 itself: "
+                       f"{_number(reference)} sentences/s through sentence-transformers. " + _provenance(
+                           result, "python benchmarks/encoding_throughput.py")])
+
+
+RENDERERS: dict[str, Callable[[], str]] = {
+    "choosing": choosing,
+    "encoding_throughput": encoding_throughput,
+    "data_scale": data_scale,
+    "data_scale_headline": data_scale_headline,
+    "prepared_flickr8k": prepared_flickr8k,
+    "objectives": objectives,
+}
+
+
+def pages() -> list[Path]:
+    return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+
+
+def render(text: str, source: Path) -> str:
+    def replace(match: re.Match) -> str:
+        name = match.group("name")
+        if name not in RENDERERS:
+            raise ValueError(f"{source}: unknown generated block {name!r}; known: {sorted(RENDERERS)}")
+        return f"{match.group(1)}{RENDERERS[name]()}\n{match.group(4)}"
+
+    return BLOCK.sub(replace, text)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="Change nothing; fail naming each stale block.")
+    args = parser.parse_args()
+    stale = []
+    for page in pages():
+        text = page.read_text()
+        rendered = render(text, page)
+        if rendered != text:
+            stale.append(page.relative_to(REPO))
+            if not args.check:
+                page.write_text(rendered)
+    if args.check and stale:
+        print(f"stale generated blocks in {', '.join(map(str, stale))}: run python utils/render_docs.py",
+              file=sys.stderr)
+        return 1
+    print(f"{'checked' if args.check else 'rendered'} {len(pages())} pages" + (
+        f"; rewrote {', '.join(map(str, stale))}" if stale and not args.check else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
