@@ -10,7 +10,9 @@ import torch
 from safetensors.torch import load_file
 
 from hf_grounded.data.embeddings import FeatureRows, embedding_shards, write_embedding_shards
+from hf_grounded.inputs import DataArguments
 from hf_grounded.training import parse_arguments, train
+from hf_grounded.word_tokenizer import train_word_tokenizer
 from hf_grounded.training.checkpoints import list_checkpoints
 
 COLOURS = ["red", "blue", "green", "yellow", "black", "white"]
@@ -175,27 +177,25 @@ def test_the_in_memory_path_trains_to_the_same_weights(folder, tmp_path):
 
 
 
-def test_a_learnt_word_vocabulary_is_kept_beside_the_cached_captions_and_read_back(folder, tmp_path, monkeypatch):
-    """VETE learns its vocabulary from the training captions; a second run on the same folder reads it from
-    datasets' cache instead of counting the words again (most of a warm set-up at millions of pairs)."""
+def test_a_learnt_word_vocabulary_is_kept_beside_the_cached_captions_and_read_back(folder, monkeypatch):
+    """VETE learns its vocabulary from the training captions (`EmbeddingPairs.corpus`); learnt again from the same
+    cached table it is read from datasets' cache instead of counted again (most of a warm set-up at millions of
+    pairs); other options make another vocabulary."""
     import hf_grounded.word_tokenizer as word_tokenizer
+    from hf_grounded.inputs import load_embedding_pairs
 
-    common = ["--model_type", "vete", "--max_steps", "1", "--vocab_min_frequency", "2"]
-
-    def vete_flags(run, *options):
-        arguments = flags(folder, tmp_path / run, *options)
-        del arguments[arguments.index("--hidden_size") : arguments.index("--hidden_size") + 2]
-        return arguments
-
-    train(*parse_arguments(vete_flags("first", *common)))
+    corpus = load_embedding_pairs(DataArguments(dataset="embeddings", data_dir=str(folder), heldout_pairs=50),
+                                  seed=0).corpus
+    first = train_word_tokenizer(corpus, min_frequency=2)
+    assert len(list(corpus.cache_file("x").parent.glob("word-vocabulary-2-None-*.json"))) == 1
 
     def counting_again(*args):
         raise AssertionError("the vocabulary was learnt again")
 
     monkeypatch.setattr(word_tokenizer, "_trained_tokenizer", counting_again)
-    train(*parse_arguments(vete_flags("second", *common)))
-    first, second = (json.loads((tmp_path / run / "tokenizer.json").read_text())["model"]["vocab"]
-                     for run in ("first", "second"))
-    assert first == second and len(first) == 4 + len(COLOURS) + len(SHAPES) + 1  # specials, words, "a"
-    with pytest.raises(AssertionError, match="learnt again"):  # other options: another vocabulary
-        train(*parse_arguments(vete_flags("third", *common[:-1], "3")))
+    again = load_embedding_pairs(DataArguments(dataset="embeddings", data_dir=str(folder), heldout_pairs=50),
+                                 seed=0).corpus
+    assert train_word_tokenizer(again, min_frequency=2).get_vocab() == first.get_vocab()
+    assert len(first.get_vocab()) == 4 + len(COLOURS) + len(SHAPES) + 1  # specials, words, "a"
+    with pytest.raises(AssertionError, match="learnt again"):
+        train_word_tokenizer(again, min_frequency=3)
