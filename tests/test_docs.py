@@ -23,10 +23,15 @@ def _renderer():
 
 
 def _examples() -> list:
-    examples = []
+    """Every Python block, once: a block repeated word for word on another page (the README's on the quickstart's)
+    runs under the id of its first place."""
+    examples, seen = [], set()
     for page in PAGES:
         text = page.read_text()
         for match in PYTHON_BLOCK.finditer(text):
+            if match.group("code") in seen:
+                continue
+            seen.add(match.group("code"))
             line = text.count("\n", 0, match.start()) + 1
             skipped = NO_TEST.search(text[: match.start()])
             marks = [pytest.mark.skip(reason=skipped.group("reason"))] if skipped else []
