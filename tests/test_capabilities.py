@@ -13,6 +13,8 @@ from hf_grounded.models.sentence_encoding import CAPABILITIES, GroundedSentenceE
 from hf_grounded.models.vete import VETEConfig, VETEModel
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
+from .test_quantized_encode import families
+
 CAPTIONS = ["A dog runs on the grass.", "Two dogs run.", "A cat sleeps on a red sofa ."]
 REASONS = {"onnx": "its lookup table is served by another runtime", "quantize": "its weights are int8 already",
            "joint_space": "it is trained on text alone"}
@@ -38,8 +40,8 @@ def limited(monkeypatch):
     return model.eval()
 
 
-@pytest.mark.parametrize("name", ["char_gru", "vete", "grounded_skipthought", "grounded_transformer"])
-def test_the_four_families_declare_nothing_unsupported_and_keep_the_contract(name):
+@pytest.mark.parametrize("name", families())
+def test_the_registry_families_declare_nothing_unsupported_and_keep_the_contract(name):
     family = FAMILIES[name]
     assert family.unsupported == {}
     for model_class in (family.model_class, *([family.ensemble_class] if family.ensemble_class else [])):

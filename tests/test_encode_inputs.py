@@ -8,14 +8,12 @@ import torch
 
 from hf_grounded import CharTokenizer
 
-from .test_quantized_encode import family
-
-FAMILIES = ["char_gru", "vete_rnn", "grounded_skipthought"]
+from .test_quantized_encode import families, registry_family
 
 
-@pytest.fixture(params=FAMILIES)
+@pytest.fixture(params=families())
 def encoder(request):
-    model, tokenizer = family(request.param)
+    model, tokenizer = registry_family(request.param)
     return model, tokenizer
 
 
