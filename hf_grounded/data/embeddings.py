@@ -160,7 +160,7 @@ def invalid_rows(shards: list[EmbeddingShard], captions: Dataset) -> tuple[np.nd
     in words, naming its file and row; None when every row is sound."""
     non_finite, offset = [], 0
     for shard in shards:
-        non_finite.extend(rows + offset for rows in _scan_non_finite(shard.embeddings))
+        non_finite.extend(rows + offset for rows in _scan_non_finite(_NpyFile(shard.embeddings)))
         offset += shard.rows
     non_finite = np.concatenate(non_finite) if non_finite else np.zeros(0, dtype=np.int64)
     flags = captions.map(lambda batch: {"empty": [not (caption or "").strip() for caption in batch["caption"]]},
@@ -177,20 +177,14 @@ def invalid_rows(shards: list[EmbeddingShard], captions: Dataset) -> tuple[np.nd
     return np.union1d(non_finite, empty), problem
 
 
-def _scan_non_finite(path: Path) -> Iterator[np.ndarray]:
+def _scan_non_finite(array: "_NpyFile") -> Iterator[np.ndarray]:
     """The non-finite rows of an `.npy` file, read a chunk at a time into one buffer: read, not memory-mapped, so
     that scanning millions of rows leaves none of the file's pages in the process's resident memory."""
-    with open(path, "rb") as stream:
-        version = np.lib.format.read_magic(stream)
-        read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
-        if version not in read_header:
-            raise ValueError(f"{path}: .npy format version {version} (1.0 and 2.0 are read)")
-        shape, fortran_order, dtype = read_header[version](stream)
-        if fortran_order:
-            raise ValueError(f"{path}: a Fortran-ordered array; save the embeddings in C order (row by row)")
-        for start in range(0, shape[0], _SCAN_ROWS):
-            count = min(_SCAN_ROWS, shape[0] - start)
-            rows = np.fromfile(stream, dtype=dtype, count=count * shape[1]).reshape(count, shape[1])
+    with open(array.path, "rb") as stream:
+        stream.seek(array.header_bytes)
+        for start in range(0, array.rows, _SCAN_ROWS):
+            count = min(_SCAN_ROWS, array.rows - start)
+            rows = np.fromfile(stream, dtype=array.dtype, count=count * array.dim).reshape(count, array.dim)
             yield _non_finite_rows(rows) + start
 
 

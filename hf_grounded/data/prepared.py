@@ -25,6 +25,8 @@ import pyarrow.parquet as pq
 from datasets import Dataset, IterableDataset, load_dataset, load_dataset_builder
 from huggingface_hub import DatasetCard, DatasetCardData, HfApi
 
+from .schema import SPLITS
+
 
 logger = logging.getLogger(__name__)
 
@@ -133,29 +135,32 @@ Train on it with `accelerate launch recipes/train.py --dataset prepared --data_d
 """
 
 
-def load_prepared_split(path: str, split: str, streaming: bool = False) -> Dataset | IterableDataset:
-    """A split of the prepared dataset at `path`, a local folder or a Hub dataset id, through `load_dataset`."""
+def load_prepared_split(path: str, split: str, streaming: bool = False,
+                        files: list[str] | None = None) -> Dataset | IterableDataset:
+    """A split of the prepared dataset at `path`, a local folder or a Hub dataset id, through `load_dataset`
+    (`files`: the split's data files, when `split_files` has resolved them already)."""
     if Path(path).is_dir():
         # datasets keys a local folder's cache by the folder's name and patterns, not its files: a dataset prepared
         # again in the same place (or another folder of that name) would be read from the old cache. Named as
         # parquet files, they are cached by their modification times.
-        return load_dataset("parquet", data_files={split: split_files(path, split)}, split=split, streaming=streaming)
+        data_files = {split: files or split_files(path)[split]}
+        return load_dataset("parquet", data_files=data_files, split=split, streaming=streaming)
     return load_dataset(path, split=split, streaming=streaming)
 
 
-def split_files(path: str, split: str) -> list[str]:
-    """The split's data files, as the dataset card's `configs` name them (local paths, or hf:// URLs)."""
-    data_files = load_dataset_builder(path).config.data_files or {}
-    files = list(data_files.get(split, []))
-    if not files:
-        raise FileNotFoundError(f"{path} has no {split} split (its data files: {dict(data_files) or 'none'})")
-    return files
+def split_files(path: str) -> dict[str, list[str]]:
+    """Each split's data files, as the dataset card's `configs` name them (local paths, or hf:// URLs), resolved
+    once; a split of `SPLITS` without files is an error naming what there is."""
+    data_files = {split: list(files) for split, files in (load_dataset_builder(path).config.data_files or {}).items()}
+    for split in SPLITS:
+        if not data_files.get(split):
+            raise FileNotFoundError(f"{path} has no {split} split (its data files: {data_files or 'none'})")
+    return data_files
 
 
-def shard_rows(path: str, split: str) -> list[int]:
-    """The rows of each of the split's parquet files, read from their footers (no data is read; on the Hub, a few
+def shard_rows(files: list[str]) -> list[int]:
+    """The rows of each of a split's parquet files, read from their footers (no data is read; on the Hub, a few
     kilobytes a file). Each file is checked: the pair columns, one embedding width. Errors name the file."""
-    files = split_files(path, split)
     rows, width = [], None
     for file in files:
         with fsspec.open(file, "rb") as stream:

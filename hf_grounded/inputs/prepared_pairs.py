@@ -16,7 +16,7 @@ from transformers import PreTrainedTokenizerBase
 from ..data import SPLITS
 from ..data.encoded import CaptionColumn, EncodedSplit
 from ..data.sampling import LENGTH_GROUP_BATCHES
-from ..data.prepared import load_prepared_split, shard_rows
+from ..data.prepared import load_prepared_split, shard_rows, split_files
 from ..data.streaming import StreamedPairBatches
 from .arguments import DataArguments
 from .embedding_pairs import refuse_image_options
@@ -67,10 +67,12 @@ def load_prepared_pairs(data_args: DataArguments) -> PreparedPairs:
         raise ValueError("--dataset prepared reads a prepared dataset: pass its folder or Hub dataset id as --data_dir")
     refuse_image_options(data_args, "prepared")
     source = data_args.data_dir
-    rows = {split: shard_rows(source, split) for split in SPLITS}
+    files = split_files(source)
+    rows = {split: shard_rows(files[split]) for split in SPLITS}
     held = [split for split in SPLITS if not (data_args.streaming and split == "train")]
-    tables = {split: load_prepared_split(source, split) for split in held}
-    stream = load_prepared_split(source, "train", streaming=True) if data_args.streaming else None
+    tables = {split: load_prepared_split(source, split, files=files[split]) for split in held}
+    stream = (load_prepared_split(source, "train", streaming=True, files=files["train"]) if data_args.streaming
+              else None)
     dims = {table.features["embedding"].length for table in tables.values()}
     if len(dims) != 1:
         raise ValueError(f"{source}: the splits' embeddings differ in width ({sorted(dims)})")
