@@ -99,7 +99,10 @@ def provenance() -> dict:
                               text=True).stdout.strip()
 
     commit = git("rev-parse", "HEAD") + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
-    return {"command": " ".join(["python", *sys.argv]), "commit": commit,
+    script = Path(sys.argv[0]).resolve()
+    # run_all starts each benchmark by its absolute path; the record names it as a reader would type it.
+    shown = script.relative_to(Path.cwd()) if script.is_relative_to(Path.cwd()) else script
+    return {"command": " ".join(["python", str(shown), *sys.argv[1:]]), "commit": commit,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "hardware": hardware()}
 

@@ -2,9 +2,9 @@
 own), then the ratios the targets are stated in.
 
     python benchmarks/run_all.py --quick                 # under 10 minutes on 2 CPU cores
-    python benchmarks/run_all.py --output_dir outputs/benchmarks
+    python benchmarks/run_all.py --output_dir outputs/benchmarks   # elsewhere than benchmarks/results
 
-Each benchmark prints its table as it goes and writes JSON to `--output_dir`; `summary.json` gathers them with
+Each benchmark prints its table as it goes and writes JSON to `--output_dir`; `run_all.json` gathers them with
 the machine's description and each benchmark's wall time and peak memory.
 """
 
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import hardware
+from common import provenance
 
 BENCHMARKS = ["training_throughput", "encoding_throughput", "tokenizer_throughput", "feature_extraction",
               "retrieval_speed", "probe_speed"]
@@ -72,13 +72,13 @@ def ratios(results: dict) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--output_dir", default="outputs/benchmarks")
+    parser.add_argument("--output_dir", default="benchmarks/results")
     parser.add_argument("--only", nargs="+", choices=BENCHMARKS, default=BENCHMARKS)
     args = parser.parse_args()
     output_dir = Path(args.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    print(f"machine: {json.dumps(hardware())}")
+    print(f"machine: {json.dumps(provenance()['hardware'])}")
     results = {name: run(name, args.quick, output_dir) for name in args.only}
     print("\n## summary\n")
     print("| benchmark | wall seconds | peak resident memory (MB) |")
@@ -89,7 +89,7 @@ def main() -> None:
         print("\n" + "\n".join(f"- {line}" for line in ratios(results)))
     total = time.perf_counter() - started
     print(f"\nall benchmarks: {total:.0f} s")
-    (output_dir / "summary.json").write_text(json.dumps({"hardware": hardware(), "quick": args.quick,
+    (output_dir / "run_all.json").write_text(json.dumps({**provenance(), "quick": args.quick,
                                                          "total_seconds": total, "results": results}, indent=2))
 
 
