@@ -110,8 +110,11 @@ def provenance() -> dict:
 def write_results(path: str | None, name: str, rows: list[dict], notes: dict | None = None) -> None:
     """Print nothing; write `{"benchmark", provenance, "rows", "notes"}` as JSON when `path` is given."""
     if path:
-        Path(path).write_text(json.dumps({"benchmark": name, **provenance(), "rows": rows,
-                                          "notes": notes or {}}, indent=2))
+        # Written whole under a temporary name, then renamed: an interrupted write never leaves half a file.
+        partial = Path(f"{path}.partial")
+        partial.write_text(json.dumps({"benchmark": name, **provenance(), "rows": rows, "notes": notes or {}},
+                                      indent=2))
+        partial.replace(path)
 
 
 def training_images() -> tuple[str, Dataset]:

@@ -14,7 +14,8 @@ per epoch and the time of an epoch are printed as mean ± std over seeds, beside
 code (caption2image, branch NLE2019) measured on the same inputs: the sample's or the full set's, chosen by
 `--data_dir`'s name. Flags after `--` go to the trainer (`-- --saved_model snapshot_ensemble`, say), so any change
 can be checked against the same table. Each seed's results are saved as it finishes (`seed-N/fidelity_row.json`)
-and a rerun skips finished seeds (a row saved with `--no_probe` gets the probe added when a rerun asks for it).
+and a rerun skips finished seeds (a row saved with `--no_probe` gets the probe added when a rerun asks for it); the
+table's numbers go to `--results_file`.
 
 The features default to the authors' pipeline: torchvision `Resize(256)` (bilinear), `TenCrop(224)`, ImageNet
 mean and std, the mean over the ten crops, from the timm backbone with local weights. They are computed once
@@ -35,6 +36,7 @@ from PIL import Image
 from torchvision import transforms
 from transformers import AutoModel
 
+from common import SHARED, provenance, write_results
 from hf_grounded import CharGRUEnsembleModel
 from hf_grounded.data import load_captioned_images
 from hf_grounded.evaluation import RelatednessEvaluator, STSEvaluator, load_sick, load_sts_year, load_stsb
@@ -42,8 +44,8 @@ from hf_grounded.features import FeatureCache
 from hf_grounded.training import parse_arguments, train
 from hf_grounded.training.snapshots import load_snapshot_ensemble
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "char_gru_flickr8k.yaml"
+RESULTS = Path(__file__).resolve().parent / "results"
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 # Merkx & Frank's code, efficientnet_lite0 ten-crop features, hidden 256, attention 128, batch 32, 8 epochs, their
@@ -124,6 +126,8 @@ def run_seed(args, seed: int, features_file: Path, trainer_flags: list[str]) -> 
                             entry["validation"]["retrieval"]["i2c"]["R@10"]) for entry in history],
         "wall_time_s": results["run"]["wall_time_s"],
         "epoch_s": results["run"]["wall_time_s"] / results["run"]["epochs"],
+        # A rerun reads finished seeds back: each row keeps the commit and machine that trained it.
+        "trained": provenance(),
     }
     if "best_snapshot" in results:
         row["test"]["best_snapshot"] = results["best_snapshot"]["test"]["retrieval"]
@@ -237,6 +241,9 @@ def main() -> None:
     parser.add_argument("--hidden_size", type=int, default=256)
     parser.add_argument("--num_train_epochs", type=int, default=8)
     parser.add_argument("--output_dir", default="outputs/fidelity-char-gru")
+    parser.add_argument("--results_file", default=None,
+                        help="Default: benchmarks/results/fidelity_char_gru_<data_dir's name>.json, which the docs "
+                             "render.")
     args, trainer_flags = parser.parse_known_args()
     trainer_flags = [flag for flag in trainer_flags if flag != "--"]
     output_dir = Path(args.output_dir)
@@ -252,13 +259,18 @@ def main() -> None:
     authors = AUTHORS.get(Path(args.data_dir).name, AUTHORS["flickr8k_sample"])
 
     rows = [run_seed(args, seed, features_file, trainer_flags) for seed in args.seeds]
-    table = format_tables(rows, args.seeds, args.num_train_epochs, authors)
-    print(table)
-    (output_dir / "fidelity.json").write_text(json.dumps(
-        {"seeds": args.seeds, "trainer_flags": trainer_flags, "features": str(features_file), "runs": rows,
-         "authors": authors}, indent=2))
-    (output_dir / "fidelity.md").write_text(table + "\n")
-    print(f"written to {output_dir / 'fidelity.json'} and fidelity.md")
+    results_file = args.results_file or str(RESULTS / f"fidelity_char_gru_{Path(args.data_dir).name}.json")
+    write_results(results_file, "fidelity_char_gru", rows, {
+        "seeds": args.seeds, "num_train_epochs": args.num_train_epochs, "hidden_size": args.hidden_size,
+        "trainer_flags": trainer_flags, "features": str(features_file), "authors": authors})
+    print(format_result(json.loads(Path(results_file).read_text())))
+    print(f"written to {results_file}")
+
+
+def format_result(result: dict) -> str:
+    """The tables of a results file this benchmark wrote (`utils/render_docs.py` renders the docs with it)."""
+    notes = result["notes"]
+    return format_tables(result["rows"], notes["seeds"], notes["num_train_epochs"], notes["authors"])
 
 
 if __name__ == "__main__":

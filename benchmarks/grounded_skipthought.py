@@ -24,7 +24,8 @@ Every model trains for --steps steps at the authors' learning rate (8e-4, consta
 paper's selection) is the model scored on the test data: rho_vis, C_intra and C_inter (x100) on the 1,000 Flickr8k
 test images' captions against the same efficientnet_lite0 features, and the cosine's Pearson and Spearman (x100) on
 STS-B test, SICK test, STS16 (all, and its news subtask, the only one of Bordes et al.'s genre groups STS16 has).
-Each model's row is saved to `grounded_skipthought.json` as it finishes, and a rerun skips finished rows.
+Each model's row is saved to `grounded_skipthought.json` as it finishes, and a rerun skips finished rows; the table
+goes to `--results_file`.
 
 On 2 CPU cores the whole table took 112 minutes and `--quick` (Table 2's rows and E + ST) 44 minutes.
 """
@@ -53,7 +54,9 @@ from hf_grounded.inputs import DataArguments, image_features, load_dataset
 from hf_grounded.training import parse_arguments, save_model, train
 from hf_grounded.training.checkpoints import list_checkpoints
 
-from common import SHARED
+from common import SHARED, provenance, write_results
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 MODEL = ["--model_type", "grounded_skipthought", "--hidden_size", "512", "--word_embedding_size", "300",
          "--vocab_max_size", "10000", "--max_length", "30"]
@@ -179,6 +182,8 @@ def main() -> None:
                         help="Table 2's rows alone (and E + ST), without M_b's other seeds, Table 5 and the "
                              "learning-rate checks.")
     parser.add_argument("--output_dir", default="outputs/grounded-skipthought-flickr8k")
+    parser.add_argument("--results_file", default=str(RESULTS / "grounded_skipthought.json"),
+                        help="The table's rows with the command, commit and machine; the docs render it.")
     args = parser.parse_args()
     folders = args.rows.split(",") if args.rows else TABLE_2 if args.quick else list(FOLDERS)
     unknown = [folder for folder in folders if folder not in FOLDERS]
@@ -208,7 +213,7 @@ def main() -> None:
         save_model(model, AutoTokenizer.from_pretrained(run_dir), run_dir / "selected")
         models[name] = model
         rows[name] = {**scorer.test(model), **selection, "training_s": round(training_s),
-                      "total_s": round(time.perf_counter() - started)}
+                      "total_s": round(time.perf_counter() - started), "trained": provenance()}
         results_path.write_text(json.dumps(rows, indent=2))
         print(name, json.dumps(rows[name]), flush=True)
     for name, (first, second) in CONCATENATED.items():
@@ -216,13 +221,16 @@ def main() -> None:
             rows[name] = {**scorer.test(ConcatenatedEncoder(models[first], models[second])),
                           "selected_step": None, "training_s": 0, "total_s": 0}
             results_path.write_text(json.dumps(rows, indent=2))
-    table = markdown_table(rows)
-    print(table)
-    (output / "grounded_skipthought.md").write_text(table + "\n")
+    write_results(args.results_file, "grounded_skipthought", [{"model": name, **row} for name, row in rows.items()],
+                  {"steps": args.steps, "checkpoint_steps": args.checkpoint_steps})
+    print(format_result(json.loads(Path(args.results_file).read_text())))
 
 
-def markdown_table(rows: dict) -> str:
-    """The rows as docs/reproductions/grounded_skipthought.md shows them, and M_b's mean ± standard deviation over its 3 seeds once all have run."""
+def format_result(result: dict) -> str:
+    """The table of a results file this benchmark wrote, in the order of `ROWS`, and M_b's mean ± standard deviation
+    over its 3 seeds once all have run."""
+    order = [*ROWS, *CONCATENATED]
+    rows = dict(sorted(((row["model"], row) for row in result["rows"]), key=lambda item: order.index(item[0])))
     lines = ["| model | ρ_vis | C_intra | C_inter | STS-B test P/S | SICK test P/S | STS16 all P/S | STS16 news P/S | "
              "selected step: SICK trial Pearson | training / with selection and scoring (s) |",
              "|---|---|---|---|---|---|---|---|---|---|"]

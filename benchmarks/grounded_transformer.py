@@ -21,7 +21,8 @@ Scores: Flickr8k test retrieval R@1/5/10 both ways (of the run's final model), c
 the sentence embeddings (`encode()`: the pooled text encoder) on STS-B test, SICK test and STS16 `all` (SentEval's
 mean over subtasks), STS-B dev and validation retrieval (per epoch) for selection, and the time of the optimisation
 steps per epoch. Each row is saved to `seed-N/grounded_transformer.json` as it finishes and a rerun skips finished
-rows; a trained folder that has its `results.json` is scored without training again.
+rows; a trained folder that has its `results.json` is scored without training again. The table goes to
+`--results_file`.
 """
 
 import argparse
@@ -35,9 +36,10 @@ from transformers import AutoModel
 from hf_grounded.evaluation.sts import load_sick, load_sts_year, load_stsb, unsupervised_sts
 from hf_grounded.training import parse_arguments, train
 
-from common import SHARED, SICK, STS16, STSB
+from common import SHARED, SICK, STS16, STSB, provenance, write_results
 
 FEATURES = SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"
+RESULTS = Path(__file__).resolve().parent / "results"
 SIMCSE_AND_MCSE_FLAGS = ["--objective", "mcse", "--learning_rate", "3e-5", "--num_train_epochs", "1"]
 # name: (folder, training flags), each chosen on validation retrieval and STS-B dev (see docs/reproductions/grounded_transformer.md).
 ROWS = {
@@ -98,6 +100,8 @@ def main() -> None:
                         help=f"Comma-separated rows to run, by folder name (default: all): {', '.join(folders)}.")
     parser.add_argument("--output_dir", default="outputs/grounded-transformer-flickr8k",
                         help="Each seed's models and results go to its own folder seed-N in here.")
+    parser.add_argument("--results_file", default=str(RESULTS / "grounded_transformer.json"),
+                        help="The table's rows with the command, commit and machine; the docs render it.")
     args = parser.parse_args()
     chosen = args.rows.split(",") if args.rows else list(folders)
     unknown = [folder for folder in chosen if folder not in folders]
@@ -131,14 +135,17 @@ def main() -> None:
             "epochs": run["run"]["epochs"], "epoch_s": run["run"]["training_steps_s"] / run["run"]["epochs"],
         }
         rows[name]["scoring_s"] = round(time.perf_counter() - started)
+        rows[name]["scored"] = provenance()
         results_path.write_text(json.dumps(rows, indent=2))
         print(name, json.dumps(rows[name]), flush=True)
-    table = markdown_table(rows)
-    print(table)
-    (output / "grounded_transformer.md").write_text(table + "\n")
+    write_results(args.results_file, "grounded_transformer", [{"model": name, **row} for name, row in rows.items()],
+                  {"seed": args.seed, "text_model": Path(text_model).name})
+    print(format_result(json.loads(Path(args.results_file).read_text())))
 
 
-def markdown_table(rows: dict) -> str:
+def format_result(result: dict) -> str:
+    """The table of a results file this benchmark wrote, its rows in the order of `ROWS`."""
+    rows = dict(sorted(((row["model"], row) for row in result["rows"]), key=lambda item: list(ROWS).index(item[0])))
     lines = ["| model | test c2i R@1 / R@5 / R@10 | test i2c R@1 / R@5 / R@10 | STS-B test | SICK test | STS16 all | "
              "STS-B dev | validation R@10 c2i / i2c | training s / epoch (epochs) |",
              "|---|---|---|---|---|---|---|---|---|"]

@@ -20,7 +20,7 @@ rows those recipes/search.py chose for the GRU; both were chosen on validation r
 COCO-Test-style relatedness of the Flickr8k **test** captions (10,000 same-image and 10,000 different-image pairs),
 STS16 `all` (SentEval's mean over subtasks), STS-B test and SICK test; training time per epoch is the time of the
 optimisation steps over the epochs (setup, per-epoch validation and saving excluded). Each row is saved to
-`seed-N/vete_flickr8k.json` as it finishes and a rerun skips finished rows.
+`seed-N/vete_flickr8k.json` as it finishes and a rerun skips finished rows; the table goes to `--results_file`.
 """
 
 import argparse
@@ -37,10 +37,11 @@ from hf_grounded.models.vete import VETEConfig, VETEModel
 from hf_grounded.training import parse_arguments, train
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
-from common import SHARED, transfer_pearsons
+from common import SHARED, provenance, transfer_pearsons, write_results
 
 CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "vete_bow_flickr8k.yaml"
 FEATURES = SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"
+RESULTS = Path(__file__).resolve().parent / "results"
 RNN = ["--text_encoder", "rnn", "--rnn_hidden_size", "512", "--learning_rate", "4.15e-3", "--num_train_epochs", "9",
        "--embed_dim", "128"]
 ENCODERS = {
@@ -112,6 +113,8 @@ def main() -> None:
                         help=f"Comma-separated rows to run, by folder name (default: all): {', '.join(folders)}.")
     parser.add_argument("--output_dir", default="outputs/vete-flickr8k-full",
                         help="Each seed's models and results go to its own folder seed-N in here.")
+    parser.add_argument("--results_file", default=str(RESULTS / "vete_flickr8k.json"),
+                        help="The table's rows with the command, commit and machine; the docs render it.")
     args = parser.parse_args()
     chosen = args.rows.split(",") if args.rows else list(folders)
     unknown = [folder for folder in chosen if folder not in folders]
@@ -142,18 +145,20 @@ def main() -> None:
                 *flags]))["run"]
             rows[name] = {**scores(args, output / folder), "epochs": run["epochs"],
                           "epoch_s": run["training_steps_s"] / run["epochs"],
-                          "total_s": round(time.perf_counter() - started)}
+                          "total_s": round(time.perf_counter() - started), "trained": provenance()}
         results_path.write_text(json.dumps(rows, indent=2))
         print(name, json.dumps(rows[name]), flush=True)
-    table = markdown_table(rows)
-    print(table)
-    (output / "vete_flickr8k.md").write_text(table + "\n")
+    write_results(args.results_file, "vete_flickr8k", [{"model": name, **row} for name, row in rows.items()],
+                  {"seed": args.seed, "data_dir": Path(args.data_dir).name})
+    print(format_result(json.loads(Path(args.results_file).read_text())))
 
 
-def markdown_table(rows: dict) -> str:
+def format_result(result: dict) -> str:
+    """The table of a results file this benchmark wrote, its rows in the order of `ROWS`."""
+    rows = {row["model"]: row for row in result["rows"]}
     lines = ["| model | COCO-Test-style (Flickr8k test) | STS16 all | STS-B test | SICK test | training s / epoch |",
              "|---|---|---|---|---|---|"]
-    for name, row in rows.items():
+    for name, row in sorted(rows.items(), key=lambda item: list(ROWS).index(item[0])):
         epoch = f"{row['epoch_s']:.1f}" if "epoch_s" in row else "–"
         cells = " | ".join(f"{row[key]:.1f}" for key in ("coco_test", "sts16", "stsb", "sick"))
         lines.append(f"| {name} | {cells} | {epoch} |")

@@ -5,11 +5,13 @@ number or list that a file or the code holds: it shows what this script renders 
     python utils/render_docs.py           # rewrite every block in docs/ and README.md
     python utils/render_docs.py --check   # change nothing; exit 1 naming each block that differs
 
-A block is the lines between `<!-- generated: NAME -->` and `<!-- /generated -->`; NAME is a key of `RENDERERS`.
+A block is the lines between `<!-- generated: NAME -->` and `<!-- /generated -->`; NAME is a key of `RENDERERS` or
+the name of a result file, whose benchmark (the file's "benchmark") renders it with its `format_result`.
 tests/test_docs.py runs the check, so a page and its JSON cannot disagree on main.
 """
 
 import argparse
+import importlib
 import json
 import re
 import sys
@@ -174,6 +176,24 @@ RENDERERS: dict[str, Callable[[], str]] = {
 }
 
 
+def benchmark_table(name: str) -> str:
+    """A block named after a result file: the tables of the benchmark that wrote it (its `format_result`)."""
+    result = _load(name)
+    if str(RESULTS.parent) not in sys.path:  # the benchmarks import their shared helpers as `common`
+        sys.path.insert(0, str(RESULTS.parent))
+    benchmark = result["benchmark"]
+    table = importlib.import_module(benchmark).format_result(result)
+    return f"{table}\n\n{_provenance(result, f'python benchmarks/{benchmark}.py')}"
+
+
+def renderer(name: str) -> Callable[[], str] | None:
+    if name in RENDERERS:
+        return RENDERERS[name]
+    if (RESULTS / f"{name}.json").is_file():
+        return lambda: benchmark_table(name)
+    return None
+
+
 def pages() -> list[Path]:
     return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 
@@ -181,9 +201,11 @@ def pages() -> list[Path]:
 def render(text: str, source: Path) -> str:
     def replace(match: re.Match) -> str:
         name = match.group("name")
-        if name not in RENDERERS:
-            raise ValueError(f"{source}: unknown generated block {name!r}; known: {sorted(RENDERERS)}")
-        return f"{match.group(1)}{RENDERERS[name]()}\n{match.group(4)}"
+        render_block = renderer(name)
+        if render_block is None:
+            raise ValueError(f"{source}: unknown generated block {name!r}: neither a renderer "
+                             f"({', '.join(sorted(RENDERERS))}) nor a file benchmarks/results/{name}.json")
+        return f"{match.group(1)}{render_block()}\n{match.group(4)}"
 
     return BLOCK.sub(replace, text)
 
