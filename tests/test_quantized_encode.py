@@ -45,6 +45,11 @@ def registry_family(name: str):
     return FAMILIES[name].tiny_model(CAPTIONS, 6)
 
 
+def small_model(name: str):
+    """A registry family's small model (`registry_family`), or one of the variants `family` builds by name."""
+    return registry_family(name) if name in FAMILIES else family(name)
+
+
 @pytest.mark.parametrize("name", families())
 def test_int8_embeddings_stay_close_to_float_ones_alone_and_in_a_batch(name):
     model, tokenizer = registry_family(name)

@@ -11,6 +11,7 @@ from hf_grounded import CharGRUModel, CharTokenizer
 from hf_grounded.training import save_model
 
 from .conftest import run_python
+from .test_quantized_encode import families, small_model
 
 SENTENCES = ["A red square.", "two tiny violet plus signs", "x"]
 
@@ -102,13 +103,11 @@ def test_loads_with_trust_remote_code_in_a_process_without_hf_grounded(tmp_path,
     np.testing.assert_allclose(np.array(embeddings["without"]), expected, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["char_gru", "vete_rnn", "grounded_skipthought"])
+@pytest.mark.parametrize("name", [*families(), "vete_rnn"])
 def test_non_finite_weights_are_refused_at_load_naming_the_tensor(tmp_path, name):
     from safetensors.torch import save_file
 
-    from .test_quantized_encode import family
-
-    model, _ = family(name)
+    model, _ = small_model(name)
     model.save_pretrained(tmp_path)
     weights = load_file(tmp_path / "model.safetensors")
     target = sorted(key for key, value in weights.items() if value.is_floating_point())[-1]

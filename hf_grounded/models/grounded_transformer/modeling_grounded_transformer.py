@@ -29,7 +29,7 @@ from transformers import initialization as init
 from transformers.utils import ModelOutput
 
 from .configuration_grounded_transformer import GroundedTransformerConfig
-from .sentence_encoding import EncoderPreTrainedMixin, SentenceEncoderMixin, _load_tokenizer
+from .sentence_encoding import EncoderPreTrainedMixin, SentenceEncoderMixin, _check_right_padded, _load_tokenizer
 
 
 @dataclass
@@ -267,6 +267,8 @@ class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrain
         """The token states and their pooled sentence embedding."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
+        # Left padding would shift every token's position embedding: the same sentence, another embedding.
+        _check_right_padded(attention_mask)
         last_hidden_state = self.text_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         return last_hidden_state, self._pool(last_hidden_state, attention_mask)
 
@@ -353,6 +355,7 @@ class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrain
             if not self.config.name_or_path:
                 raise ValueError("no tokenizer was given and this model was not loaded from a folder that has one")
             tokenizer = _load_tokenizer(AutoTokenizer.from_pretrained, self.config.name_or_path)
+            self.check_tokenizer(tokenizer)  # as saved: a broken limit is named, not taken in by the bound below
             tokenizer.model_max_length = self._max_length(tokenizer)
             self._tokenizer = tokenizer
         return self._tokenizer

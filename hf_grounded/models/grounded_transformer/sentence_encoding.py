@@ -25,6 +25,7 @@ A family's modeling file holds its architecture and overrides hooks, never copie
 that code that takes any family's model checks it by what it provides rather than by its class.
 """
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -133,7 +134,11 @@ class EncoderPreTrainedMixin:
     def check_tokenizer(self, tokenizer: PreTrainedTokenizerBase) -> None:
         """Refuse a tokenizer whose ids would be wrong for this model (`_check_tokenizer_ids`: by default, one whose
         vocabulary size is not the model's) or, when the config records the fingerprint of the tokenizer the model
-        was trained with, any other tokenizer, even one of the same size."""
+        was trained with, any other tokenizer, even one of the same size. Its `model_max_length` must be a positive
+        integer, whatever the family: a limit of 0 would truncate every sentence to nothing."""
+        limit = tokenizer.model_max_length
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"{_config_source(tokenizer)}: model_max_length must be a positive integer, got {limit!r}")
         self._check_tokenizer_ids(tokenizer)
         expected = self.config.tokenizer_fingerprint
         if expected is not None:
@@ -151,20 +156,17 @@ class EncoderPreTrainedMixin:
             self.__dict__["_checked_tokenizer"] = cached
 
     def _check_tokenizer_ids(self, tokenizer: PreTrainedTokenizerBase) -> None:
-        """A vocabulary of exactly the model's size, a positive `model_max_length`, and padding and unknown ids
-        inside the vocabulary (`encode()` reads an empty sentence as the unknown token)."""
+        """A vocabulary of exactly the model's size, and padding and unknown ids inside the vocabulary (`encode()`
+        reads an empty sentence as the unknown token)."""
         embedded = self.get_input_embeddings().num_embeddings
         if len(tokenizer) != embedded:
             raise ValueError(f"the tokenizer has {len(tokenizer)} ids but the model embeds {embedded}; pass the "
                              f"tokenizer saved with the model")
-        source = f"{tokenizer.name_or_path}/tokenizer_config.json" if tokenizer.name_or_path else "the tokenizer"
-        limit = tokenizer.model_max_length
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"{source}: model_max_length must be a positive integer, got {limit!r}")
         for name in ("pad_token_id", "unk_token_id"):
             token_id = getattr(tokenizer, name)
             if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < embedded:
-                raise ValueError(f"{source}: {name} must be an id below the vocabulary's {embedded}, got {token_id!r}")
+                raise ValueError(f"{_config_source(tokenizer)}: {name} must be an id below the vocabulary's "
+                                 f"{embedded}, got {token_id!r}")
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs):
         """`PreTrainedModel.save_pretrained`, with the tokenizer of `set_tokenizer` (or the one `encode()` loaded)
@@ -274,12 +276,49 @@ class SentenceEncoderMixin:
             self.to(device)
         if (quantize or backend == "onnx") and self.device.type != "cpu":
             raise ValueError(f"quantize=True and backend='onnx' run on the CPU only; the model is on {self.device}")
-        was_training = self.training
-        self.eval()
+        with self._in_eval_mode():
+            embeddings, truncated = self._encode_sorted(sentences, tokenizer, max_length, batch_size, backend,
+                                                        quantize, space, normalize_embeddings, show_progress_bar)
+        if truncated:
+            # Once per model, as transformers warns once: encoding sentence by sentence would flood the log.
+            log = logger.debug if getattr(self, "_warned_truncation", False) else logger.warning
+            self._warned_truncation = True
+            log("%d of %d sentences were longer than %d tokens and were truncated (said once per model; later "
+                "truncations are logged at debug level)", truncated, len(sentences), max_length)
+        if single:
+            embeddings = embeddings[0]
+        if convert_to_tensor or not convert_to_numpy:
+            return embeddings
+        return embeddings.float().cpu().numpy()
+
+    @contextlib.contextmanager
+    def _in_eval_mode(self):
+        """Eval mode while any thread encodes with this model, the mode it had restored when the last one ends, even
+        on an error. Each call switching on its own would let one thread's restored training mode turn dropout on
+        in another's forward pass."""
+        with _MODE_SWITCH:
+            calls, mode = self.__dict__.get("_encoding_calls", (0, self.training))
+            if calls == 0:
+                mode = self.training
+                self.eval()
+            self.__dict__["_encoding_calls"] = (calls + 1, mode)
+        try:
+            yield
+        finally:
+            with _MODE_SWITCH:
+                calls, mode = self.__dict__["_encoding_calls"]
+                self.__dict__["_encoding_calls"] = (calls - 1, mode)
+                if calls == 1:
+                    self.train(mode)
+
+    def _encode_sorted(self, sentences: list[str], tokenizer: PreTrainedTokenizerBase, max_length: int,
+                       batch_size: int, backend: str, quantize: bool, space: str, normalize: bool,
+                       show_progress_bar: bool) -> tuple[torch.Tensor, int]:
+        """The embeddings of `sentences` in their order, batched longest first, and how many were truncated."""
         if backend == "onnx":
-            embed = self._onnx_text_features(quantize, space, normalize_embeddings)
+            embed = self._onnx_text_features(quantize, space, normalize)
         else:
-            embed = (self._int8_copy() if quantize else self)._space_embeddings(space, normalize_embeddings)
+            embed = (self._int8_copy() if quantize else self)._space_embeddings(space, normalize)
         order = np.argsort([-len(sentence) for sentence in sentences], kind="stable")
         chunks, truncated = [], 0
         for start in tqdm(range(0, len(sentences), batch_size), desc="Encoding", disable=not show_progress_bar):
@@ -301,21 +340,9 @@ class SentenceEncoderMixin:
             if bool((lengths == 0).any()) and tokenizer.unk_token_id is not None:
                 input_ids, attention_mask = _one_unknown_token_for_empty_rows(input_ids, attention_mask, tokenizer)
             chunks.append(embed(input_ids.to(self.device), attention_mask.to(self.device)))
-        self.train(was_training)
-        if truncated:
-            # Once per model, as transformers warns once: encoding sentence by sentence would flood the log.
-            log = logger.debug if getattr(self, "_warned_truncation", False) else logger.warning
-            self._warned_truncation = True
-            log("%d of %d sentences were longer than %d tokens and were truncated (said once per model; later "
-                "truncations are logged at debug level)", truncated, len(sentences), max_length)
         embeddings = (torch.cat(chunks) if chunks
                       else torch.empty(0, self._embedding_dim(space), device=self.device))
-        embeddings = embeddings[torch.as_tensor(np.argsort(order), device=embeddings.device)]
-        if single:
-            embeddings = embeddings[0]
-        if convert_to_tensor or not convert_to_numpy:
-            return embeddings
-        return embeddings.float().cpu().numpy()
+        return embeddings[torch.as_tensor(np.argsort(order), device=embeddings.device)], truncated
 
     def _refuse_unsupported(self, capability: str) -> None:
         """Raise a ValueError giving the reason, when this model's family declares `capability` unsupported."""
@@ -334,6 +361,10 @@ class SentenceEncoderMixin:
     def _embedding_dim(self, space: str) -> int:
         """The width of `space`'s embeddings."""
         return self.config.embed_dim
+
+    def get_sentence_embedding_dimension(self, space: str = "sentence") -> int:
+        """The width of the embeddings `encode(space=space)` returns (sentence-transformers' name for it)."""
+        return self._embedding_dim(space)
 
     def _encode_max_length(self, tokenizer: PreTrainedTokenizerBase) -> int:
         """The tokens `encode()` keeps of a sentence: `tokenizer.model_max_length`, by default."""
@@ -509,7 +540,10 @@ def _truncatable_prefix(sentence: str, tokenizer: PreTrainedTokenizerBase, max_l
     The prefix is grown by doubling until it holds two tokens more than truncation keeps: tokens are read left to
     right, so only the last token of a prefix can differ from the whole text's (a word cut in two), and that one
     lies beyond what is kept. A cut never falls inside a run of combining marks, which Unicode normalisation
-    reorders as a whole.
+    reorders as a whole. A tokenizer that reads a long run of characters as one token (WordPiece's unknown token
+    for a word over 100 characters) could need the whole text: the prefix stops growing at
+    `PREFIX_CHARACTERS_PER_TOKEN` characters per token kept, and the text beyond is dropped (counted and logged as a
+    truncation), so that memory stays bounded whatever the input.
     """
     needed = max_length + 2
     size = 4 * needed
@@ -518,7 +552,8 @@ def _truncatable_prefix(sentence: str, tokenizer: PreTrainedTokenizerBase, max_l
         while cut > 0 and unicodedata.combining(sentence[cut]):
             cut -= 1
         prefix = sentence[:cut]
-        if len(tokenizer(prefix, add_special_tokens=False, verbose=False)["input_ids"]) >= needed:
+        if (size >= PREFIX_CHARACTERS_PER_TOKEN * needed
+                or len(tokenizer(prefix, add_special_tokens=False, verbose=False)["input_ids"]) >= needed):
             return prefix, True
         size *= 2
     return sentence, False
@@ -587,7 +622,15 @@ def _load_tokenizer(load, source: str) -> PreTrainedTokenizerBase:
 
 
 _TOKENIZATION = threading.Lock()
+_MODE_SWITCH = threading.Lock()
+# Real text averages 3-6 characters a token; 32 leaves room for long words while bounding a megabyte-long one.
+PREFIX_CHARACTERS_PER_TOKEN = 32
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _config_source(tokenizer: PreTrainedTokenizerBase) -> str:
+    """The file a tokenizer's settings came from, for error messages."""
+    return f"{tokenizer.name_or_path}/tokenizer_config.json" if tokenizer.name_or_path else "the tokenizer"
 
 
 def _valid_text(sentence: str) -> str:
