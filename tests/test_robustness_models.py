@@ -160,7 +160,9 @@ def test_a_folder_saved_with_the_first_fingerprint_still_encodes(name, tmp_path)
 
 
 def truncated_by_the_tokenizer(model, tokenizer, sentences: list[str]) -> np.ndarray:
-    """The embeddings of the whole texts, tokenized whole and truncated to model_max_length."""
+    """The embeddings of the whole texts, tokenized whole and truncated to model_max_length (in eval mode, as
+    encode() runs: a small model is built in training mode, with dropout)."""
+    model.eval()
     rows = []
     for sentence in sentences:
         inputs = tokenizer([sentence], truncation=True, return_tensors="pt")
