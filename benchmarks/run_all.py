@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import provenance
+from common import provenance, rate_cell
 
 BENCHMARKS = ["training_throughput", "encoding_throughput", "tokenizer_throughput", "feature_extraction",
               "retrieval_speed", "probe_speed"]
@@ -41,32 +41,45 @@ def run(name: str, quick: bool, output_dir: Path) -> dict:
     return {**results, "wall_seconds": seconds, "peak_rss_mb": usage.ru_maxrss / 1024}
 
 
-def ratios(results: dict) -> list[str]:
-    """The issue's targets as measured ratios."""
-    lines = []
-    training = {row["model"]: row for row in results["training_throughput"]["rows"]}
-    for model, row in training.items():
-        lines.append(f"training {model}: library {row['library']['median']:.1f} captions/s = "
-                     f"{row['speedup']:.2f}x the naive loop")
-    for row in results["encoding_throughput"]["rows"]:
-        if "vs_minilm" in row:
-            ratios_text = ", ".join(f"{value:.1f}x ({backend})" for backend, value in row["vs_minilm"].items())
-            lines.append(f"encoding {row['model']}, {row['corpus']}, batch {row['batch']}: MiniLM {ratios_text}")
-    for row in results["tokenizer_throughput"]["rows"]:
-        lines.append(f"tokenizer {row['tokenizer']}: {row['median'] / 1e6:.1f}M characters/s")
-    features = {row["preprocessing"]: row for row in results["feature_extraction"]["rows"]}
-    for preset, row in features.items():
-        best = max(row["library, 0 workers"]["median"], row["library, 1 worker"]["median"])
-        lines.append(f"feature extraction {preset}: {best:.1f} images/s = {row['speedup']:.2f}x the eager loop")
-    for row in results["retrieval_speed"]["rows"]:
-        if row["implementation"].startswith("library") and row["images"] == 5000:
-            lines.append(f"retrieval 5k x 25k at {row['dim']}-d: {row['seconds']['median']:.2f} s, "
-                         f"{row['extra_peak_mb']:.0f} MB extra peak")
-    probe = results["probe_speed"]
-    if probe["rows"]:
-        lines.append(f"STS-B probe: {probe['notes']['speedup']:.1f}x faster, test Pearson "
-                     f"{probe['rows'][1]['test_pearson'] - probe['rows'][0]['test_pearson']:+.2f}")
-    return lines
+def format_result(result: dict) -> str:
+    """Each benchmark's library path beside its baseline in the same run, as a table (`utils/render_docs.py`
+    renders the performance page with it): median (min–max) over the repeats."""
+    results = result["results"]
+    lines = ["| what | library | baseline in the same run | ratio |", "|---|---|---|---|"]
+    for row in results.get("training_throughput", {}).get("rows", []):
+        lines.append(f"| training {row['model']}, batch {results['training_throughput']['notes']['batch_size']} "
+                     f"(captions/s) | {rate_cell(row['library'], 1)} | naive loop (random batches padded to the "
+                     f"longest): {rate_cell(row['naive'], 1)} | {row['speedup']:.2f}× |")
+    tokenizers = {row["tokenizer"]: row for row in results.get("tokenizer_throughput", {}).get("rows", [])}
+    general = next((row for name, row in tokenizers.items() if "general path" in name), None)
+    for name, row in tokenizers.items():
+        if name.startswith("character, vectorised"):
+            lines.append(f"| {name} (M characters/s) | {row['median'] / 1e6:.1f} | general `PreTrainedTokenizer` "
+                         f"path: {general['median'] / 1e6:.1f} | {row['median'] / general['median']:.0f}× |")
+    for row in results.get("feature_extraction", {}).get("rows", []):
+        best = max(("library, 0 workers", "library, 1 worker"), key=lambda arm: row[arm]["median"])
+        lines.append(f"| {row['preprocessing']} features, efficientnet_lite0 (images/s) | {best}: "
+                     f"{rate_cell(row[best], 1)} | the eager loop: {rate_cell(row['eager'], 1)} | "
+                     f"{row['speedup']:.2f}× |")
+    retrieval = results.get("retrieval_speed", {}).get("rows", [])
+    for row in retrieval:
+        baseline = next((other for other in retrieval if other["implementation"].startswith("previous")
+                         and (other["images"], other["dim"]) == (row["images"], row["dim"])), None)
+        if row["implementation"].startswith("library") and baseline:
+            lines.append(f"| retrieval {row['images']:,} images × {row['captions']:,} captions, {row['dim']}-d "
+                         f"(s; extra peak MB) | {row['seconds']['median']:.2f}; {row['extra_peak_mb']:.0f} | one "
+                         f"pass per direction: {baseline['seconds']['median']:.2f}; {baseline['extra_peak_mb']:.0f} "
+                         f"| {baseline['seconds']['median'] / row['seconds']['median']:.1f}× |")
+    probe = results.get("probe_speed", {})
+    if probe.get("rows"):
+        senteval, library = probe["rows"]
+        lines.append(f"| STS-B supervised probe, {probe['notes']['encoder']} features (s) | "
+                     f"{library['seconds']['median']:.1f} | SentEval's settings: {senteval['seconds']['median']:.1f} "
+                     f"| {probe['notes']['speedup']:.0f}× (test Pearson "
+                     f"{library['test_pearson'] - senteval['test_pearson']:+.2f}) |")
+    wall = ", ".join(f"{name} {benchmark['wall_seconds']:.0f} s" for name, benchmark in results.items())
+    return "\n".join([*lines, "", f"{'Quick run' if result.get('quick') else 'Run'} of "
+                       f"{result['total_seconds']:.0f} s ({wall})."])
 
 
 def main() -> None:
@@ -85,12 +98,12 @@ def main() -> None:
     print("|---|---|---|")
     for name, result in results.items():
         print(f"| {name} | {result['wall_seconds']:.0f} | {result['peak_rss_mb']:.0f} |")
-    if set(results) == set(BENCHMARKS):
-        print("\n" + "\n".join(f"- {line}" for line in ratios(results)))
-    total = time.perf_counter() - started
-    print(f"\nall benchmarks: {total:.0f} s")
-    (output_dir / "run_all.json").write_text(json.dumps({**provenance(), "quick": args.quick,
-                                                         "total_seconds": total, "results": results}, indent=2))
+    summary = {"benchmark": "run_all", **provenance(), "quick": args.quick,
+               "total_seconds": time.perf_counter() - started, "results": results}
+    partial = output_dir / "run_all.json.partial"
+    partial.write_text(json.dumps(summary, indent=2))
+    partial.replace(output_dir / "run_all.json")
+    print("\n" + format_result(summary))
 
 
 if __name__ == "__main__":

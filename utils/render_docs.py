@@ -141,6 +141,38 @@ FAMILY_ROWS = {
 }
 
 
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _char_gru_headline(result: dict) -> str:
+    saved = [row["test"]["saved"] for row in result["rows"]]
+    stsb = _mean([row["stsb"]["saved"]["test"] for row in result["rows"]])
+    return (f"Flickr8k test R@10 {_mean([r['c2i']['R@10'] for r in saved]):.1f} c2i / "
+            f"{_mean([r['i2c']['R@10'] for r in saved]):.1f} i2c, STS-B test {stsb:.1f} "
+            f"(hidden 256, {len(saved)} seeds)")
+
+
+def _vete_headline(result: dict) -> str:
+    row = next(row for row in result["rows"] if row["model"] == "BOW-mean, Pearson")
+    return (f"BOW-mean: Flickr8k test relatedness {row['coco_test']:.1f}, STS-B test {row['stsb']:.1f}, "
+            f"SICK test {row['sick']:.1f}")
+
+
+# Each family's headline: the result file of its reproduction and what to quote of it.
+HEADLINES: dict[str, tuple[str, Callable[[dict], str]]] = {
+    "char_gru": ("fidelity_char_gru_flickr8k", _char_gru_headline),
+    "vete": ("vete_flickr8k", _vete_headline),
+}
+
+
+def _headline(family: str) -> str:
+    name, quote = HEADLINES.get(family, (None, None))
+    if name is None or not (RESULTS / f"{name}.json").is_file():
+        return "no result file yet (its reproduction page holds earlier numbers)"
+    return f"{quote(_results(name))} (`{name}.json`)"
+
+
 def choosing() -> str:
     from hf_grounded.families import FAMILIES
     from hf_grounded.models.sentence_encoding import CAPABILITIES
@@ -148,15 +180,16 @@ def choosing() -> str:
     result = _load("encoding_throughput")
     at_32 = {row["model"]: row for row in result["rows"] if row["batch"] == 32 and row["corpus"] == "flickr8k sample"}
     reference = at_32["all-MiniLM-L6-v2"]["float32"]["median"]
-    rows = ["| family | model measured | sentences/s, torch float32 | fastest backend | × all-MiniLM-L6-v2 "
-            "(float32 / fastest) |", "|---|---|---|---|---|"]
+    rows = ["| family | headline on its reproduction (R@10 in %, Pearson ×100) | model measured | sentences/s, torch "
+            "float32 | fastest backend | × all-MiniLM-L6-v2 (float32 / fastest) |", "|---|---|---|---|---|---|"]
     for family, models in FAMILY_ROWS.items():
-        for model in models:
+        for index, model in enumerate(models):
             row = at_32[model]
             fastest = max(BACKENDS, key=lambda backend: row[backend]["median"])
             float32, best = row["torch float32"]["median"], row[fastest]["median"]
-            rows.append(f"| {family} | {model} | {_number(float32)} | {fastest}: {_number(best)} | "
-                        f"{float32 / reference:.1f} / {best / reference:.1f} |")
+            rows.append(f"| {family if index == 0 else ''} | {_headline(family) if index == 0 else ''} | {model} | "
+                        f"{_number(float32)} | {fastest}: {_number(best)} | {float32 / reference:.1f} / "
+                        f"{best / reference:.1f} |")
     lacking = {family: sorted(entry.unsupported) for family, entry in FAMILIES.items() if entry.unsupported}
     capabilities = ("Every family of the registry has " + ", ".join(f"{name} ({CAPABILITIES[name]})"
                                                                    for name in CAPABILITIES) + "."
