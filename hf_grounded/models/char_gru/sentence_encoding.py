@@ -137,7 +137,9 @@ class EncoderPreTrainedMixin:
         was trained with, any other tokenizer, even one of the same size. Its `model_max_length` must be a positive
         integer, whatever the family: a limit of 0 would truncate every sentence to nothing."""
         limit = tokenizer.model_max_length
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        # A whole float counts: a tokenizer with no limit of its own may say 1e30 in its JSON (transformers' "none").
+        if (isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit < 1
+                or (isinstance(limit, float) and not limit.is_integer())):
             raise ValueError(f"{_config_source(tokenizer)}: model_max_length must be a positive integer, got {limit!r}")
         self._check_tokenizer_ids(tokenizer)
         expected = self.config.tokenizer_fingerprint
@@ -368,7 +370,7 @@ class SentenceEncoderMixin:
 
     def _encode_max_length(self, tokenizer: PreTrainedTokenizerBase) -> int:
         """The tokens `encode()` keeps of a sentence: `tokenizer.model_max_length`, by default."""
-        return tokenizer.model_max_length
+        return int(tokenizer.model_max_length)
 
     def _onnx_outputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """What the exported graph computes, one tensor per name of `onnx_output_names`; it runs while tracing,
