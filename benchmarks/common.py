@@ -21,6 +21,8 @@ STSB = SHARED / "data" / "stsbenchmark"
 STS16 = SHARED / "data" / "sts16"
 SICK = SHARED / "data" / "sick" / "SICK.txt"
 EFFICIENTNET = SHARED / "models" / "efficientnet_lite0.safetensors"
+# Where each benchmark writes its result file, which utils/render_docs.py renders the docs from.
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def hardware() -> dict:

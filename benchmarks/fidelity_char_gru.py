@@ -36,7 +36,7 @@ from PIL import Image
 from torchvision import transforms
 from transformers import AutoModel
 
-from common import SHARED, provenance, write_results
+from common import RESULTS, SHARED, provenance, write_results
 from hf_grounded import CharGRUEnsembleModel
 from hf_grounded.data import load_captioned_images
 from hf_grounded.evaluation import RelatednessEvaluator, STSEvaluator, load_sick, load_sts_year, load_stsb
@@ -45,7 +45,6 @@ from hf_grounded.training import parse_arguments, train
 from hf_grounded.training.snapshots import load_snapshot_ensemble
 
 CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "char_gru_flickr8k.yaml"
-RESULTS = Path(__file__).resolve().parent / "results"
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 # Merkx & Frank's code, efficientnet_lite0 ten-crop features, hidden 256, attention 128, batch 32, 8 epochs, their

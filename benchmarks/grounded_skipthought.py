@@ -54,9 +54,7 @@ from hf_grounded.inputs import DataArguments, image_features, load_dataset
 from hf_grounded.training import parse_arguments, save_model, train
 from hf_grounded.training.checkpoints import list_checkpoints
 
-from common import SHARED, provenance, write_results
-
-RESULTS = Path(__file__).resolve().parent / "results"
+from common import RESULTS, SHARED, provenance, write_results
 
 MODEL = ["--model_type", "grounded_skipthought", "--hidden_size", "512", "--word_embedding_size", "300",
          "--vocab_max_size", "10000", "--max_length", "30"]

@@ -36,10 +36,9 @@ from transformers import AutoModel
 from hf_grounded.evaluation.sts import load_sick, load_sts_year, load_stsb, unsupervised_sts
 from hf_grounded.training import parse_arguments, train
 
-from common import SHARED, SICK, STS16, STSB, provenance, write_results
+from common import RESULTS, SHARED, SICK, STS16, STSB, provenance, write_results
 
 FEATURES = SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"
-RESULTS = Path(__file__).resolve().parent / "results"
 SIMCSE_AND_MCSE_FLAGS = ["--objective", "mcse", "--learning_rate", "3e-5", "--num_train_epochs", "1"]
 # name: (folder, training flags), each chosen on validation retrieval and STS-B dev (see docs/reproductions/grounded_transformer.md).
 ROWS = {

@@ -37,11 +37,10 @@ from hf_grounded.models.vete import VETEConfig, VETEModel
 from hf_grounded.training import parse_arguments, train
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
-from common import SHARED, provenance, transfer_pearsons, write_results
+from common import RESULTS, SHARED, provenance, transfer_pearsons, write_results
 
 CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "vete_bow_flickr8k.yaml"
 FEATURES = SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"
-RESULTS = Path(__file__).resolve().parent / "results"
 RNN = ["--text_encoder", "rnn", "--rnn_hidden_size", "512", "--learning_rate", "4.15e-3", "--num_train_epochs", "9",
        "--embed_dim", "128"]
 ENCODERS = {
