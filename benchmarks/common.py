@@ -109,14 +109,46 @@ def provenance() -> dict:
             "hardware": hardware()}
 
 
+def write_json(path: str | Path, data) -> None:
+    """Write `data` as JSON whole under a temporary name, then rename it into place: a benchmark stopped mid-write
+    (a session's end, Ctrl-C) leaves the previous file, never half of one, and its finished rows are kept."""
+    partial = Path(f"{path}.partial")
+    partial.write_text(json.dumps(data, indent=2))
+    partial.replace(path)
+
+
+# What a rerun may give differently for a finished row without changing what was trained: where it writes.
+_WHERE_A_RUN_WRITES = frozenset({"output_dir", "overwrite_output_dir"})
+
+
+def check_finished_run(model_dir: Path, arguments: tuple) -> None:
+    """Refuse to read back a finished row whose model folder was trained with other arguments than `arguments`
+    (`parse_arguments`' groups) ask for, naming each difference: a rerun with other flags into the same output
+    folder would otherwise report the earlier model's numbers under the new command."""
+    from hf_grounded.training.arguments import recorded_arguments
+
+    recorded_file = model_dir / "training_args.json"
+    if not recorded_file.is_file():
+        raise SystemExit(f"{model_dir}: a finished row without its training_args.json; remove the folder to train it "
+                         "again")
+    recorded = json.loads(recorded_file.read_text())
+    # Through JSON, as the file was written, so that tuples and lists compare alike.
+    current = json.loads(json.dumps(recorded_arguments(*arguments), default=str))
+    changes = [f"{name}: {recorded[group].get(name)!r} then, {value!r} now"
+               for group, values in current.items() for name, value in values.items()
+               # An argument newer than the row's run is not in its record, and one left unset (None) is chosen by
+               # the trainer when it runs: neither can be compared.
+               if name not in _WHERE_A_RUN_WRITES and name in recorded.get(group, {}) and value is not None
+               and recorded[group][name] != value]
+    if changes:
+        raise SystemExit(f"{model_dir} was trained with other arguments ({'; '.join(changes)}): pass another "
+                         "--output_dir, or remove the folder to train it again")
+
+
 def write_results(path: str | None, name: str, rows: list[dict], notes: dict | None = None) -> None:
     """Print nothing; write `{"benchmark", provenance, "rows", "notes"}` as JSON when `path` is given."""
     if path:
-        # Written whole under a temporary name, then renamed: an interrupted write never leaves half a file.
-        partial = Path(f"{path}.partial")
-        partial.write_text(json.dumps({"benchmark": name, **provenance(), "rows": rows, "notes": notes or {}},
-                                      indent=2))
-        partial.replace(path)
+        write_json(path, {"benchmark": name, **provenance(), "rows": rows, "notes": notes or {}})
 
 
 def training_images() -> tuple[str, Dataset]:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import SHARED, provenance
+from common import SHARED, provenance, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = {"char-GRU h256": ["--model_type", "char_gru", "--hidden_size", "256"],
@@ -159,11 +159,10 @@ def main() -> None:
                     row = {"pairs": size, "model": model, "path": path, "cache": temperature, **result,
                            "folder_mb": round(disk_bytes(source) / 2**20), "cache_mb": round(disk_bytes(cache) / 2**20)}
                     rows.append(row)
-                    record.write_text(json.dumps({"benchmark": "data_scale", **provenance(), "rows": rows},
-                                                 indent=2))
+                    write_json(record, {"benchmark": "data_scale", **provenance(), "rows": rows})
                     print(json.dumps(row), flush=True)
     # The record again with this run's provenance (the rows keep the order they were measured in).
-    record.write_text(json.dumps({"benchmark": "data_scale", **provenance(), "rows": rows}, indent=2))
+    write_json(record, {"benchmark": "data_scale", **provenance(), "rows": rows})
     print("| pairs | model | path | cache | peak RSS (MB) | to first step (s): trainer / launch | captions/s | "
           "folder (MB) | cache (MB) |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -36,7 +36,7 @@ from PIL import Image
 from torchvision import transforms
 from transformers import AutoModel
 
-from common import RESULTS, SHARED, provenance, write_results
+from common import RESULTS, SHARED, check_finished_run, provenance, write_json, write_results
 from hf_grounded import CharGRUEnsembleModel
 from hf_grounded.data import load_captioned_images
 from hf_grounded.evaluation import RelatednessEvaluator, STSEvaluator, load_sick, load_sts_year, load_stsb
@@ -104,18 +104,19 @@ def run_seed(args, seed: int, features_file: Path, trainer_flags: list[str]) -> 
     """One seed's row, from its saved file when an earlier run finished it."""
     output_dir = Path(args.output_dir) / f"seed-{seed}"
     row_file = output_dir / "fidelity_row.json"
-    if row_file.is_file():
-        print(f"seed {seed}: finished earlier, read from {row_file}")
-        row = json.loads(row_file.read_text())
-        if "probe" not in row and (args.stsb_probe or args.sick_probe):
-            row["probe"] = probe_scores(args, AutoModel.from_pretrained(output_dir))
-            row_file.write_text(json.dumps(row, indent=2))
-        return row
     arguments = parse_arguments([
         "--config", str(CONFIG), "--data_dir", args.data_dir, "--image_features_file", str(features_file),
         "--hidden_size", str(args.hidden_size), "--num_train_epochs", str(args.num_train_epochs),
         "--seed", str(seed), "--output_dir", str(output_dir), "--overwrite_output_dir", *trainer_flags,
     ])
+    if row_file.is_file():
+        check_finished_run(output_dir, arguments)
+        print(f"seed {seed}: finished earlier, read from {row_file}")
+        row = json.loads(row_file.read_text())
+        if "probe" not in row and (args.stsb_probe or args.sick_probe):
+            row["probe"] = probe_scores(args, AutoModel.from_pretrained(output_dir))
+            write_json(row_file, row)
+        return row
     results = train(*arguments)
     history = json.loads((output_dir / "training_history.json").read_text())["epochs"]
     row = {
@@ -143,7 +144,7 @@ def run_seed(args, seed: int, features_file: Path, trainer_flags: list[str]) -> 
                 "all": STSEvaluator(args.sts16, "sts16", batch_size=128)(model)["all"]["pearson_mean"]}
     if args.stsb_probe or args.sick_probe:
         row["probe"] = probe_scores(args, models["saved"])
-    row_file.write_text(json.dumps(row, indent=2))
+    write_json(row_file, row)
     return row
 
 
@@ -257,11 +258,19 @@ def main() -> None:
     args.sts16 = load_sts_year(args.sts_dir, "sts16") if Path(args.sts_dir, "STS16-en-test").is_dir() else None
     authors = AUTHORS.get(Path(args.data_dir).name, AUTHORS["flickr8k_sample"])
 
-    rows = [run_seed(args, seed, features_file, trainer_flags) for seed in args.seeds]
     results_file = args.results_file or str(RESULTS / f"fidelity_char_gru_{Path(args.data_dir).name}.json")
+    settings = {"num_train_epochs": args.num_train_epochs, "hidden_size": args.hidden_size,
+                "trainer_flags": trainer_flags}
+    if args.results_file is None and Path(results_file).is_file():
+        # The default file is the one the docs render: a variant (other flags) writes it only when named.
+        earlier = json.loads(Path(results_file).read_text())["notes"]
+        changed = {name: [earlier.get(name), value] for name, value in settings.items() if earlier.get(name) != value}
+        if changed:
+            raise SystemExit(f"{results_file} holds a run with other settings ({changed}, then and now), which the "
+                             "docs render: pass --results_file for this one, or that path to replace it")
+    rows = [run_seed(args, seed, features_file, trainer_flags) for seed in args.seeds]
     write_results(results_file, "fidelity_char_gru", rows, {
-        "seeds": args.seeds, "num_train_epochs": args.num_train_epochs, "hidden_size": args.hidden_size,
-        "trainer_flags": trainer_flags, "features": str(features_file), "authors": authors})
+        "seeds": args.seeds, **settings, "features": str(features_file), "authors": authors})
     print(format_result(json.loads(Path(results_file).read_text())))
     print(f"written to {results_file}")
 

@@ -54,7 +54,7 @@ from hf_grounded.inputs import DataArguments, image_features, load_dataset
 from hf_grounded.training import parse_arguments, save_model, train
 from hf_grounded.training.checkpoints import list_checkpoints
 
-from common import RESULTS, SHARED, provenance, write_results
+from common import RESULTS, SHARED, check_finished_run, provenance, write_json, write_results
 
 MODEL = ["--model_type", "grounded_skipthought", "--hidden_size", "512", "--word_embedding_size", "300",
          "--vocab_max_size", "10000", "--max_length", "30"]
@@ -198,27 +198,30 @@ def main() -> None:
     for name in chosen:
         folder, flags, reads_books = ROWS[name]
         run_dir = output / folder
+        books = ["--books_dir", str(shared / "data" / "books")] if reads_books else []
+        arguments = parse_arguments([*MODEL, *OPTIMISATION, *data, *books, "--seed", "0", "--max_steps",
+                                     str(args.steps), "--save_steps", str(args.checkpoint_steps),
+                                     "--save_total_limit", "0", "--output_dir", str(run_dir), "--overwrite_output_dir",
+                                     *flags])
         if name in rows and (run_dir / "selected").is_dir():
+            check_finished_run(run_dir, arguments)
             models[name] = AutoModel.from_pretrained(run_dir / "selected").eval()
             continue
-        books = ["--books_dir", str(shared / "data" / "books")] if reads_books else []
         started = time.perf_counter()
-        train(*parse_arguments([*MODEL, *OPTIMISATION, *data, *books, "--seed", "0", "--max_steps", str(args.steps),
-                                "--save_steps", str(args.checkpoint_steps), "--save_total_limit", "0",
-                                "--output_dir", str(run_dir), "--overwrite_output_dir", *flags]))
+        train(*arguments)
         training_s = time.perf_counter() - started
         model, selection = selected_model(run_dir, scorer)
         save_model(model, AutoTokenizer.from_pretrained(run_dir), run_dir / "selected")
         models[name] = model
         rows[name] = {**scorer.test(model), **selection, "training_s": round(training_s),
                       "total_s": round(time.perf_counter() - started), "trained": provenance()}
-        results_path.write_text(json.dumps(rows, indent=2))
+        write_json(results_path, rows)
         print(name, json.dumps(rows[name]), flush=True)
     for name, (first, second) in CONCATENATED.items():
         if name not in rows and first in models and second in models:
             rows[name] = {**scorer.test(ConcatenatedEncoder(models[first], models[second])),
                           "selected_step": None, "training_s": 0, "total_s": 0}
-            results_path.write_text(json.dumps(rows, indent=2))
+            write_json(results_path, rows)
     write_results(args.results_file, "grounded_skipthought", [{"model": name, **row} for name, row in rows.items()],
                   {"steps": args.steps, "checkpoint_steps": args.checkpoint_steps})
     print(format_result(json.loads(Path(args.results_file).read_text())))

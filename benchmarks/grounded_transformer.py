@@ -36,7 +36,7 @@ from transformers import AutoModel
 from hf_grounded.evaluation.sts import load_sick, load_sts_year, load_stsb, unsupervised_sts
 from hf_grounded.training import parse_arguments, train
 
-from common import RESULTS, SHARED, SICK, STS16, STSB, provenance, write_results
+from common import RESULTS, SHARED, SICK, STS16, STSB, check_finished_run, provenance, write_json, write_results
 
 FEATURES = SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"
 SIMCSE_AND_MCSE_FLAGS = ["--objective", "mcse", "--learning_rate", "3e-5", "--num_train_epochs", "1"]
@@ -113,15 +113,19 @@ def main() -> None:
     rows = json.loads(results_path.read_text()) if results_path.is_file() else {}
     for folder in chosen:
         name, flags = folders[folder], ROWS[folders[folder]][1]
+        model_dir = output / folder
+        arguments = parse_arguments([
+            "--model_type", "grounded_transformer", "--text_model_name_or_path", text_model,
+            "--dataset", "flickr8k", "--data_dir", args.data_dir, "--image_features_file",
+            args.image_features_file, "--max_length", "32", "--per_device_train_batch_size", "64",
+            "--seed", str(args.seed), "--output_dir", str(model_dir), "--overwrite_output_dir", *flags])
+        trained = (model_dir / "results.json").is_file()
+        if trained:
+            check_finished_run(model_dir, arguments)
         if name in rows:
             continue
-        model_dir = output / folder
-        if not (model_dir / "results.json").is_file():
-            train(*parse_arguments([
-                "--model_type", "grounded_transformer", "--text_model_name_or_path", text_model,
-                "--dataset", "flickr8k", "--data_dir", args.data_dir, "--image_features_file",
-                args.image_features_file, "--max_length", "32", "--per_device_train_batch_size", "64",
-                "--seed", str(args.seed), "--output_dir", str(model_dir), "--overwrite_output_dir", *flags]))
+        if not trained:
+            train(*arguments)
         run = json.loads((model_dir / "results.json").read_text())
         history = json.loads((model_dir / "training_history.json").read_text())["epochs"]
         started = time.perf_counter()
@@ -135,7 +139,7 @@ def main() -> None:
         }
         rows[name]["scoring_s"] = round(time.perf_counter() - started)
         rows[name]["scored"] = provenance()
-        results_path.write_text(json.dumps(rows, indent=2))
+        write_json(results_path, rows)
         print(name, json.dumps(rows[name]), flush=True)
     write_results(args.results_file, "grounded_transformer", [{"model": name, **row} for name, row in rows.items()],
                   {"seed": args.seed, "text_model": Path(text_model).name})

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from safetensors.torch import load_file
 
-from common import provenance
+from common import provenance, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -77,7 +77,7 @@ def _run(arguments: list[str]) -> None:
 
 def _save(results: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**results, **provenance()}, indent=2) + "\n")
+    write_json(path, {**results, **provenance()})
 
 
 if __name__ == "__main__":

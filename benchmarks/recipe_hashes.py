@@ -17,7 +17,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from common import EFFICIENTNET, FLICKR8K, SHARED
+from common import EFFICIENTNET, FLICKR8K, SHARED, write_json
 
 from hf_grounded.training import parse_arguments, train
 
@@ -47,7 +47,7 @@ def main() -> None:
         train(*parse_arguments([*flags, "--output_dir", str(run_dir), "--overwrite_output_dir",
                                 "--feature_cache_dir", str(output_dir / "feature-cache")]))
         hashes[name] = hashlib.sha256((run_dir / "model.safetensors").read_bytes()).hexdigest()
-        record.write_text(json.dumps(hashes, indent=2))
+        write_json(record, hashes)
     for name, digest in hashes.items():
         print(f"{name}: {digest}")
 

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import provenance, rate_cell
+from common import provenance, rate_cell, write_json
 
 BENCHMARKS = ["training_throughput", "encoding_throughput", "tokenizer_throughput", "feature_extraction",
               "retrieval_speed", "probe_speed"]
@@ -100,9 +100,7 @@ def main() -> None:
         print(f"| {name} | {result['wall_seconds']:.0f} | {result['peak_rss_mb']:.0f} |")
     summary = {"benchmark": "run_all", **provenance(), "quick": args.quick,
                "total_seconds": time.perf_counter() - started, "results": results}
-    partial = output_dir / "run_all.json.partial"
-    partial.write_text(json.dumps(summary, indent=2))
-    partial.replace(output_dir / "run_all.json")
+    write_json(output_dir / "run_all.json", summary)
     print("\n" + format_result(summary))
 
 

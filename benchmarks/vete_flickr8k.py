@@ -37,7 +37,7 @@ from hf_grounded.models.vete import VETEConfig, VETEModel
 from hf_grounded.training import parse_arguments, train
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
-from common import RESULTS, SHARED, provenance, transfer_pearsons, write_results
+from common import RESULTS, SHARED, check_finished_run, provenance, transfer_pearsons, write_json, write_results
 
 CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "vete_bow_flickr8k.yaml"
 FEATURES = SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"
@@ -58,6 +58,7 @@ LOSSES = {
     "rank": ["--objective", "rank"],
 }
 PURE_TEXT = "pure-text"  # the flag value standing for the text-only control's features file
+PURE_TEXT_FILE = "pure_text_features.safetensors"  # that file, in the seed's output folder
 UNTRAINED = "-untrained"
 # name: (folder, training flags); a folder ending in UNTRAINED scores the architecture trained in the folder before
 # it with fresh random weights.
@@ -97,6 +98,14 @@ def pure_text_features(data_dir: str, seed: int, path: Path) -> Path:
     return path
 
 
+def training_arguments(args, output: Path, folder: str, flags: list[str]) -> tuple:
+    """`parse_arguments`' groups for the row trained into `output / folder`."""
+    flags = [str(output / PURE_TEXT_FILE) if flag == PURE_TEXT else flag for flag in flags]
+    return parse_arguments([
+        "--config", str(CONFIG), "--data_dir", args.data_dir, "--image_features_file", args.image_features_file,
+        "--seed", str(args.seed), "--output_dir", str(output / folder), "--overwrite_output_dir", *flags])
+
+
 def scores(args, model_dir: Path, *flags: str) -> dict:
     return transfer_pearsons(model_dir, ["coco_test", "sts16", "stsb", "sick"], args.data_dir, args.seed,
                              model_dir / f"evaluation{''.join(flags)}.json", *flags)
@@ -126,6 +135,8 @@ def main() -> None:
     for folder in chosen:
         name, flags = folders[folder], ROWS[folders[folder]][1]
         if name in rows:
+            if flags is not None:
+                check_finished_run(output / folder, training_arguments(args, output, folder, flags))
             continue
         if flags is None:
             trained = output / folder.removesuffix(UNTRAINED)
@@ -135,17 +146,13 @@ def main() -> None:
             rows[name] = scores(args, trained, "--random_init")
         else:
             if PURE_TEXT in flags:
-                pure_text = pure_text_features(args.data_dir, args.seed, output / "pure_text_features.safetensors")
-                flags = [str(pure_text) if flag == PURE_TEXT else flag for flag in flags]
+                pure_text_features(args.data_dir, args.seed, output / PURE_TEXT_FILE)
             started = time.perf_counter()
-            run = train(*parse_arguments([
-                "--config", str(CONFIG), "--data_dir", args.data_dir, "--image_features_file", args.image_features_file,
-                "--seed", str(args.seed), "--output_dir", str(output / folder), "--overwrite_output_dir",
-                *flags]))["run"]
+            run = train(*training_arguments(args, output, folder, flags))["run"]
             rows[name] = {**scores(args, output / folder), "epochs": run["epochs"],
                           "epoch_s": run["training_steps_s"] / run["epochs"],
                           "total_s": round(time.perf_counter() - started), "trained": provenance()}
-        results_path.write_text(json.dumps(rows, indent=2))
+        write_json(results_path, rows)
         print(name, json.dumps(rows[name]), flush=True)
     write_results(args.results_file, "vete_flickr8k", [{"model": name, **row} for name, row in rows.items()],
                   {"seed": args.seed, "data_dir": Path(args.data_dir).name})
