@@ -88,6 +88,13 @@ def _status_bytes(field: str) -> int:
     return 0
 
 
+def mean_std(values: list[float]) -> str:
+    """`mean ± sample std` over seeds, to one decimal; the value alone for one seed."""
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
+
+
 def rate_cell(result: dict, digits: int = 0) -> str:
     """`median (min–max)` of a rate."""
     return f"{result['median']:,.{digits}f} ({result['min']:,.{digits}f}–{result['max']:,.{digits}f})"

@@ -25,7 +25,6 @@ snapshots, and STS-B dev is printed to show which candidate is the better senten
 
 import argparse
 import json
-import statistics
 import time
 from pathlib import Path
 
@@ -36,7 +35,7 @@ from PIL import Image
 from torchvision import transforms
 from transformers import AutoModel
 
-from common import RESULTS, SHARED, check_finished_run, provenance, write_json, write_results
+from common import RESULTS, SHARED, check_finished_run, mean_std, provenance, write_json, write_results
 from hf_grounded import CharGRUEnsembleModel
 from hf_grounded.data import load_captioned_images
 from hf_grounded.evaluation import RelatednessEvaluator, STSEvaluator, load_sick, load_sts_year, load_stsb
@@ -165,12 +164,6 @@ def candidate_models(output_dir: Path, results: dict, history: list[dict]) -> di
                                                              CharGRUEnsembleModel.from_members)
         models["best_snapshot"] = members[0]
     return models
-
-
-def mean_std(values: list[float]) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.1f}"
-    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
 
 
 def recall_cell(rows: list[dict], model: str, direction: str) -> str:
