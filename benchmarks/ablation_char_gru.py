@@ -7,6 +7,7 @@ r"""One difference at a time between the library's char-GRU recipe and the autho
     python benchmarks/ablation_char_gru.py --data_dir ../shared/data/flickr8k \
         --image_features_file ../shared/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors \
         --learning_rate 0.002                                                          # the full set
+    python benchmarks/ablation_char_gru.py --table                                   # the docs' table
 
 Beyond the authors' differences, switches try what the recipe could change (`--learning_rate`, `--margin`,
 `--attention_heads`, `--hardest_negative`, `--center_image_features`). Only features are read, never images.
@@ -19,6 +20,9 @@ R@10 per epoch and, at the end, test retrieval of the final model and validation
 ensemble of the best two cycle-end snapshots, and the final model's STS-B dev cosine Pearson (encoded with
 masking); `--output` writes them as JSON. Only the validation split is for
 choosing; `recipes/train.py` is what users run, and `benchmarks/fidelity_char_gru.py` measures it.
+
+`--table` runs every variant of `TABLE` for its seeds (about an hour on 2 cores), each run saved to
+`--table_dir` as it finishes and skipped by a rerun, and writes the table the docs render to `--results_file`.
 
 Features default to those `benchmarks/fidelity_char_gru.py` computes with the authors' preprocessing.
 """
@@ -35,6 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from common import RESULTS, mean_std, write_json, write_results
 from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer, hinge_loss
 from hf_grounded.data import CaptionBatchSampler, load_flickr8k
 from hf_grounded.evaluation import STSEvaluator, load_stsb, retrieval_metrics
@@ -46,9 +51,29 @@ from hf_grounded.training.snapshots import mean_recall_at_10
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 DEFAULT_FEATURES = Path("outputs/fidelity-char-gru/authors_ten_crop_features.safetensors")
 PARTS = ("embeddings", "rnn", "attention", "projection")
+BEFORE = ["--initializer_range", "0.1"]  # the embedding scale the library had before this ablation
+# The docs' table (`--table`): each variant's flags and how many seeds (0, 1, ...) it runs.
+TABLE = [
+    ("the library as shipped: embeddings N(0, 8²)", [], 3),
+    ("the library before: embeddings N(0, 0.1²)", BEFORE, 3),
+    ("before, + PyTorch's GRU initialisation", [*BEFORE, "--pytorch_init", "rnn"], 1),
+    ("before, + their attention initialisation", [*BEFORE, "--pytorch_init", "attention"], 1),
+    ("before, + their image projection initialisation", [*BEFORE, "--pytorch_init", "projection"], 1),
+    ("before, + no masking", [*BEFORE, "--no_masking"], 1),
+    ("before, + their batches", [*BEFORE, "--authors_batches"], 1),
+    ("before, + random batches (no length grouping)", [*BEFORE, "--random_batches"], 1),
+    ("before, + their mean loss", [*BEFORE, "--loss_reduction", "mean"], 1),
+    ("embeddings N(0, 1)", ["--initializer_range", "1"], 3),
+    ("embeddings N(0, 4²)", ["--initializer_range", "4"], 3),
+    ("embeddings N(0, 16²)", ["--initializer_range", "16"], 3),
+    ("embeddings N(0, 32²)", ["--initializer_range", "32"], 3),
+    ("every difference at once, i.e. the authors' recipe", ["--authors_recipe"], 3),
+]
+# Arguments `--table` passes on to each of its runs.
+TABLE_SETTINGS = ("data_dir", "image_features_file", "stsb_dir", "num_train_epochs", "hidden_size")
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", default=str(SHARED / "data" / "flickr8k_sample"))
     parser.add_argument("--image_features_file", default=str(DEFAULT_FEATURES))
@@ -84,7 +109,13 @@ def parse_args() -> argparse.Namespace:
                         help="All of the authors' differences: PyTorch init of every part with embeddings N(0, 1), "
                              "no masking, their batches, the mean loss.")
     parser.add_argument("--output", default=None)
-    args = parser.parse_args()
+    parser.add_argument("--table", action="store_true",
+                        help="Run every variant of TABLE for its seeds and write the docs' table.")
+    parser.add_argument("--table_dir", default="outputs/ablation-char-gru",
+                        help="Where --table keeps each run's results, read back by a rerun.")
+    parser.add_argument("--results_file", default=str(RESULTS / "ablation_char_gru.json"),
+                        help="The table --table writes, which the docs render.")
+    args = parser.parse_args(argv)
     if args.authors_recipe:
         args.pytorch_init, args.no_masking, args.authors_batches = ",".join(PARTS), True, True
         args.loss_reduction = "mean"
@@ -172,8 +203,9 @@ def ensemble_recall(model, states: list[dict], split: EncodedSplit, masking: boo
                   F.normalize(sum(images for _, images in parts), dim=-1), split)
 
 
-def main() -> None:
-    args = parse_args()
+def run(args: argparse.Namespace) -> dict:
+    """One run of the bare loop: validation R@10 per epoch, test retrieval of the final model, its STS-B dev
+    cosine Pearson and the snapshot ensemble's retrieval."""
     torch.manual_seed(args.seed)
     epoch_rng = np.random.RandomState(args.seed)
     dataset = load_flickr8k(args.data_dir, features_only=True)
@@ -235,8 +267,59 @@ def main() -> None:
                                **{name: ensemble_recall(model, states, splits[name], masking)
                                   for name in ("validation", "test")}}
         print("snapshot ensemble:", json.dumps(results["ensemble"]))
+    return results
+
+
+def table(args: argparse.Namespace) -> None:
+    """Every variant of `TABLE` for its seeds, each run's results kept in `--table_dir` as it finishes (a rerun
+    reads them back, refusing one made with other arguments), then the table to `--results_file`."""
+    settings = [argument for name in TABLE_SETTINGS for argument in (f"--{name}", str(getattr(args, name)))]
+    rows = []
+    for variant, flags, seeds in TABLE:
+        runs = []
+        for seed in range(seeds):
+            run_args = parse_args([*settings, *flags, "--seed", str(seed)])
+            arguments = {name: value for name, value in vars(run_args).items()
+                         if name not in ("output", "table", "table_dir", "results_file")}
+            path = Path(args.table_dir) / "-".join(["run", *(flag.lstrip("-") for flag in flags)]) / f"seed-{seed}.json"
+            if path.is_file():
+                results = json.loads(path.read_text())
+                if results["args"] != arguments:
+                    raise SystemExit(f"{path} was run with other arguments ({results['args']}; now {arguments}): "
+                                     "pass another --table_dir, or remove it to run again")
+            else:
+                print(f"{variant}, seed {seed}", flush=True)
+                started = time.perf_counter()
+                results = {**run(run_args), "args": arguments, "wall_s": round(time.perf_counter() - started)}
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_json(path, results)
+            runs.append(results)
+        rows.append({"variant": variant, "flags": flags, "runs": runs})
+    write_results(args.results_file, "ablation_char_gru", rows, {name: getattr(args, name) for name in TABLE_SETTINGS})
+    print(format_result(json.loads(Path(args.results_file).read_text())))
+
+
+def format_result(result: dict) -> str:
+    """The table of a results file `--table` wrote (`utils/render_docs.py` renders the docs with it)."""
+    lines = ["| variant (`benchmarks/ablation_char_gru.py` flags) | seeds | validation R@10 c2i | validation R@10 i2c "
+             "| STS-B dev |", "|---|---|---|---|---|"]
+    for row in result["rows"]:
+        runs = row["runs"]
+        flags = f" (`{' '.join(row['flags'])}`)" if row["flags"] else ""
+        recalls = [mean_std([run["validation"][-1][way]["R@10"] for run in runs]) for way in ("c2i", "i2c")]
+        stsb = mean_std([run["stsb_dev_pearson"] for run in runs]) if "stsb_dev_pearson" in runs[0] else ""
+        lines.append(f"| {row['variant']}{flags} | {len(runs)} | {' | '.join(recalls)} | {stsb} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    args = parse_args()
+    if args.table:
+        table(args)
+        return
+    results = run(args)
     if args.output:
-        Path(args.output).write_text(json.dumps(results, indent=2))
+        write_json(args.output, results)
 
 
 if __name__ == "__main__":

@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:  # every batch size on captions, the largest on STS-B sentences
         settings = [setting for setting in settings if setting[0] == corpus_name or setting[1] == 512]
     baseline, _ = minilm()
-    baseline_onnx, onnx_missing = minilm("onnx") if importlib.util.find_spec("onnxruntime") else (None, "no onnxruntime")
+    baseline_onnx, onnx_missing = (minilm("onnx") if importlib.util.find_spec("onnxruntime")
+                                   else (None, "no onnxruntime"))
     if baseline_onnx is None:
         print(f"sentence-transformers' ONNX backend for MiniLM is left out: {onnx_missing}", file=sys.stderr)
     rows = []

@@ -40,7 +40,8 @@ from common import RESULTS, SHARED, SICK, STS16, STSB, check_finished_run, prove
 
 FEATURES = SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"
 SIMCSE_AND_MCSE_FLAGS = ["--objective", "mcse", "--learning_rate", "3e-5", "--num_train_epochs", "1"]
-# name: (folder, training flags), each chosen on validation retrieval and STS-B dev (see docs/reproductions/grounded_transformer.md).
+# name: (folder, training flags), each chosen on validation retrieval and STS-B dev
+# (see docs/reproductions/grounded_transformer.md).
 ROWS = {
     "MiniLM untouched (frozen; heads trained with the hinge)": (
         "untouched", ["--objective", "hinge", "--trainable_layers", "0", "--learning_rate", "1e-3",
@@ -159,8 +160,8 @@ def format_result(result: dict) -> str:
         sts = [f"{row[task]['spearman']:.1f} / {row[task]['pearson']:.1f}"
                for task in ("stsb", "sick", "sts16", "stsb_dev")]
         validation = " / ".join(f"{r10:.1f}" for r10 in row["validation_r10"][-1]) if retrieval else "–"
-        lines.append(f"| {name} | {' | '.join(ways)} | {' | '.join(sts)} | {validation} | {row['epoch_s']:.0f} "
-                     f"({row['epochs']}) |")
+        lines.append(f"| {name} (`{' '.join(row['flags'])}`) | {' | '.join(ways)} | {' | '.join(sts)} | {validation} | "
+                     f"{row['epoch_s']:.0f} ({row['epochs']}) |")
     lines.append("")
     lines.append("STS cells: cosine Spearman / Pearson x100 of the sentence embeddings.")
     return "\n".join(lines)

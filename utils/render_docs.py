@@ -159,8 +159,17 @@ def _vete_headline(result: dict) -> str:
             f"SICK test {row['sick']:.1f}")
 
 
+def _grounded_transformer_headline(result: dict) -> str:
+    rows = {row["folder"]: row for row in result["rows"]}
+    hinge, mcse = rows["hinge"], rows["mcse"]
+    return (f"MiniLM + hinge: Flickr8k test R@10 {hinge['test_retrieval']['c2i']['R@10']:.1f} c2i / "
+            f"{hinge['test_retrieval']['i2c']['R@10']:.1f} i2c, STS-B test {hinge['stsb']['pearson']:.1f}; "
+            f"+ MCSE: STS-B test {mcse['stsb']['pearson']:.1f} (seed 0)")
+
+
 # Each family's headline: the result file of its reproduction and what to quote of it.
 HEADLINES: dict[str, tuple[str, Callable[[dict], str]]] = {
+    "grounded_transformer": ("grounded_transformer", _grounded_transformer_headline),
     "char_gru": ("fidelity_char_gru_flickr8k", _char_gru_headline),
     "vete": ("vete_flickr8k", _vete_headline),
 }

@@ -1,0 +1,65 @@
+"""What the benchmarks keep of their runs: progress written whole, a finished row read back only when it was made
+with the arguments the command asks for, and the ablation's table resumed run by run."""
+
+import json
+import sys
+
+import pytest
+
+from .conftest import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+
+import ablation_char_gru  # noqa: E402
+import common  # noqa: E402
+
+from hf_grounded.training import parse_arguments  # noqa: E402
+from hf_grounded.training.arguments import recorded_arguments  # noqa: E402
+
+
+def test_an_unserialisable_record_leaves_the_previous_file_whole(tmp_path):
+    path = tmp_path / "rows.json"
+    common.write_json(path, {"finished": 1})
+    with pytest.raises(TypeError):
+        common.write_json(path, {"finished": 1, "next": object()})
+    assert json.loads(path.read_text()) == {"finished": 1}
+
+
+def _finished_row(folder, *flags: str) -> None:
+    folder.mkdir()
+    arguments = parse_arguments(["--output_dir", str(folder), *flags])
+    (folder / "training_args.json").write_text(json.dumps(recorded_arguments(*arguments), default=str))
+
+
+def test_a_finished_row_trained_with_other_arguments_is_refused_naming_them(tmp_path):
+    folder = tmp_path / "row"
+    _finished_row(folder, "--learning_rate", "0.002")
+    common.check_finished_run(folder, parse_arguments(["--output_dir", str(folder), "--learning_rate", "0.002"]))
+    with pytest.raises(SystemExit, match=r"learning_rate: 0.002 then, 0.001 now"):
+        common.check_finished_run(folder, parse_arguments(["--output_dir", str(folder), "--learning_rate", "0.001"]))
+    with pytest.raises(SystemExit, match="without its training_args.json"):
+        common.check_finished_run(tmp_path, parse_arguments(["--output_dir", str(tmp_path)]))
+
+
+def test_the_ablation_table_runs_each_variant_once_and_refuses_rows_of_other_settings(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_run(args):
+        calls.append((args.initializer_range, args.seed))
+        recall = {"R@1": 1.0, "R@5": 2.0, "R@10": 40.0 + args.seed}
+        return {"validation": [{"c2i": recall, "i2c": recall}], "stsb_dev_pearson": 60.0 + args.seed}
+
+    monkeypatch.setattr(ablation_char_gru, "run", fake_run)
+    monkeypatch.setattr(ablation_char_gru, "TABLE", [("shipped", [], 2), ("before", ["--initializer_range", "0.1"], 1)])
+    arguments = ["--table", "--table_dir", str(tmp_path / "runs"), "--results_file", str(tmp_path / "table.json"),
+                 "--image_features_file", "features.safetensors"]
+    ablation_char_gru.table(ablation_char_gru.parse_args(arguments))
+    assert calls == [(None, 0), (None, 1), (0.1, 0)]
+    table = ablation_char_gru.format_result(json.loads((tmp_path / "table.json").read_text()))
+    assert "| shipped | 2 | 40.5 ± 0.7 | 40.5 ± 0.7 | 60.5 ± 0.7 |" in table
+    assert "| before (`--initializer_range 0.1`) | 1 | 40.0 | 40.0 | 60.0 |" in table
+
+    ablation_char_gru.table(ablation_char_gru.parse_args(arguments))
+    assert len(calls) == 3, "a rerun reads every finished run back"
+    with pytest.raises(SystemExit, match="was run with other arguments"):
+        ablation_char_gru.table(ablation_char_gru.parse_args([*arguments, "--num_train_epochs", "4"]))
