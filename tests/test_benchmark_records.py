@@ -2,19 +2,13 @@
 with the arguments the command asks for, and the ablation's table resumed run by run."""
 
 import json
-import sys
 
+import ablation_char_gru  # benchmarks/, which the conftest puts on the path
+import common
 import pytest
 
-from .conftest import REPO_ROOT
-
-sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
-
-import ablation_char_gru  # noqa: E402
-import common  # noqa: E402
-
-from hf_grounded.training import parse_arguments  # noqa: E402
-from hf_grounded.training.arguments import recorded_arguments  # noqa: E402
+from hf_grounded.training import parse_arguments
+from hf_grounded.training.arguments import recorded_arguments
 
 
 def test_an_unserialisable_record_leaves_the_previous_file_whole(tmp_path):

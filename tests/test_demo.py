@@ -3,11 +3,7 @@ Playwright and Debian's Chromium, and under 16 concurrent visitors; on localhost
 
 import os
 import socket
-import ssl
 import subprocess
-import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +18,11 @@ os.environ["NO_PROXY"] = "127.0.0.1,localhost"
 
 gradio_client = pytest.importorskip("gradio_client")
 
+import demo_load  # noqa: E402  (benchmarks/demo_load.py: the conftest puts benchmarks/ on the path)
+import httpx  # noqa: E402
+
 from hf_grounded.demo import build_index, launch, model_feature_spec, synthetic_test_images  # noqa: E402
 
-from .conftest import REPO_ROOT  # noqa: E402
 from .fixtures import train_tiny_char_gru  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -212,131 +210,30 @@ def test_a_visitor_compares_sentences_in_the_browser(browser, server, trained, t
     assert "Traceback" not in page.content()
 
 
-def _rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for process {pid}")
-
-
 @pytest.mark.slow
-def test_sixteen_visitors_at_once_get_the_answers_they_would_get_alone(tmp_path, capsys):
+def test_sixteen_visitors_at_once_get_the_answers_they_would_get_alone(tmp_path):
     """16 concurrent gradio_client sessions x 5 queries (search and compare mixed) against `demo/app.py` serving a
-    1,000-image index: every answer arrives and equals the same query's answer alone, and every image it shows is
-    served with the bytes of its file. Latency (of the answer, and of the answer with its images as a browser would
-    fetch them) and the server's CPU and memory are printed: the load runs twice, the first round warming up."""
-    import httpx
-
-    from hf_grounded.data import load_captioned_images
-
-    model_dir = tmp_path / "model"
-    train_tiny_char_gru(model_dir, hidden_size=16, images=40, steps=4)
-    images = tmp_path / "images"
-    images.mkdir()
-    for row in load_captioned_images("synthetic", seed=1, num_train=8, num_eval=1000)["test"]:
-        row["image"].save(images / f"{row['image_id']}.png")
-    port = free_port()
-    log = tmp_path / "server.log"
-    with open(log, "w") as output:  # a file, not a pipe nobody reads, which would fill and stall the server
-        server = subprocess.Popen(
-            [sys.executable, str(REPO_ROOT / "demo" / "app.py"), "--model", str(model_dir), "--images",
-             str(images), "--port", str(port)], stdout=output, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}/"
-    sessions, fetchers = [], [httpx.Client(timeout=60) for _ in range(16)]
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                client = _visitor_session(url)
-                break
-            except Exception:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"the app did not start: {log.read_text()[-3000:]}")
-                time.sleep(1)
-        sessions.append(client)
+    1,000-image index, one round of benchmarks/demo_load.py: every answer arrives and equals the same query's answer
+    alone, and every image it shows is served with the bytes of its file. The latencies are the benchmark's."""
+    model_dir, images = demo_load.synthetic_demo(tmp_path)
+    queries = demo_load.visitor_queries()
+    with demo_load.demo_server(model_dir, images, tmp_path / "server.log") as (url, pid, client):
         assert "1000 images indexed" in client.predict(api_name="/index_status")
-        words = ["red", "blue", "green", "crimson", "azure", "golden"]
-        shapes = ["square", "circle", "triangle", "box", "disc"]
-        queries = [("search", (f"a {words[i % 6]} {shapes[i % 5]}", 8)) if i % 2 == 0
-                   else ("compare", (f"a {words[i % 6]} {shapes[i % 5]}\na {words[(i + 1) % 6]} box",))
-                   for i in range(16 * 5)]
-        alone = {query: _answer(client, *query)[0] for query in set(queries)}
-        # Sessions open before the clock starts, as visitors who have the page loaded.
-        sessions += [_visitor_session(url) for _ in range(16)]
-
-        def visitor(number: int) -> list[tuple[tuple, object, float, float]]:
-            answers = []
-            for query in queries[number * 5:(number + 1) * 5]:
-                started = time.perf_counter()
-                answer, files = _answer(sessions[1 + number], *query)
-                answered = time.perf_counter()
-                for file in files:
-                    response = fetchers[number].get(file["url"])
-                    response.raise_for_status()
-                    if query[0] == "search":  # the gallery serves the indexed files themselves
-                        assert response.content == Path(file["path"]).read_bytes(), file["path"]
-                answers.append((query, answer, answered - started, time.perf_counter() - started))
-            return answers
-
-        for round_name in ("warm-up", "measured"):
-            cpu_before, started = _cpu_seconds(server.pid), time.perf_counter()
-            with ThreadPoolExecutor(16) as pool:
-                results = [answer for answers in pool.map(visitor, range(16)) for answer in answers]
-            wall, cpu = time.perf_counter() - started, _cpu_seconds(server.pid) - cpu_before
-            rss = _rss_bytes(server.pid)
-            assert len(results) == 80
-            for query, answer, _, _ in results:
-                assert answer == alone[query], query
-            answered, shown = (sorted(result[column] for result in results) for column in (2, 3))
-            _report(capsys, f"{round_name}: 80 queries from 16 visitors in {wall:.1f} s, server CPU "
-                            f"{1000 * cpu / 80:.0f} ms a query; answer p50 {_percentile(answered, 50):.3f} s, p95 "
-                            f"{_percentile(answered, 95):.3f} s; with its images p50 {_percentile(shown, 50):.3f} s, "
-                            f"p95 {_percentile(shown, 95):.3f} s; server RSS {rss / 2**20:.0f} MiB")
-            assert wall < 300
-    finally:
-        for session in sessions:
-            session.close()
-        for fetcher in fetchers:
-            fetcher.close()
-        server.terminate()
+        alone = {query: demo_load.answer(client, *query)[0] for query in set(queries)}
+        # Sessions open before the round starts, as visitors who have the page loaded.
+        sessions = [demo_load.visitor_session(url) for _ in range(demo_load.VISITORS)]
+        fetchers = [httpx.Client(timeout=60) for _ in range(demo_load.VISITORS)]
         try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-
-
-def _visitor_session(url: str) -> "gradio_client.Client":
-    """A session that leaves the files to its caller, as a page does, and shares one TLS context: gradio_client
-    opens an HTTP client per request, and building a fresh context each time would cost this test's clients more
-    CPU than the server under test."""
-    return gradio_client.Client(url, analytics_enabled=False, verbose=False, download_files=False,
-                                ssl_verify=_TLS_CONTEXT)
-
-
-_TLS_CONTEXT = ssl.create_default_context()
-
-
-def _percentile(sorted_values: list[float], percent: int) -> float:
-    return sorted_values[max(0, int(round(percent / 100 * len(sorted_values))) - 1)]
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-
-
-def _answer(client, kind: str, arguments: tuple) -> tuple[tuple, list[dict]]:
-    """What a visitor reads (the gallery's captions, names and cosines, or the comparison table) and the files the
-    page then shows (the gallery's images or the heatmap)."""
-    if kind == "search":
-        gallery = client.predict(*arguments, api_name="/search")
-        return tuple(item["caption"] for item in gallery), [item["image"] for item in gallery]
-    heatmap, table = client.predict(*arguments, api_name="/compare")
-    return tuple(tuple(row) for row in table["data"]), [heatmap]
+            measured = demo_load.load_round(sessions, fetchers, queries, pid)
+        finally:
+            for closing in [*sessions, *fetchers]:
+                closing.close()
+    assert len(measured["answers"]) == 80
+    for query, reply, _, _ in measured["answers"]:
+        assert reply == alone[query], query
 
 
 def _report(capsys, line: str) -> None:
-    """Print past pytest's capture, so CI's log shows the screenshots' paths and the latencies."""
+    """Print past pytest's capture, so CI's log shows the screenshots' paths."""
     with capsys.disabled():
         print(f"\n{line}")

@@ -11,6 +11,7 @@ tests/test_docs.py runs the check, so a page and its JSON cannot disagree on mai
 """
 
 import argparse
+import ast
 import importlib
 import json
 import re
@@ -208,8 +209,34 @@ def choosing() -> str:
                        + _provenance(result, "python benchmarks/encoding_throughput.py")])
 
 
+CONTRACT_TESTS = REPO / "tests" / "test_family_contract.py"
+
+
+def _contract_tests() -> list[str]:
+    """The tests of tests/test_family_contract.py that run once for each family of the registry."""
+    return [node.name for node in ast.parse(CONTRACT_TESTS.read_text()).body
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+            and any(ast.unparse(decorator) == "pytest.mark.parametrize('name', families())"
+                    for decorator in node.decorator_list)]
+
+
+def contract() -> str:
+    """What every family provides: a row for each test of the contract, a column for each family of the registry."""
+    from hf_grounded.families import FAMILIES
+
+    names = sorted(FAMILIES)
+    rows = [f"| test of `tests/test_family_contract.py` | {' | '.join(names)} |", f"|---|{'---|' * len(names)}"]
+    for test in _contract_tests():
+        rows.append(f"| {test.removeprefix('test_').replace('_', ' ')} | {' | '.join('✔' for _ in names)} |")
+    lacking = {name: entry.unsupported for name, entry in FAMILIES.items() if entry.unsupported}
+    return "\n".join([*rows, "", "✔: the test runs for that family on every CI run. " + (
+        f"Declared unsupported, and refused with the reason: {lacking}." if lacking
+        else "No family of the registry declares a capability unsupported.")])
+
+
 RENDERERS: dict[str, Callable[[], str]] = {
     "choosing": choosing,
+    "contract": contract,
     "encoding_throughput": encoding_throughput,
     "data_scale": data_scale,
     "data_scale_headline": data_scale_headline,
