@@ -168,11 +168,20 @@ def _grounded_transformer_headline(result: dict) -> str:
             f"+ MCSE: STS-B test {mcse['stsb']['pearson']:.1f} (seed 0)")
 
 
+def _grounded_skipthought_headline(result: dict) -> str:
+    rows = {row["model"]: row for row in result["rows"]}
+    m_b, e = rows["M_b = M(0, 0.1, 1)"], rows["E"]
+    return (f"M_b: ρ_vis {m_b['rho_vis']:.1f}, STS-B test {m_b['stsb_pearson']:.1f}, SICK test "
+            f"{m_b['sick_pearson']:.1f}; E: STS-B test {e['stsb_pearson']:.1f}, SICK test {e['sick_pearson']:.1f} "
+            "(seed 0)")
+
+
 # Each family's headline: the result file of its reproduction and what to quote of it.
 HEADLINES: dict[str, tuple[str, Callable[[dict], str]]] = {
     "grounded_transformer": ("grounded_transformer", _grounded_transformer_headline),
     "char_gru": ("fidelity_char_gru_flickr8k", _char_gru_headline),
     "vete": ("vete_flickr8k", _vete_headline),
+    "grounded_skipthought": ("grounded_skipthought", _grounded_skipthought_headline),
 }
 
 
