@@ -117,10 +117,12 @@ def provenance() -> dict:
 
 
 def write_json(path: str | Path, data) -> None:
-    """Write `data` as JSON whole under a temporary name, then rename it into place: a benchmark stopped mid-write
-    (a session's end, Ctrl-C) leaves the previous file, never half of one, and its finished rows are kept."""
-    partial = Path(f"{path}.partial")
-    partial.write_text(json.dumps(data, indent=2))
+    """Write `data` as JSON (strictly: `hf_grounded.files.write_json`) whole under a temporary name, then rename it
+    into place: a benchmark stopped mid-write (a session's end, Ctrl-C) leaves the previous file, never half of one,
+    and its finished rows are kept."""
+    from hf_grounded.files import write_json as write_strict_json
+
+    partial = write_strict_json(f"{path}.partial", data)
     partial.replace(path)
 
 

@@ -9,16 +9,16 @@ caption each, and scores every trial on both selection metrics: STS16 `all` Pear
 COCO-Test-style relatedness of the Flickr8k **validation** captions. The trial each rule selects is then scored on
 what neither rule saw: STS-B test and SICK test (cosine Pearson x100) and COCO-Test-style relatedness of the test
 captions. A trial's result is saved as it finishes and a rerun reuses finished trials, so the search can be resumed.
+The selections and every trial go to `--results_file`, which the docs render.
 """
 
 import argparse
 import json
 from pathlib import Path
 
-from hf_grounded.files import write_json
 from hf_grounded.search import run_search
 
-from common import SHARED, STS16, transfer_pearsons
+from common import RESULTS, SHARED, STS16, transfer_pearsons, write_json, write_results
 
 CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "vete_bow_flickr8k.yaml"
 FEATURES = SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"
@@ -45,27 +45,57 @@ def main() -> None:
     parser.add_argument("--searches", default=",".join(SEARCHES), help="Comma-separated, among the default.")
     parser.add_argument("--seed", type=int, default=0, help="Seed of the sampler, of training and of sampled pairs.")
     parser.add_argument("--output_dir", default="outputs/vete-search-flickr8k")
+    parser.add_argument("--results_file", default=str(RESULTS / "vete_search_flickr8k.json"),
+                        help="Each search's trials and selections with the command, commit and machine; the docs "
+                             "render it.")
     args = parser.parse_args()
-    lines = ["| encoder | selected on | trial | learning rate, batch, epochs, N | STS16 all | validation relatedness | "
-             "STS-B test | SICK test | COCO-Test-style (test) |", "|---|---|---|---|---|---|---|---|---|"]
+    rows = []
     for name in args.searches.split(","):
         search_dir = Path(args.output_dir) / name.lower()
         run_search(["--config", str(CONFIG), "--data_dir", args.data_dir, "--image_features_file",
                     args.image_features_file, "--seed", str(args.seed), *SEARCHES[name]], args.trials, search_dir,
                    validation_sts_dir=str(STS16), seed=args.seed)
         trials = json.loads((search_dir / "trials.json").read_text())
-        for metric, label in SELECTIONS.items():
+        selections = {}
+        for metric in SELECTIONS:
             best = max(trials, key=lambda trial: trial["scores"][metric])
-            test = held_out_scores(search_dir / f"trial-{best['number']}", args.data_dir, args.seed)
-            params = best["params"]
-            lines.append(
-                f"| {name} | {label} | {best['number']} | {params['learning_rate']:.2e}, "
-                f"{params['per_device_train_batch_size']}, {params['num_train_epochs']}, {params['embed_dim']} | "
-                f"{best['scores']['sts16_all_pearson']:.1f} | {best['scores']['validation_relatedness_pearson']:.1f} | "
-                f"{test['stsb']:.1f} | {test['sick']:.1f} | {test['coco_test']:.1f} |")
-    table = "\n".join(lines)
-    print(table)
-    (Path(args.output_dir) / "selections.md").write_text(table + "\n")
+            selections[metric] = {"trial": best["number"],
+                                  "test": held_out_scores(search_dir / f"trial-{best['number']}", args.data_dir,
+                                                          args.seed)}
+        rows.append({"encoder": name, "flags": SEARCHES[name],
+                     "trials": [{key: trial[key] for key in ("number", "params", "scores")} for trial in trials],
+                     "selections": selections})
+    write_results(args.results_file, "vete_search_flickr8k", rows, {"trials": args.trials, "seed": args.seed})
+    print(format_result(json.loads(Path(args.results_file).read_text())))
+
+
+def format_result(result: dict) -> str:
+    """The selections' table and each search's trials (`utils/render_docs.py` renders the docs with it)."""
+    lines = ["| encoder | selected on | trial | learning rate, batch, epochs, N | STS16 all | validation relatedness | "
+             "STS-B test | SICK test | COCO-Test-style (test) |", "|---|---|---|---|---|---|---|---|---|"]
+    for row in result["rows"]:
+        trials = {trial["number"]: trial for trial in row["trials"]}
+        for metric, label in SELECTIONS.items():
+            selection = row["selections"][metric]
+            trial, test = trials[selection["trial"]], selection["test"]
+            lines.append(f"| {row['encoder']} | {label} | {selection['trial']} | {_settings(trial['params'])} | "
+                         f"{trial['scores']['sts16_all_pearson']:.1f} | "
+                         f"{trial['scores']['validation_relatedness_pearson']:.1f} | {test['stsb']:.1f} | "
+                         f"{test['sick']:.1f} | {test['coco_test']:.1f} |")
+    for row in result["rows"]:
+        lines += ["", f"{row['encoder']} trials:", "", "| trial | learning rate, batch, epochs, N | STS16 all | "
+                  "validation relatedness |", "|---|---|---|---|"]
+        for trial in row["trials"]:
+            scores = [f"{trial['scores'][metric]:.1f}"
+                      + (" **(best)**" if row["selections"][metric]["trial"] == trial["number"] else "")
+                      for metric in SELECTIONS]
+            lines.append(f"| {trial['number']} | {_settings(trial['params'])} | {' | '.join(scores)} |")
+    return "\n".join(lines)
+
+
+def _settings(params: dict) -> str:
+    return (f"{params['learning_rate']:.2e}, {params['per_device_train_batch_size']}, {params['num_train_epochs']}, "
+            f"{params['embed_dim']}")
 
 
 if __name__ == "__main__":
