@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from common import RESULTS, mean_std, write_json, write_results
+from common import RESULTS, SHARED, mean_std, write_json, write_results
 from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer, hinge_loss
 from hf_grounded.data import CaptionBatchSampler, load_flickr8k
 from hf_grounded.evaluation import STSEvaluator, load_stsb, retrieval_metrics
@@ -48,7 +48,6 @@ from hf_grounded.data.encoded import EncodedSplit, collate_captions, length_sort
 from hf_grounded.training.schedules import get_cyclic_cosine_schedule
 from hf_grounded.training.snapshots import mean_recall_at_10
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 DEFAULT_FEATURES = Path("outputs/fidelity-char-gru/authors_ten_crop_features.safetensors")
 PARTS = ("embeddings", "rnn", "attention", "projection")
 BEFORE = ["--initializer_range", "0.1"]  # the embedding scale the library had before this ablation
@@ -69,8 +68,9 @@ TABLE = [
     ("embeddings N(0, 32²)", ["--initializer_range", "32"], 3),
     ("every difference at once, i.e. the authors' recipe", ["--authors_recipe"], 3),
 ]
-# Arguments `--table` passes on to each of its runs.
+# Arguments `--table` passes on to each of its runs, and its own.
 TABLE_SETTINGS = ("data_dir", "image_features_file", "stsb_dir", "num_train_epochs", "hidden_size")
+TABLE_ONLY = ("table", "table_dir", "results_file")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -273,15 +273,24 @@ def run(args: argparse.Namespace) -> dict:
 def table(args: argparse.Namespace) -> None:
     """Every variant of `TABLE` for its seeds, each run's results kept in `--table_dir` as it finishes (a rerun
     reads them back, refusing one made with other arguments), then the table to `--results_file`."""
+    defaults = vars(parse_args([]))
+    ignored = [name for name, value in vars(args).items()
+               if name not in (*TABLE_SETTINGS, *TABLE_ONLY) and value != defaults[name]]
+    if ignored:
+        raise SystemExit(f"--table runs the variants of TABLE as they are; it takes only "
+                         f"{', '.join('--' + name for name in TABLE_SETTINGS)} besides its own, not {ignored}")
     settings = [argument for name in TABLE_SETTINGS for argument in (f"--{name}", str(getattr(args, name)))]
     rows = []
     for variant, flags, seeds in TABLE:
         runs = []
         for seed in range(seeds):
             run_args = parse_args([*settings, *flags, "--seed", str(seed)])
-            arguments = {name: value for name, value in vars(run_args).items()
-                         if name not in ("output", "table", "table_dir", "results_file")}
-            path = Path(args.table_dir) / "-".join(["run", *(flag.lstrip("-") for flag in flags)]) / f"seed-{seed}.json"
+            arguments = {name: value for name, value in vars(run_args).items() if name not in (*TABLE_ONLY, "output")}
+            # Recorded resolved, so that a later change of the library's default is not read as the same run.
+            if arguments["initializer_range"] is None:
+                arguments["initializer_range"] = CharGRUConfig.initializer_range
+            folder = "-".join(["run", *(flag.removeprefix("--") for flag in flags)])
+            path = Path(args.table_dir) / folder / f"seed-{seed}.json"
             if path.is_file():
                 results = json.loads(path.read_text())
                 if results["args"] != arguments:

@@ -117,17 +117,26 @@ def provenance() -> dict:
 
 
 def write_json(path: str | Path, data) -> None:
-    """Write `data` as JSON (strictly: `hf_grounded.files.write_json`) whole under a temporary name, then rename it
-    into place: a benchmark stopped mid-write (a session's end, Ctrl-C) leaves the previous file, never half of one,
-    and its finished rows are kept."""
-    from hf_grounded.files import write_json as write_strict_json
-
-    partial = write_strict_json(f"{path}.partial", data)
+    """Write `data` as JSON whole under a temporary name, then rename it into place: a benchmark stopped mid-write
+    (a session's end, Ctrl-C) leaves the previous file, never half of one, and its finished rows are kept. A NaN
+    (the correlation of a constant embedding, say) is written as JSON's `NaN` extension, as a result, not an error."""
+    partial = Path(f"{path}.partial")
+    partial.write_text(json.dumps(data, indent=2))
     partial.replace(path)
 
 
 # What a rerun may give differently for a finished row without changing what was trained: where it writes.
 _WHERE_A_RUN_WRITES = frozenset({"output_dir", "overwrite_output_dir"})
+# Arguments left unset (None) on the command line that the trainer resolves and records resolved.
+_RESOLVED_BY_THE_TRAINER = frozenset({"metric_for_best_model", "greater_is_better"})
+
+
+def same_value(recorded, current) -> bool:
+    """Equal, or two spellings of one existing path (`../shared/x` and `/work/shared/x`)."""
+    if recorded == current:
+        return True
+    return (isinstance(recorded, str) and isinstance(current, str) and os.path.exists(recorded)
+            and os.path.exists(current) and os.path.samefile(recorded, current))
 
 
 def check_finished_run(model_dir: Path, arguments: tuple) -> None:
@@ -143,12 +152,12 @@ def check_finished_run(model_dir: Path, arguments: tuple) -> None:
     recorded = json.loads(recorded_file.read_text())
     # Through JSON, as the file was written, so that tuples and lists compare alike.
     current = json.loads(json.dumps(recorded_arguments(*arguments), default=str))
-    changes = [f"{name}: {recorded[group].get(name)!r} then, {value!r} now"
+    changes = [f"{name}: {recorded[group][name]!r} then, {value!r} now"
                for group, values in current.items() for name, value in values.items()
-               # An argument newer than the row's run is not in its record, and one left unset (None) is chosen by
-               # the trainer when it runs: neither can be compared.
-               if name not in _WHERE_A_RUN_WRITES and name in recorded.get(group, {}) and value is not None
-               and recorded[group][name] != value]
+               # An argument newer than the row's run is not in its record and cannot be compared.
+               if name in recorded.get(group, {}) and name not in _WHERE_A_RUN_WRITES
+               and not (value is None and name in _RESOLVED_BY_THE_TRAINER)
+               and not same_value(recorded[group][name], value)]
     if changes:
         raise SystemExit(f"{model_dir} was trained with other arguments ({'; '.join(changes)}): pass another "
                          "--output_dir, or remove the folder to train it again")

@@ -35,7 +35,7 @@ from PIL import Image
 from torchvision import transforms
 from transformers import AutoModel
 
-from common import RESULTS, SHARED, check_finished_run, mean_std, provenance, write_json, write_results
+from common import RESULTS, SHARED, check_finished_run, mean_std, provenance, same_value, write_json, write_results
 from hf_grounded import CharGRUEnsembleModel
 from hf_grounded.data import load_captioned_images
 from hf_grounded.evaluation import RelatednessEvaluator, STSEvaluator, load_sick, load_sts_year, load_stsb
@@ -240,9 +240,21 @@ def main() -> None:
     args, trainer_flags = parser.parse_known_args()
     trainer_flags = [flag for flag in trainer_flags if flag != "--"]
     output_dir = Path(args.output_dir)
+    features_file = Path(args.image_features_file or output_dir / "authors_ten_crop_features.safetensors")
+    results_file = args.results_file or str(RESULTS / f"fidelity_char_gru_{Path(args.data_dir).name}.json")
+    settings = {"seeds": args.seeds, "num_train_epochs": args.num_train_epochs, "hidden_size": args.hidden_size,
+                "trainer_flags": trainer_flags, "features": str(features_file)}
+    if args.results_file is None and Path(results_file).is_file():
+        # The default file is the one the docs render: a variant (other flags, seeds, ...) writes it only when named.
+        earlier = json.loads(Path(results_file).read_text())["notes"]
+        changed = {name: [earlier.get(name), value] for name, value in settings.items()
+                   if not same_value(earlier.get(name), value)}
+        if changed:
+            raise SystemExit(f"{results_file} holds a run with other settings ({changed}, then and now), which the "
+                             "docs render: pass --results_file for this one, or that path to replace it")
     output_dir.mkdir(parents=True, exist_ok=True)
-    features_file = Path(args.image_features_file) if args.image_features_file else authors_features(
-        args.data_dir, args.backbone, args.pretrained_file, output_dir / "authors_ten_crop_features.safetensors")
+    if not args.image_features_file:
+        authors_features(args.data_dir, args.backbone, args.pretrained_file, features_file)
     # Validation and test only: the dev (trial) correlations are what may choose between models.
     args.stsb = _without_train(load_stsb(args.stsb_dir)) if Path(args.stsb_dir).is_dir() else None
     args.sick = _without_train(load_sick(args.sick_path)) if Path(args.sick_path).is_file() else None
@@ -251,19 +263,8 @@ def main() -> None:
     args.sts16 = load_sts_year(args.sts_dir, "sts16") if Path(args.sts_dir, "STS16-en-test").is_dir() else None
     authors = AUTHORS.get(Path(args.data_dir).name, AUTHORS["flickr8k_sample"])
 
-    results_file = args.results_file or str(RESULTS / f"fidelity_char_gru_{Path(args.data_dir).name}.json")
-    settings = {"num_train_epochs": args.num_train_epochs, "hidden_size": args.hidden_size,
-                "trainer_flags": trainer_flags}
-    if args.results_file is None and Path(results_file).is_file():
-        # The default file is the one the docs render: a variant (other flags) writes it only when named.
-        earlier = json.loads(Path(results_file).read_text())["notes"]
-        changed = {name: [earlier.get(name), value] for name, value in settings.items() if earlier.get(name) != value}
-        if changed:
-            raise SystemExit(f"{results_file} holds a run with other settings ({changed}, then and now), which the "
-                             "docs render: pass --results_file for this one, or that path to replace it")
     rows = [run_seed(args, seed, features_file, trainer_flags) for seed in args.seeds]
-    write_results(results_file, "fidelity_char_gru", rows, {
-        "seeds": args.seeds, **settings, "features": str(features_file), "authors": authors})
+    write_results(results_file, "fidelity_char_gru", rows, {**settings, "authors": authors})
     print(format_result(json.loads(Path(results_file).read_text())))
     print(f"written to {results_file}")
 

@@ -54,7 +54,7 @@ from hf_grounded.inputs import DataArguments, image_features, load_dataset
 from hf_grounded.training import parse_arguments, save_model, train
 from hf_grounded.training.checkpoints import list_checkpoints
 
-from common import RESULTS, SHARED, check_finished_run, provenance, write_json, write_results
+from common import RESULTS, SHARED, check_finished_run, mean_std, provenance, write_json, write_results
 
 MODEL = ["--model_type", "grounded_skipthought", "--hidden_size", "512", "--word_embedding_size", "300",
          "--vocab_max_size", "10000", "--max_length", "30"]
@@ -242,8 +242,7 @@ def format_result(result: dict) -> str:
                      f"{row['training_s']} / {row.get('total_s', '–')} |")
     if all(name in rows for name in SEEDS):
         def spread(key):
-            values = [rows[name][key] for name in SEEDS]
-            return f"{np.mean(values):.1f} ± {np.std(values, ddof=1):.1f}"
+            return mean_std([rows[name][key] for name in SEEDS])
         lines.append(f"| M_b, {len(SEEDS)} seeds (mean ± sd) | {_cells(rows[SEEDS[0]], spread)} | | |")
     return "\n".join(lines)
 

@@ -11,26 +11,41 @@ from hf_grounded.training import parse_arguments
 from hf_grounded.training.arguments import recorded_arguments
 
 
-def test_an_unserialisable_record_leaves_the_previous_file_whole(tmp_path):
+def test_a_record_interrupted_before_it_is_complete_leaves_the_previous_file(tmp_path, monkeypatch):
     path = tmp_path / "rows.json"
     common.write_json(path, {"finished": 1})
-    with pytest.raises(TypeError):
-        common.write_json(path, {"finished": 1, "next": object()})
+
+    def killed(self, target):
+        raise KeyboardInterrupt  # the moment between writing the new record and putting it in place
+
+    monkeypatch.setattr(type(path), "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        common.write_json(path, {"finished": 1, "next": 2})
     assert json.loads(path.read_text()) == {"finished": 1}
 
 
 def _finished_row(folder, *flags: str) -> None:
+    """A model folder's training_args.json as the trainer writes it: with what it resolved when it ran."""
     folder.mkdir()
-    arguments = parse_arguments(["--output_dir", str(folder), *flags])
-    (folder / "training_args.json").write_text(json.dumps(recorded_arguments(*arguments), default=str))
+    arguments = recorded_arguments(*parse_arguments(["--output_dir", str(folder), *flags]))
+    arguments["training"]["metric_for_best_model"] = "validation_mean_recall_at_10"
+    (folder / "training_args.json").write_text(json.dumps(arguments, default=str))
 
 
-def test_a_finished_row_trained_with_other_arguments_is_refused_naming_them(tmp_path):
+def test_a_finished_row_trained_with_other_arguments_is_refused_naming_them(tmp_path, monkeypatch):
     folder = tmp_path / "row"
-    _finished_row(folder, "--learning_rate", "0.002")
-    common.check_finished_run(folder, parse_arguments(["--output_dir", str(folder), "--learning_rate", "0.002"]))
+    (tmp_path / "data").mkdir()
+    _finished_row(folder, "--learning_rate", "0.002", "--stsb_dir", str(tmp_path / "data"))
+
+    def check(*flags: str) -> None:
+        common.check_finished_run(folder, parse_arguments(["--output_dir", str(folder), *flags]))
+
+    monkeypatch.chdir(tmp_path)
+    check("--learning_rate", "0.002", "--stsb_dir", "data")  # the same folder, spelled otherwise
     with pytest.raises(SystemExit, match=r"learning_rate: 0.002 then, 0.001 now"):
-        common.check_finished_run(folder, parse_arguments(["--output_dir", str(folder), "--learning_rate", "0.001"]))
+        check("--learning_rate", "0.001", "--stsb_dir", "data")
+    with pytest.raises(SystemExit, match=r"stsb_dir: '.*data' then, None now"):
+        check("--learning_rate", "0.002")
     with pytest.raises(SystemExit, match="without its training_args.json"):
         common.check_finished_run(tmp_path, parse_arguments(["--output_dir", str(tmp_path)]))
 
@@ -57,3 +72,5 @@ def test_the_ablation_table_runs_each_variant_once_and_refuses_rows_of_other_set
     assert len(calls) == 3, "a rerun reads every finished run back"
     with pytest.raises(SystemExit, match="was run with other arguments"):
         ablation_char_gru.table(ablation_char_gru.parse_args([*arguments, "--num_train_epochs", "4"]))
+    with pytest.raises(SystemExit, match="learning_rate"):  # a variant's flag would be dropped, not run
+        ablation_char_gru.table(ablation_char_gru.parse_args([*arguments, "--learning_rate", "0.002"]))
