@@ -143,24 +143,26 @@ def check_finished_run(model_dir: Path, arguments: tuple) -> None:
     """Refuse to read back a finished row whose model folder was trained with other arguments than `arguments`
     (`parse_arguments`' groups) ask for, naming each difference: a rerun with other flags into the same output
     folder would otherwise report the earlier model's numbers under the new command."""
-    from hf_grounded.training.arguments import recorded_arguments
+    from hf_grounded.training.arguments import changed_arguments, recorded_arguments
 
     recorded_file = model_dir / "training_args.json"
     if not recorded_file.is_file():
         raise SystemExit(f"{model_dir}: a finished row without its training_args.json; remove the folder to train it "
                          "again")
-    recorded = json.loads(recorded_file.read_text())
+
+    def flat(groups: dict) -> dict:
+        return {name: value for values in groups.values() if isinstance(values, dict) for name, value in values.items()}
+
+    recorded = flat(json.loads(recorded_file.read_text()))
     # Through JSON, as the file was written, so that tuples and lists compare alike.
-    current = json.loads(json.dumps(recorded_arguments(*arguments), default=str))
-    changes = [f"{name}: {recorded[group][name]!r} then, {value!r} now"
-               for group, values in current.items() for name, value in values.items()
-               # An argument newer than the row's run is not in its record and cannot be compared.
-               if name in recorded.get(group, {}) and name not in _WHERE_A_RUN_WRITES
-               and not (value is None and name in _RESOLVED_BY_THE_TRAINER)
-               and not same_value(recorded[group][name], value)]
+    current = flat(json.loads(json.dumps(recorded_arguments(*arguments), default=str)))
+    unset = {name for name in _RESOLVED_BY_THE_TRAINER if current.get(name) is None}
+    differing = changed_arguments(recorded, current, _WHERE_A_RUN_WRITES | unset)
+    changes = {name: values for name, values in differing.items() if not same_value(*values)}
     if changes:
-        raise SystemExit(f"{model_dir} was trained with other arguments ({'; '.join(changes)}): pass another "
-                         "--output_dir, or remove the folder to train it again")
+        described = "; ".join(f"{name}: {before!r} then, {after!r} now" for name, (before, after) in changes.items())
+        raise SystemExit(f"{model_dir} was trained with other arguments ({described}): pass another --output_dir, or "
+                         "remove the folder to train it again")
 
 
 def write_results(path: str | None, name: str, rows: list[dict], notes: dict | None = None) -> None:

@@ -16,7 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
-from hf_grounded.search import run_search
+from hf_grounded.search import run_search, trials_table
 
 from common import RESULTS, SHARED, STS16, transfer_pearsons, write_json, write_results
 
@@ -62,9 +62,7 @@ def main() -> None:
             selections[metric] = {"trial": best["number"],
                                   "test": held_out_scores(search_dir / f"trial-{best['number']}", args.data_dir,
                                                           args.seed)}
-        rows.append({"encoder": name, "flags": SEARCHES[name],
-                     "trials": [{key: trial[key] for key in ("number", "params", "scores")} for trial in trials],
-                     "selections": selections})
+        rows.append({"encoder": name, "flags": SEARCHES[name], "trials": trials, "selections": selections})
     write_results(args.results_file, "vete_search_flickr8k", rows, {"trials": args.trials, "seed": args.seed})
     print(format_result(json.loads(Path(args.results_file).read_text())))
 
@@ -78,24 +76,16 @@ def format_result(result: dict) -> str:
         for metric, label in SELECTIONS.items():
             selection = row["selections"][metric]
             trial, test = trials[selection["trial"]], selection["test"]
-            lines.append(f"| {row['encoder']} | {label} | {selection['trial']} | {_settings(trial['params'])} | "
+            params = trial["params"]
+            lines.append(f"| {row['encoder']} | {label} | {selection['trial']} | {params['learning_rate']:.2e}, "
+                         f"{params['per_device_train_batch_size']}, {params['num_train_epochs']}, "
+                         f"{params['embed_dim']} | "
                          f"{trial['scores']['sts16_all_pearson']:.1f} | "
                          f"{trial['scores']['validation_relatedness_pearson']:.1f} | {test['stsb']:.1f} | "
                          f"{test['sick']:.1f} | {test['coco_test']:.1f} |")
     for row in result["rows"]:
-        lines += ["", f"{row['encoder']} trials:", "", "| trial | learning rate, batch, epochs, N | STS16 all | "
-                  "validation relatedness |", "|---|---|---|---|"]
-        for trial in row["trials"]:
-            scores = [f"{trial['scores'][metric]:.1f}"
-                      + (" **(best)**" if row["selections"][metric]["trial"] == trial["number"] else "")
-                      for metric in SELECTIONS]
-            lines.append(f"| {trial['number']} | {_settings(trial['params'])} | {' | '.join(scores)} |")
+        lines += ["", f"{row['encoder']} trials:", "", trials_table(row["trials"])]
     return "\n".join(lines)
-
-
-def _settings(params: dict) -> str:
-    return (f"{params['learning_rate']:.2e}, {params['per_device_train_batch_size']}, {params['num_train_epochs']}, "
-            f"{params['embed_dim']}")
 
 
 if __name__ == "__main__":

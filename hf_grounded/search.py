@@ -120,29 +120,40 @@ def _finished_trial(trial_dir: Path, record: dict) -> dict | None:
     return saved
 
 
+def _best_by_metric(trials: list[dict]) -> dict[str, int]:
+    """The number of the trial with the highest score, for each metric."""
+    return {name: max(trials, key=lambda trial: trial["scores"][name])["number"] for name in trials[0]["scores"]}
+
+
+def trials_table(trials: list[dict]) -> str:
+    """A Markdown table of a search's trials as `trials.json` holds them: each trial's sampled configuration, its
+    scores (the best of each metric in bold) and its training time."""
+    names = list(trials[0]["params"])
+    metrics = list(trials[0]["scores"])
+    lines = [f"| trial | {' | '.join(names)} | {' | '.join(metrics)} | training time (s) |",
+             "|---" * (len(names) + len(metrics) + 2) + "|"]
+    best_by_metric = _best_by_metric(trials)
+    for trial in trials:
+        params = " | ".join(f"{trial['params'][name]:.2e}" if isinstance(trial["params"][name], float)
+                            else str(trial["params"][name]) for name in names)
+        scores = " | ".join(f"{trial['scores'][name]:.1f}"
+                            + (" **(best)**" if best_by_metric[name] == trial["number"] else "") for name in metrics)
+        lines.append(f"| {trial['number']} | {params} | {scores} | {trial['wall_time_s']:.0f} |")
+    return "\n".join(lines)
+
+
 def _write_trials(study: optuna.Study, output_dir: Path) -> None:
     completed = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not completed:
         raise ValueError(f"every trial of the search in {output_dir} failed; see the warnings above")
-    names = list(completed[0].params)
-    metric = completed[0].user_attrs["metric"]
-    metrics = list(completed[0].user_attrs["scores"])
-    lines = [f"| trial | {' | '.join(names)} | {' | '.join(metrics)} | training time (s) |",
-             "|---" * (len(names) + len(metrics) + 2) + "|"]
-    best_by_metric = {name: max(completed, key=lambda trial: trial.user_attrs["scores"][name]).number
-                      for name in metrics}
-    for trial in completed:
-        params = " | ".join(f"{trial.params[name]:.2e}" if isinstance(trial.params[name], float)
-                            else str(trial.params[name]) for name in names)
-        scores = " | ".join(f"{trial.user_attrs['scores'][name]:.1f}"
-                            + (" **(best)**" if best_by_metric[name] == trial.number else "") for name in metrics)
-        lines.append(f"| {trial.number} | {params} | {scores} | {trial.user_attrs['wall_time_s']:.0f} |")
-    write_text(output_dir / "trials.md", f"Selected on {metric}.\n\n" + "\n".join(lines) + "\n")
-    write_json(output_dir / "trials.json", [{"number": trial.number, "params": trial.params, "value": trial.value,
-                                             **trial.user_attrs} for trial in completed])
+    trials = [{"number": trial.number, "params": trial.params, "value": trial.value, **trial.user_attrs}
+              for trial in completed]
+    metric = trials[0]["metric"]
+    write_text(output_dir / "trials.md", f"Selected on {metric}.\n\n{trials_table(trials)}\n")
+    write_json(output_dir / "trials.json", trials)
     write_json(output_dir / "best.json", {"trial": study.best_trial.number, "metric": metric,
                                           "value": study.best_value, "params": study.best_params,
-                                          "best_by_metric": best_by_metric})
+                                          "best_by_metric": _best_by_metric(trials)})
 
 
-__all__ = ["run_search", "validation_scores"]
+__all__ = ["run_search", "trials_table", "validation_scores"]

@@ -372,13 +372,13 @@ RESUMABLE_CHANGES = frozenset({
 })
 
 
-def changed_arguments(recorded: dict, current: dict) -> dict[str, list]:
+def changed_arguments(recorded: dict, current: dict, ignored: frozenset[str] = RESUMABLE_CHANGES) -> dict[str, list]:
     """The arguments that change what is trained whose values differ between a checkpoint's run (`recorded`) and
-    this one: `{name: [recorded value, current value]}`. An argument the checkpoint does not record (it predates
-    the argument, or the option had another name then) cannot be compared; the weights' shapes still are, when
-    they load."""
+    this one: `{name: [recorded value, current value]}`, leaving out `ignored` (by default what a resume may
+    change). An argument the checkpoint does not record (it predates the argument, or the option had another name
+    then) cannot be compared; the weights' shapes still are, when they load."""
     return {name: [recorded[name], value] for name, value in current.items()
-            if name not in RESUMABLE_CHANGES and name in recorded and recorded[name] != value}
+            if name not in ignored and name in recorded and recorded[name] != value}
 
 
 def recorded_arguments(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
