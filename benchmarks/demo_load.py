@@ -66,7 +66,7 @@ def answer(client: gradio_client.Client, kind: str, arguments: tuple) -> tuple[t
     return tuple(tuple(row) for row in table["data"]), [heatmap]
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -75,7 +75,7 @@ def _free_port() -> int:
 @contextmanager
 def demo_server(model_dir: Path, images: Path, log: Path) -> Iterator[tuple[str, int, gradio_client.Client]]:
     """`demo/app.py` in its own process: its URL, its pid and a first session, once the index is built."""
-    port = _free_port()
+    port = free_port()
     with open(log, "w") as output:  # a file, not a pipe nobody reads, which would fill and stall the server
         server = subprocess.Popen(
             [sys.executable, str(REPO / "demo" / "app.py"), "--model", str(model_dir), "--images", str(images),

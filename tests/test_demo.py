@@ -2,7 +2,6 @@
 Playwright and Debian's Chromium, and under 16 concurrent visitors; on localhost only."""
 
 import os
-import socket
 import subprocess
 from pathlib import Path
 
@@ -19,6 +18,7 @@ os.environ["NO_PROXY"] = "127.0.0.1,localhost"
 gradio_client = pytest.importorskip("gradio_client")
 
 import demo_load  # noqa: E402  (benchmarks/demo_load.py: the conftest puts benchmarks/ on the path)
+from demo_load import free_port  # noqa: E402
 import httpx  # noqa: E402
 
 from hf_grounded.demo import build_index, launch, model_feature_spec, synthetic_test_images  # noqa: E402
@@ -28,12 +28,6 @@ from .fixtures import train_tiny_char_gru  # noqa: E402
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                   "--no-first-run", "--disable-dev-shm-usage"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
