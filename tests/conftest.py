@@ -10,6 +10,12 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Each pytest-xdist worker (one per core) and every process its tests start computes on one thread: torch's default
+# of a thread per core, in every worker at once, oversubscribes the cores and slows each worker several-fold.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    if "torch" in sys.modules:  # a plugin imported it before the variable could take effect
+        sys.modules["torch"].set_num_threads(1)
 # Feature caches of the tests stay out of the user's cache.
 os.environ["HF_GROUNDED_CACHE"] = tempfile.mkdtemp(prefix="hf_grounded-test-cache-")
 
