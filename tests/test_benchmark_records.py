@@ -74,3 +74,28 @@ def test_the_ablation_table_runs_each_variant_once_and_refuses_rows_of_other_set
         ablation_char_gru.table(ablation_char_gru.parse_args([*arguments, "--num_train_epochs", "4"]))
     with pytest.raises(SystemExit, match="learning_rate"):  # a variant's flag would be dropped, not run
         ablation_char_gru.table(ablation_char_gru.parse_args([*arguments, "--learning_rate", "0.002"]))
+
+
+def test_the_full_flickr8k_gets_its_own_table_and_files_and_a_shortened_variant_says_its_epochs(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_run(args):
+        calls.append((args.num_train_epochs, args.cycle_epochs))
+        recall = {"R@1": 1.0, "R@5": 2.0, "R@10": 40.0}
+        return {"validation": [{"c2i": recall, "i2c": recall}] * args.num_train_epochs, "stsb_dev_pearson": 60.0}
+
+    monkeypatch.setattr(ablation_char_gru, "run", fake_run)
+    (tmp_path / "results").mkdir()
+    monkeypatch.setattr(ablation_char_gru, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(ablation_char_gru, "TABLE_FLICKR8K", [
+        ("config", [], 1), ("one cycle", ["--cycle_epochs", "8"], 1), ("stopped", ["--num_train_epochs", "2"], 1)])
+    monkeypatch.chdir(tmp_path)
+    ablation_char_gru.table(ablation_char_gru.parse_args(["--table", "--data_dir", str(tmp_path / "flickr8k"),
+                                                          "--image_features_file", "features.safetensors"]))
+    assert calls == [(8, 4), (8, 8), (2, 4)]
+    assert sorted(path.name for path in (tmp_path / "outputs" / "ablation-char-gru-flickr8k").iterdir()) == [
+        "run", "run-cycle_epochs-8", "run-num_train_epochs-2"]
+    table = ablation_char_gru.format_result(json.loads((tmp_path / "results" / "ablation_char_gru_flickr8k.json")
+                                                       .read_text()))
+    assert "| config | 1 | 40.0 | 40.0 | 60.0 |" in table
+    assert "| stopped (`--num_train_epochs 2`) | 1 | 40.0 after 2 epochs | 40.0 | 60.0 |" in table
