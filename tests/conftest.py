@@ -66,3 +66,13 @@ def run_recipe_in_process(recipe: str, arguments: list[str]) -> None:
         runpy.run_path(sys.argv[0], run_name="__main__")
     finally:
         sys.argv = argv
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The lines tests put in their `user_properties` as ("report", line), gathered from every worker's reports."""
+    lines = [value for report in terminalreporter.getreports("passed")
+             for name, value in report.user_properties if name == "report"]
+    if lines:
+        terminalreporter.section("reported by tests")
+        for line in lines:
+            terminalreporter.write_line(line)
