@@ -8,9 +8,11 @@ r"""One difference at a time between the library's char-GRU recipe and the autho
         --image_features_file ../shared/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors \
         --learning_rate 0.002                                                          # the full set
     python benchmarks/ablation_char_gru.py --table                                   # the docs' table
+    python benchmarks/ablation_char_gru.py --table --data_dir ../shared/data/flickr8k \
+        --image_features_file ../shared/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors  # the full set's
 
-Beyond the authors' differences, switches try what the recipe could change (`--learning_rate`, `--margin`,
-`--attention_heads`, `--hardest_negative`, `--center_image_features`). Only features are read, never images.
+Beyond the authors' differences, switches try what the recipe could change (`--learning_rate`, `--cycle_epochs`,
+`--margin`, `--attention_heads`, `--hardest_negative`, `--center_image_features`). Only features are read, never images.
 
 The library's model, sampler, loss, schedule and retrieval metrics in a bare loop with switches, each reproducing
 one thing the authors' code does differently; `--authors_recipe` turns them all on, which reproduces their
@@ -22,7 +24,9 @@ masking); `--output` writes them as JSON. Only the validation split is for
 choosing; `recipes/train.py` is what users run, and `benchmarks/fidelity_char_gru.py` measures it.
 
 `--table` runs every variant of `TABLE` for its seeds (about an hour on 2 cores), each run saved to
-`--table_dir` as it finishes and skipped by a rerun, and writes the table the docs render to `--results_file`.
+`--table_dir` as it finishes and skipped by a rerun, and writes the table the docs render to `--results_file`; with
+any other `--data_dir` than the sample (the full Flickr8k's) it runs `TABLE_FLICKR8K`, what moves validation
+retrieval at that scale (hours), into files named after the data folder.
 
 Features default to those `benchmarks/fidelity_char_gru.py` computes with the authors' preprocessing.
 """
@@ -68,6 +72,17 @@ TABLE = [
     ("embeddings N(0, 32²)", ["--initializer_range", "32"], 3),
     ("every difference at once, i.e. the authors' recipe", ["--authors_recipe"], 3),
 ]
+# The full Flickr8k's table (`--table` with its --data_dir): one change at a time from the config at hidden 256.
+# The two variants stopped early when the recipe was tuned, once they tracked (centring) or trailed (the hardest
+# negative) the config's curve, stop there again; the table compares them with the config at the same epoch.
+TABLE_FLICKR8K = [
+    ("the config at hidden 256 (peak 1e-3, 2 cycles of 4 epochs, 1 head)", [], 3),
+    ("peak learning rate 2e-3", ["--learning_rate", "0.002"], 3),
+    ("one 8-epoch cycle", ["--cycle_epochs", "8"], 1),
+    ("two attention heads", ["--attention_heads", "2"], 1),
+    ("image features centred on the training mean", ["--center_image_features", "--num_train_epochs", "4"], 1),
+    ("VSE++'s hardest negative", ["--hardest_negative", "--num_train_epochs", "2"], 1),
+]
 # Arguments `--table` passes on to each of its runs, and its own.
 TABLE_SETTINGS = ("data_dir", "image_features_file", "stsb_dir", "num_train_epochs", "hidden_size")
 TABLE_ONLY = ("table", "table_dir", "results_file")
@@ -98,6 +113,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--hardest_negative", action="store_true")
     parser.add_argument("--margin", type=float, default=0.2)
     parser.add_argument("--learning_rate", type=float, default=1e-3, help="The cyclic schedule's peak.")
+    parser.add_argument("--cycle_epochs", type=int, default=4,
+                        help="Epochs of one cycle of the schedule; a snapshot is kept at each cycle's end.")
     parser.add_argument("--attention_heads", type=int, default=1)
     parser.add_argument("--center_image_features", action="store_true",
                         help="Subtract the training images' mean feature from every image's features.")
@@ -110,15 +127,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "no masking, their batches, the mean loss.")
     parser.add_argument("--output", default=None)
     parser.add_argument("--table", action="store_true",
-                        help="Run every variant of TABLE for its seeds and write the docs' table.")
-    parser.add_argument("--table_dir", default="outputs/ablation-char-gru",
-                        help="Where --table keeps each run's results, read back by a rerun.")
-    parser.add_argument("--results_file", default=str(RESULTS / "ablation_char_gru.json"),
-                        help="The table --table writes, which the docs render.")
+                        help="Run every variant of TABLE (of TABLE_FLICKR8K for a --data_dir other than the sample) "
+                             "for its seeds and write the docs' table.")
+    parser.add_argument("--table_dir", default=None,
+                        help="Where --table keeps each run's results, read back by a rerun (default: "
+                             "outputs/ablation-char-gru, or outputs/ablation-char-gru-DATA_FOLDER for another set).")
+    parser.add_argument("--results_file", default=None,
+                        help="The table --table writes, which the docs render (default: benchmarks/results/"
+                             "ablation_char_gru.json, or ablation_char_gru_DATA_FOLDER.json for another set).")
     args = parser.parse_args(argv)
     if args.authors_recipe:
         args.pytorch_init, args.no_masking, args.authors_batches = ",".join(PARTS), True, True
         args.loss_reduction = "mean"
+    if args.cycle_epochs < 1:
+        parser.error(f"--cycle_epochs must be at least 1, not {args.cycle_epochs}")
     args.pytorch_init = [part for part in args.pytorch_init.split(",") if part]
     unknown = set(args.pytorch_init) - set(PARTS)
     if unknown:
@@ -230,7 +252,7 @@ def run(args: argparse.Namespace) -> dict:
 
     steps_per_epoch = (len(train.captions_per_image) // 32) * 5 if args.authors_batches else len(sampler)
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=args.learning_rate)
-    scheduler = get_cyclic_cosine_schedule(optimizer, 4 * steps_per_epoch, 1e-6)
+    scheduler = get_cyclic_cosine_schedule(optimizer, args.cycle_epochs * steps_per_epoch, 1e-6)
     history, snapshots = [], []
     started = time.perf_counter()
     for epoch in range(args.num_train_epochs):
@@ -249,7 +271,7 @@ def run(args: argparse.Namespace) -> dict:
             losses.append(loss.item())
         validation = recall(*embed_split(model, splits["validation"], masking), splits["validation"])
         history.append(validation)
-        if (epoch + 1) % 4 == 0:
+        if (epoch + 1) % args.cycle_epochs == 0:
             snapshots.append((validation, copy.deepcopy(model.state_dict())))
         print(f"epoch {epoch + 1}: loss {np.mean(losses):.4f}, validation R@10 c2i {validation['c2i']['R@10']} "
               f"i2c {validation['i2c']['R@10']} ({time.perf_counter() - started:.0f} s)", flush=True)
@@ -263,7 +285,7 @@ def run(args: argparse.Namespace) -> dict:
     if len(snapshots) >= 2:
         best = sorted(range(len(snapshots)), key=lambda i: (mean_recall_at_10(snapshots[i][0]), i), reverse=True)[:2]
         states = [snapshots[i][1] for i in best]
-        results["ensemble"] = {"members_epochs": [4 * (i + 1) for i in best],
+        results["ensemble"] = {"members_epochs": [args.cycle_epochs * (i + 1) for i in best],
                                **{name: ensemble_recall(model, states, splits[name], masking)
                                   for name in ("validation", "test")}}
         print("snapshot ensemble:", json.dumps(results["ensemble"]))
@@ -271,8 +293,9 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def table(args: argparse.Namespace) -> None:
-    """Every variant of `TABLE` for its seeds, each run's results kept in `--table_dir` as it finishes (a rerun
-    reads them back, refusing one made with other arguments), then the table to `--results_file`."""
+    """Every variant of `TABLE` (`TABLE_FLICKR8K` for the full Flickr8k) for its seeds, each run's results kept in
+    `--table_dir` as it finishes (a rerun reads them back, refusing one made with other arguments), then the table
+    to `--results_file`."""
     defaults = vars(parse_args([]))
     ignored = [name for name, value in vars(args).items()
                if name not in (*TABLE_SETTINGS, *TABLE_ONLY) and value != defaults[name]]
@@ -280,8 +303,14 @@ def table(args: argparse.Namespace) -> None:
         raise SystemExit(f"--table runs the variants of TABLE as they are; it takes only "
                          f"{', '.join('--' + name for name in TABLE_SETTINGS)} besides its own, not {ignored}")
     settings = [argument for name in TABLE_SETTINGS for argument in (f"--{name}", str(getattr(args, name)))]
+    # Files named after any other data folder, so that no other set's table can replace the sample's.
+    data_name = Path(args.data_dir).name
+    sample = data_name == "flickr8k_sample"
+    table_dir = args.table_dir or ("outputs/ablation-char-gru" if sample else f"outputs/ablation-char-gru-{data_name}")
+    results_file = args.results_file or str(RESULTS / ("ablation_char_gru.json" if sample
+                                                       else f"ablation_char_gru_{data_name}.json"))
     rows = []
-    for variant, flags, seeds in TABLE:
+    for variant, flags, seeds in TABLE if sample else TABLE_FLICKR8K:
         runs = []
         for seed in range(seeds):
             run_args = parse_args([*settings, *flags, "--seed", str(seed)])
@@ -290,10 +319,11 @@ def table(args: argparse.Namespace) -> None:
             if arguments["initializer_range"] is None:
                 arguments["initializer_range"] = CharGRUConfig.initializer_range
             folder = "-".join(["run", *(flag.removeprefix("--") for flag in flags)])
-            path = Path(args.table_dir) / folder / f"seed-{seed}.json"
+            path = Path(table_dir) / folder / f"seed-{seed}.json"
             if path.is_file():
                 results = json.loads(path.read_text())
-                if results["args"] != arguments:
+                # A run recorded before an argument existed ran with its default.
+                if {**{name: defaults[name] for name in arguments}, **results["args"]} != arguments:
                     raise SystemExit(f"{path} was run with other arguments ({results['args']}; now {arguments}): "
                                      "pass another --table_dir, or remove it to run again")
             else:
@@ -304,18 +334,25 @@ def table(args: argparse.Namespace) -> None:
                 write_json(path, results)
             runs.append(results)
         rows.append({"variant": variant, "flags": flags, "runs": runs})
-    write_results(args.results_file, "ablation_char_gru", rows, {name: getattr(args, name) for name in TABLE_SETTINGS})
-    print(format_result(json.loads(Path(args.results_file).read_text())))
+    write_results(results_file, "ablation_char_gru", rows, {name: getattr(args, name) for name in TABLE_SETTINGS})
+    print(format_result(json.loads(Path(results_file).read_text())))
 
 
 def format_result(result: dict) -> str:
-    """The table of a results file `--table` wrote (`utils/render_docs.py` renders the docs with it)."""
+    """The table of a results file `--table` wrote (`utils/render_docs.py` renders the docs with it); a variant
+    that stops before the table's epochs says after how many its numbers are."""
     lines = ["| variant (`benchmarks/ablation_char_gru.py` flags) | seeds | validation R@10 c2i | validation R@10 i2c "
              "| STS-B dev |", "|---|---|---|---|---|"]
     for row in result["rows"]:
         runs = row["runs"]
         flags = f" (`{' '.join(row['flags'])}`)" if row["flags"] else ""
         recalls = [mean_std([run["validation"][-1][way]["R@10"] for run in runs]) for way in ("c2i", "i2c")]
+        epochs = runs[0]["args"]["num_train_epochs"]
+        if epochs != result["notes"]["num_train_epochs"]:  # stopped early: beside the first row at that epoch
+            first = [mean_std([run["validation"][epochs - 1][way]["R@10"] for run in result["rows"][0]["runs"]])
+                     for way in ("c2i", "i2c")]
+            recalls = [f"{recalls[0]} after {epochs} epochs (first row: {first[0]})",
+                       f"{recalls[1]} ({first[1]})"]
         stsb = mean_std([run["stsb_dev_pearson"] for run in runs]) if "stsb_dev_pearson" in runs[0] else ""
         lines.append(f"| {row['variant']}{flags} | {len(runs)} | {' | '.join(recalls)} | {stsb} |")
     return "\n".join(lines)

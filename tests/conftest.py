@@ -10,6 +10,12 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Each pytest-xdist worker (one per core) and every process its tests start computes on one thread: torch's default
+# of a thread per core, in every worker at once, oversubscribes the cores and slows each worker several-fold.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    if "torch" in sys.modules:  # a plugin imported it before the variable could take effect
+        sys.modules["torch"].set_num_threads(1)
 # Feature caches of the tests stay out of the user's cache.
 os.environ["HF_GROUNDED_CACHE"] = tempfile.mkdtemp(prefix="hf_grounded-test-cache-")
 
@@ -60,3 +66,13 @@ def run_recipe_in_process(recipe: str, arguments: list[str]) -> None:
         runpy.run_path(sys.argv[0], run_name="__main__")
     finally:
         sys.argv = argv
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The lines tests put in their `user_properties` as ("report", line), gathered from every worker's reports."""
+    lines = [value for report in terminalreporter.getreports("passed")
+             for name, value in report.user_properties if name == "report"]
+    if lines:
+        terminalreporter.section("reported by tests")
+        for line in lines:
+            terminalreporter.write_line(line)

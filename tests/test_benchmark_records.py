@@ -74,3 +74,40 @@ def test_the_ablation_table_runs_each_variant_once_and_refuses_rows_of_other_set
         ablation_char_gru.table(ablation_char_gru.parse_args([*arguments, "--num_train_epochs", "4"]))
     with pytest.raises(SystemExit, match="learning_rate"):  # a variant's flag would be dropped, not run
         ablation_char_gru.table(ablation_char_gru.parse_args([*arguments, "--learning_rate", "0.002"]))
+
+
+def test_the_full_flickr8k_table_keeps_its_own_files_reads_older_runs_and_dates_early_stops(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_run(args):
+        calls.append((args.num_train_epochs, args.cycle_epochs))
+        # R@10 after epoch e: 30 + e + a tenth of the run's epochs, so that each epoch of each row differs.
+        recalls = [{"R@1": 1.0, "R@5": 2.0, "R@10": 30.0 + epoch + args.num_train_epochs / 10}
+                   for epoch in range(1, args.num_train_epochs + 1)]
+        return {"validation": [{"c2i": recall, "i2c": recall} for recall in recalls], "stsb_dev_pearson": 60.0}
+
+    monkeypatch.setattr(ablation_char_gru, "run", fake_run)
+    (tmp_path / "results").mkdir()
+    monkeypatch.setattr(ablation_char_gru, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(ablation_char_gru, "TABLE_FLICKR8K", [
+        ("config", [], 1), ("one cycle", ["--cycle_epochs", "8"], 1), ("stopped", ["--num_train_epochs", "2"], 1)])
+    monkeypatch.chdir(tmp_path)
+    arguments = ["--table", "--data_dir", str(tmp_path / "flickr8k"), "--image_features_file", "features.safetensors"]
+    ablation_char_gru.table(ablation_char_gru.parse_args(arguments))
+    assert calls == [(8, 4), (8, 8), (2, 4)]
+    # A run recorded before --cycle_epochs existed ran 4-epoch cycles: a rerun reads it back; other features refuse.
+    record = tmp_path / "outputs" / "ablation-char-gru-flickr8k" / "run" / "seed-0.json"
+    results = json.loads(record.read_text())
+    del results["args"]["cycle_epochs"]
+    record.write_text(json.dumps(results))
+    ablation_char_gru.table(ablation_char_gru.parse_args(arguments))
+    assert len(calls) == 3
+    with pytest.raises(SystemExit, match="was run with other arguments"):
+        ablation_char_gru.table(ablation_char_gru.parse_args([*arguments[:-1], "other.safetensors"]))
+    assert sorted(path.name for path in (tmp_path / "outputs" / "ablation-char-gru-flickr8k").iterdir()) == [
+        "run", "run-cycle_epochs-8", "run-num_train_epochs-2"]
+    table = ablation_char_gru.format_result(json.loads((tmp_path / "results" / "ablation_char_gru_flickr8k.json")
+                                                       .read_text()))
+    assert "| config | 1 | 38.8 | 38.8 | 60.0 |" in table
+    assert ("| stopped (`--num_train_epochs 2`) | 1 | 32.2 after 2 epochs (first row: 32.8) | 32.2 (32.8) | 60.0 |"
+            in table)

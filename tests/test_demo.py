@@ -160,7 +160,7 @@ def _page(browser, server):
     return page
 
 
-def test_a_visitor_searches_images_in_the_browser(browser, server, trained, tmp_path, capsys):
+def test_a_visitor_searches_images_in_the_browser(browser, server, trained, tmp_path, request):
     from playwright.sync_api import expect
 
     page = _page(browser, server)
@@ -175,10 +175,10 @@ def test_a_visitor_searches_images_in_the_browser(browser, server, trained, tmp_
     assert shown == expected_ranking(*trained, "a big red square", 4)
     screenshot = tmp_path / "search.png"
     page.screenshot(path=str(screenshot), full_page=True)
-    _report(capsys, f"screenshot: {screenshot}")
+    _report(request, f"screenshot: {screenshot}")
 
 
-def test_a_visitor_compares_sentences_in_the_browser(browser, server, trained, tmp_path, capsys):
+def test_a_visitor_compares_sentences_in_the_browser(browser, server, trained, tmp_path, request):
     from playwright.sync_api import expect
     from transformers import AutoModel
 
@@ -196,7 +196,7 @@ def test_a_visitor_compares_sentences_in_the_browser(browser, server, trained, t
     assert page.locator('#matrix [data-testid="cell-1-1"]').inner_text().strip() == f"{shown:g}"
     screenshot = tmp_path / "compare.png"
     page.screenshot(path=str(screenshot), full_page=True)
-    _report(capsys, f"screenshot: {screenshot}")
+    _report(request, f"screenshot: {screenshot}")
 
     page.locator("#sentences textarea").fill("alone")
     page.locator("#compare-button").click()
@@ -227,7 +227,7 @@ def test_sixteen_visitors_at_once_get_the_answers_they_would_get_alone(tmp_path)
         assert reply == alone[query], query
 
 
-def _report(capsys, line: str) -> None:
-    """Print past pytest's capture, so CI's log shows the screenshots' paths."""
-    with capsys.disabled():
-        print(f"\n{line}")
+def _report(request, line: str) -> None:
+    """A line for the run's summary (conftest's `pytest_terminal_summary`), so CI's log shows the screenshots' paths:
+    a worker's own output never reaches the log."""
+    request.node.user_properties.append(("report", line))

@@ -243,7 +243,7 @@ def test_a_fifth_family_gets_the_whole_contract(tmp_path):
     contract = [name for name, test in globals().items() if name.startswith("test_") and hasattr(test, "pytestmark")
                 and any(mark.name == "parametrize" for mark in test.pytestmark)]
     result = subprocess.run([sys.executable, "-m", "pytest", __file__, "-p", "tests.toy_family", "-k", "toy_family",
-                             "-q", "-p", "no:cacheprovider", "--junitxml", str(tmp_path / "report.xml")],
+                             "-n", "0", "-q", "-p", "no:cacheprovider", "--junitxml", str(tmp_path / "report.xml")],
                             capture_output=True, text=True, cwd=REPO_ROOT, timeout=900)
     assert result.returncode == 0, result.stdout[-4000:]
     report = (tmp_path / "report.xml").read_text()
