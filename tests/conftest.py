@@ -14,8 +14,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # of a thread per core, in every worker at once, oversubscribes the cores and slows each worker several-fold.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
-    if "torch" in sys.modules:  # a plugin imported it before the variable could take effect
-        sys.modules["torch"].set_num_threads(1)
 # Feature caches of the tests stay out of the user's cache.
 os.environ["HF_GROUNDED_CACHE"] = tempfile.mkdtemp(prefix="hf_grounded-test-cache-")
 
