@@ -26,7 +26,9 @@ choosing; `recipes/train.py` is what users run, and `benchmarks/fidelity_char_gr
 `--table` runs every variant of `TABLE` for its seeds (about an hour on 2 cores), each run saved to
 `--table_dir` as it finishes and skipped by a rerun, and writes the table the docs render to `--results_file`; with
 any other `--data_dir` than the sample (the full Flickr8k's) it runs `TABLE_FLICKR8K`, what moves validation
-retrieval at that scale (hours), into files named after the data folder.
+retrieval at that scale, into files named after the data folder. That table takes 3 to 4 hours on 2 cores, longer
+than one sitting, so its runs are kept beside the results (`benchmarks/results/runs/`), where a commit carries them
+to the clone that finishes the table.
 
 Features default to those `benchmarks/fidelity_char_gru.py` computes with the authors' preprocessing.
 """
@@ -131,7 +133,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "for its seeds and write the docs' table.")
     parser.add_argument("--table_dir", default=None,
                         help="Where --table keeps each run's results, read back by a rerun (default: "
-                             "outputs/ablation-char-gru, or outputs/ablation-char-gru-DATA_FOLDER for another set).")
+                             "outputs/ablation-char-gru, or benchmarks/results/runs/ablation_char_gru_DATA_FOLDER "
+                             "for another set, whose table outlasts a sitting).")
     parser.add_argument("--results_file", default=None,
                         help="The table --table writes, which the docs render (default: benchmarks/results/"
                              "ablation_char_gru.json, or ablation_char_gru_DATA_FOLDER.json for another set).")
@@ -306,7 +309,8 @@ def table(args: argparse.Namespace) -> None:
     # Files named after any other data folder, so that no other set's table can replace the sample's.
     data_name = Path(args.data_dir).name
     sample = data_name == "flickr8k_sample"
-    table_dir = args.table_dir or ("outputs/ablation-char-gru" if sample else f"outputs/ablation-char-gru-{data_name}")
+    table_dir = args.table_dir or ("outputs/ablation-char-gru" if sample
+                                   else str(RESULTS / "runs" / f"ablation_char_gru_{data_name}"))
     results_file = args.results_file or str(RESULTS / ("ablation_char_gru.json" if sample
                                                        else f"ablation_char_gru_{data_name}.json"))
     rows = []

@@ -96,7 +96,7 @@ def test_the_full_flickr8k_table_keeps_its_own_files_reads_older_runs_and_dates_
     ablation_char_gru.table(ablation_char_gru.parse_args(arguments))
     assert calls == [(8, 4), (8, 8), (2, 4)]
     # A run recorded before --cycle_epochs existed ran 4-epoch cycles: a rerun reads it back; other features refuse.
-    record = tmp_path / "outputs" / "ablation-char-gru-flickr8k" / "run" / "seed-0.json"
+    record = tmp_path / "results" / "runs" / "ablation_char_gru_flickr8k" / "run" / "seed-0.json"
     results = json.loads(record.read_text())
     del results["args"]["cycle_epochs"]
     record.write_text(json.dumps(results))
@@ -104,8 +104,8 @@ def test_the_full_flickr8k_table_keeps_its_own_files_reads_older_runs_and_dates_
     assert len(calls) == 3
     with pytest.raises(SystemExit, match="was run with other arguments"):
         ablation_char_gru.table(ablation_char_gru.parse_args([*arguments[:-1], "other.safetensors"]))
-    assert sorted(path.name for path in (tmp_path / "outputs" / "ablation-char-gru-flickr8k").iterdir()) == [
-        "run", "run-cycle_epochs-8", "run-num_train_epochs-2"]
+    runs = tmp_path / "results" / "runs" / "ablation_char_gru_flickr8k"  # kept with the results, for another clone
+    assert sorted(path.name for path in runs.iterdir()) == ["run", "run-cycle_epochs-8", "run-num_train_epochs-2"]
     table = ablation_char_gru.format_result(json.loads((tmp_path / "results" / "ablation_char_gru_flickr8k.json")
                                                        .read_text()))
     assert "| config | 1 | 38.8 | 38.8 | 60.0 |" in table
