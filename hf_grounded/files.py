@@ -1,19 +1,49 @@
 """Every file the library writes into a folder that may already hold files (a model folder, an output folder).
 
-A symbolic link there is never written through: it could point anywhere outside the folder, e.g. at a token file
-or a shell profile, which a write would then replace. JSON is written strictly, since NaN and infinity are not
-JSON and a results file holding them cannot be read by other tools.
+Each file is written under a temporary name in its destination folder and renamed into place, so a reader never
+sees half a file and a crash never leaves one. A symbolic link at the destination is never written through: it could
+point anywhere outside the folder, e.g. at a token file or a shell profile, which a write would then replace. It is
+refused, naming it; one put in place after that check is replaced by the rename, never followed. JSON is written
+strictly, since NaN and infinity are not JSON and a results file holding them cannot be read by other tools.
 """
 
 import json
 import math
 import os
+import secrets
 import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-# Without O_NOFOLLOW (Windows) the check before the open is the only guard.
-_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# mkstemp makes files readable by their owner alone; a written file gets the permissions any new file gets here. The
+# mask is read once, at import, since reading it means setting it.
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+# Left in every folder a run of this library claims, and kept after it ends: only such folders are emptied or replaced.
+MARKER_NAME = ".hf_grounded_run"
+LOCK_NAME = ".hf_grounded.lock"
+
+
+def is_library_folder(path: str | Path) -> bool:
+    """Whether a run of this library claimed the folder `path` (it holds the marker)."""
+    return (Path(path) / MARKER_NAME).is_file()
+
+
+def refuse_foreign_folder(folder: str | Path, remedy: str) -> None:
+    """An error naming `folder` when it holds anything but no marker: no run of this library wrote it, so nothing
+    there may be replaced or deleted. `remedy` ends the message (what the user can do instead)."""
+    folder = Path(folder)
+    existing = sorted(path.name for path in folder.iterdir() if path.name not in (MARKER_NAME, LOCK_NAME)) \
+        if folder.is_dir() and not folder.is_symlink() else []
+    if existing and not is_library_folder(folder):
+        raise FileExistsError(f"{folder} holds {len(existing)} entries ({', '.join(existing[:5])}) but no "
+                              f"{MARKER_NAME}, so no hf_grounded run wrote it, and hf_grounded writes only into an "
+                              f"empty folder or one of its own: {remedy} (nothing there was touched)")
 
 
 def refuse_symlink(path: str | Path) -> Path:
@@ -25,35 +55,69 @@ def refuse_symlink(path: str | Path) -> Path:
     return path
 
 
-def open_for_writing(path: str | Path, binary: bool = False) -> IO:
-    """`path` opened for writing (created or truncated), refused with an error naming it when it is a symbolic link.
+@contextmanager
+def replaced_atomically(path: str | Path) -> Iterator[Path]:
+    """A new, empty file in `path`'s folder to write `path`'s content to; renamed over `path` when the block ends
+    without an error, removed when it raises. A link at `path` is refused (see `refuse_symlink`).
 
-    The open itself does not follow a link either, so one put in place after the check fails there.
-    """
+    The temporary file is created by this process alone (`mkstemp`: never an existing file or link), and the rename
+    replaces whatever `path` is by then without following it."""
     path = refuse_symlink(path)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NO_FOLLOW, 0o666)
-    if binary:
-        return os.fdopen(descriptor, "wb")
-    return os.fdopen(descriptor, "w", encoding="utf-8", newline="")
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    os.close(handle)
+    try:
+        os.chmod(temporary, 0o666 & ~_UMASK)
+        yield Path(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def open_for_writing(path: str | Path, binary: bool = False) -> Iterator[IO]:
+    """`path` opened for writing, as a new file renamed into place when the block ends (see `replaced_atomically`)."""
+    with replaced_atomically(path) as temporary:
+        with open(temporary, "wb") if binary else open(temporary, "w", encoding="utf-8", newline="") as handle:
+            yield handle
 
 
 def write_text(path: str | Path, text: str) -> Path:
-    """Write `text` to `path` as UTF-8 (see `open_for_writing`)."""
+    """Write `text` to `path` as UTF-8 (see `replaced_atomically`)."""
     with open_for_writing(path) as handle:
         handle.write(text)
     return Path(path)
 
 
 def copy_file(source: str | Path, destination: str | Path) -> Path:
-    """Copy the file `source` to `destination` (see `open_for_writing`)."""
+    """Copy the file `source` to `destination` (see `replaced_atomically`)."""
     with open(source, "rb") as reader, open_for_writing(destination, binary=True) as writer:
         shutil.copyfileobj(reader, writer)
     return Path(destination)
 
 
+def replace_folder(new: Path, destination: Path) -> None:
+    """Rename the folder `new` to `destination`, whose previous content (a folder, or a link, which is replaced and
+    not followed) is removed once `new` is in place, or put back if the rename fails."""
+    if not os.path.lexists(destination):
+        os.rename(new, destination)
+        return
+    previous = destination.with_name(f".{destination.name}-previous-{secrets.token_hex(4)}")
+    os.rename(destination, previous)
+    try:
+        os.rename(new, destination)
+    except BaseException:
+        os.rename(previous, destination)
+        raise
+    if previous.is_symlink() or not previous.is_dir():
+        previous.unlink()
+    else:
+        shutil.rmtree(previous)
+
+
 def save_figure(figure, path: str | Path, **options) -> Path:
     """`figure.savefig(path, **options)` (a matplotlib figure) in the format the extension names (see
-    `open_for_writing`)."""
+    `replaced_atomically`)."""
     path = Path(path)
     with open_for_writing(path, binary=True) as handle:
         figure.savefig(handle, format=path.suffix.lstrip(".") or None, **options)
@@ -61,7 +125,7 @@ def save_figure(figure, path: str | Path, **options) -> Path:
 
 
 def write_json(path: str | Path, value: Any, indent: int | None = 2) -> Path:
-    """Write `value` to `path` as JSON (see `open_for_writing`).
+    """Write `value` to `path` as JSON (see `replaced_atomically`).
 
     NaN and infinity are refused with an error naming their key (`task.subtask.metric`) and nothing is written.
     """
@@ -93,4 +157,5 @@ def _non_finite_entry(value: Any, key: str = "") -> tuple[str, float] | None:
     return None
 
 
-__all__ = ["copy_file", "open_for_writing", "refuse_symlink", "save_figure", "write_json", "write_text"]
+__all__ = ["LOCK_NAME", "MARKER_NAME", "copy_file", "is_library_folder", "open_for_writing", "refuse_foreign_folder",
+           "refuse_symlink", "replace_folder", "replaced_atomically", "save_figure", "write_json", "write_text"]
