@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from .files import MARKER_NAME, refuse_foreign_folder, replace_folder
 from .models.sentence_encoding import exported_session, graph_sha256
 
 ONNX_FOLDER = "onnx"
@@ -86,7 +87,8 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
     A model whose family has no export is refused before anything is written (`check_exportable`), and so is a
     graph whose float32 embeddings are not the model's on other sentences than the traced ones. The export is
     written into a new folder beside `onnx/`, which replaces `onnx/` whole once both graphs are complete: a failure
-    midway leaves `onnx/` as it was (or absent), and a new export leaves no graph of an older one behind.
+    midway leaves `onnx/` as it was (or absent), and a new export leaves no graph of an older one behind. An
+    `onnx/` that an export did not write (it lacks the marker every export leaves) is refused, never replaced.
 
     The int8 copy quantises weights to 7 bits (`reduce_range=True`; activations stay 8-bit, quantised per batch):
     with 8-bit weights, ONNX Runtime's int8 kernels saturate on CPUs without VNNI (AVX2 only), which moved an
@@ -100,6 +102,8 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
     if not Path(output_dir).is_dir():
         raise NotADirectoryError(f"{output_dir} is not a folder: export_onnx writes into the model's folder")
     folder = Path(output_dir) / ONNX_FOLDER
+    refuse_foreign_folder(folder, f"an export replaces the whole {ONNX_FOLDER}/ folder, so move those files out "
+                                  "first")
     tokenizer = model.default_tokenizer()
     # Two lengths, so no size 1 is mistaken for a constant; the axes are declared dynamic anyway.
     example = tokenizer(["A dog runs along the beach.", "Two cats."], padding=True, padding_side="right",
@@ -137,7 +141,8 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
                                                    "model_type": model.config.model_type,
                                                    "graph_sha256": graph_sha256(exported, fingerprint)})
             onnx.save(exported, str(scratch / name))
-        _replace_folder(scratch, folder)
+        (scratch / MARKER_NAME).touch()  # so that a later export may replace this folder
+        replace_folder(scratch, folder)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         model.train(was_training)
@@ -162,25 +167,6 @@ def _check_parity(model, traced: Path, tokenizer) -> None:
             raise ValueError(f"{type(model).__name__}: the traced graph's {name} differs from the model's by "
                              f"{difference:.2e} on other sentences than the traced ones (more than "
                              f"{PARITY_TOLERANCE:g}): the model's forward pass does not trace; nothing was written")
-
-
-def _replace_folder(new: Path, destination: Path) -> None:
-    """Rename the folder `new` to `destination`, whose previous content (a folder, or a link, which is replaced and
-    not followed) is removed once `new` is in place, or put back if the rename fails."""
-    if not os.path.lexists(destination):
-        os.rename(new, destination)
-        return
-    previous = destination.with_name(f".{destination.name}-previous-{secrets.token_hex(4)}")
-    os.rename(destination, previous)
-    try:
-        os.rename(new, destination)
-    except BaseException:
-        os.rename(previous, destination)
-        raise
-    if previous.is_symlink() or not previous.is_dir():
-        previous.unlink()
-    else:
-        shutil.rmtree(previous)
 
 
 __all__ = ["export_onnx", "check_exportable", "exported_session", "graph_sha256", "ONNX_FOLDER", "FLOAT_FILE",

@@ -24,11 +24,14 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="The Hub id of a model trained by hf_grounded.")
     parser.add_argument("--images", help="A folder of images the Space searches: its images the demo would show "
                                            "are copied into it.")
-    parser.add_argument("--folder", required=True, help="Where to write the Space folder (must not exist).")
+    parser.add_argument("--folder", required=True, help="Where to write the Space folder: new, empty, or one this "
+                                                         "recipe built (replaced with --overwrite_output_dir).")
+    parser.add_argument("--overwrite_output_dir", action="store_true",
+                        help="Replace the Space folder an earlier build wrote at --folder.")
     parser.add_argument("--repo_id", help="The Space to push to (USER/NAME); without it the folder is only built.")
     parser.add_argument("--private", action="store_true")
     args = parser.parse_args()
-    space = build_space_folder(args.folder, DEMO_FOLDER, images=args.images)
+    space = build_space_folder(args.folder, DEMO_FOLDER, images=args.images, overwrite=args.overwrite_output_dir)
     print("\n".join(space.summary()), flush=True)
     if args.repo_id:
         print(f"Space: {push_space(args.repo_id, space, args.model, private=args.private)}")

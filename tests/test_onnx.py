@@ -66,7 +66,8 @@ def test_the_onnx_graph_gives_the_torch_embeddings(tmp_path, name):
     tiny_model(name).save_pretrained(tmp_path)
     model = AutoModel.from_pretrained(tmp_path)
     paths = export_onnx(model, tmp_path)
-    assert sorted(path.name for path in (tmp_path / "onnx").iterdir()) == ["model.onnx", "model_qint8.onnx"]
+    assert sorted(path.name for path in (tmp_path / "onnx").iterdir()) == [".hf_grounded_run", "model.onnx",
+                                                                           "model_qint8.onnx"]
     assert paths["float32"] == tmp_path / "onnx" / "model.onnx"
     sentences = CAPTIONS + HOSTILE
     for batch_size in (1, 3, 64):

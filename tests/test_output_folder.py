@@ -12,12 +12,15 @@ from hf_grounded.training.output_folder import LOCK_NAME, MARKER_NAME, claim_out
 def test_a_non_empty_folder_is_refused_unless_resuming_or_overwriting(tmp_path):
     (tmp_path / "checkpoints" / "step-900").mkdir(parents=True)
     (tmp_path / "model.safetensors").write_bytes(b"old run")
-    with pytest.raises(FileExistsError, match="already holds 2 entries .*--overwrite_output_dir"):
+    with pytest.raises(FileExistsError, match=f"holds 2 entries .* no {MARKER_NAME}, so no hf_grounded run wrote it"):
         with claim_output_folder(tmp_path, overwrite=False, resuming=False, is_main_process=True):
             pass
     with claim_output_folder(tmp_path, overwrite=False, resuming=True, is_main_process=True):
         assert (tmp_path / "model.safetensors").exists() and (tmp_path / LOCK_NAME).read_text() == str(os.getpid())
     assert not (tmp_path / LOCK_NAME).exists()
+    with pytest.raises(FileExistsError, match="already holds 2 entries of an earlier run .*--overwrite_output_dir"):
+        with claim_output_folder(tmp_path, overwrite=False, resuming=False, is_main_process=True):
+            pass
     # The resumed run left its marker, so an overwrite may empty the folder, once the run's inputs are built.
     with claim_output_folder(tmp_path, overwrite=True, resuming=False, is_main_process=True) as output_folder:
         assert (tmp_path / "model.safetensors").exists()

@@ -18,6 +18,7 @@ from hf_grounded.demo import space as space_module  # noqa: E402
 from hf_grounded.demo.space import (  # noqa: E402
     LEFT_OUT_FOLDER, LEFT_OUT_HIDDEN, LEFT_OUT_LINK, LEFT_OUT_LINK_OUT, LEFT_OUT_NOT_AN_IMAGE, LEFT_OUT_NOT_REGULAR,
     LEFT_OUT_UNDECODABLE, build_space_folder, push_space)
+from hf_grounded.files import MARKER_NAME  # noqa: E402
 
 from .conftest import REPO_ROOT, run_recipe_in_process  # noqa: E402
 from .fixtures import write_jpeg  # noqa: E402
@@ -43,7 +44,7 @@ def test_the_space_folder_imports_the_library_it_carries(tmp_path):
     found = subprocess.run([sys.executable, "-c", where], cwd=space, capture_output=True, text=True, timeout=300)
     assert found.returncode == 0, found.stderr[-3000:]
     assert found.stdout.strip() == str(space / "hf_grounded" / "__init__.py")
-    with pytest.raises(FileExistsError, match="already exists"):
+    with pytest.raises(FileExistsError, match="holds a Space built before: pass --overwrite_output_dir"):
         build_space_folder(space, REPO_ROOT / "demo")
     with pytest.raises(FileNotFoundError, match="app.py is missing"):
         build_space_folder(tmp_path / "other", tmp_path)
@@ -153,10 +154,11 @@ def messy_images_folder(root: Path) -> Path:
 
 
 def every_entry(folder: Path) -> list[Path]:
-    """Every file, folder and link under `folder`, links not followed."""
+    """Every file, folder and link under `folder`, links not followed, but the marker a build leaves in the Space
+    folder (never uploaded) for a later build to know it."""
     entries = []
     for parent, folders, files in os.walk(folder):
-        entries += [Path(parent, name) for name in folders + files]
+        entries += [Path(parent, name) for name in folders + files if Path(parent, name) != folder / MARKER_NAME]
     return entries
 
 

@@ -27,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..data.validation import InvalidSampleError, read_image
+from ..files import LOCK_NAME, MARKER_NAME, refuse_foreign_folder, replace_folder
 from .image_files import SKIPPED_LINK, SKIPPED_NOT_REGULAR, select_images
 
 logger = logging.getLogger(__name__)
@@ -89,18 +90,18 @@ class SpaceFolder:
 
 
 def build_space_folder(destination: str | Path, demo_folder: str | Path,
-                       images: str | Path | None = None) -> SpaceFolder:
-    """Write the Space into `destination` (which must not exist yet): `app.py`, `README.md` and `requirements.txt`
-    from `demo_folder`, the `hf_grounded` package's source with its card templates, and in `images/` the images of
-    the folder `images` that the demo would show. Every check is made before anything is written, and the folder
-    appears complete or not at all."""
+                       images: str | Path | None = None, overwrite: bool = False) -> SpaceFolder:
+    """Write the Space into `destination` (new, empty, or with `overwrite` a Space folder built before, which is
+    replaced whole): `app.py`, `README.md` and `requirements.txt` from `demo_folder`, the `hf_grounded` package's
+    source with its card templates, and in `images/` the images of the folder `images` that the demo would show.
+    Every check is made before anything is written, and the folder appears complete or not at all; a folder this
+    function did not build is refused, never replaced."""
     destination, demo_folder = Path(destination), Path(demo_folder)
     # Each source is copied by walking it, so a destination inside one would be copied into itself.
     sources = {"the library": PACKAGE_FOLDER} | ({"the images folder": Path(images)} if images is not None else {})
     for what, source in sources.items():
         _refuse_overlap(destination, source, what)
-    if os.path.lexists(destination):
-        raise FileExistsError(f"{destination} already exists: give a new folder for the Space")
+    _check_destination(destination, overwrite)
     for name in DEMO_FILES:
         if not os.path.lexists(demo_folder / name):
             raise FileNotFoundError(f"{demo_folder / name} is missing: give the repository's demo/ folder")
@@ -119,6 +120,7 @@ def build_space_folder(destination: str | Path, demo_folder: str | Path,
     # Hidden, so that neither a rerun nor the library walk takes a leftover of a killed build for a Space.
     building = destination.parent / f".{destination.name}.building-{uuid.uuid4().hex[:12]}"
     building.mkdir()
+    (building / MARKER_NAME).touch()  # so that a later build with overwrite may replace it
     files: dict[str, Identity] = {}
     try:
         for name in DEMO_FILES:
@@ -141,15 +143,27 @@ def build_space_folder(destination: str | Path, demo_folder: str | Path,
                 left_out[image.name] = LEFT_OUT_UNDECODABLE
         if selected and not any(name.startswith(f"{IMAGES}/") for name in files):
             raise ValueError(f"{images} holds no image that decodes: {'; '.join(_left_out_by_reason(left_out))}")
-        if os.path.lexists(destination):
-            raise FileExistsError(f"{destination} appeared while the Space was built: give a new folder")
-        os.rename(building, destination)
+        _check_destination(destination, overwrite)  # again: it may have appeared or changed meanwhile
+        replace_folder(building, destination)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
     space = SpaceFolder(destination, files, left_out)
     logger.info("Space folder written to %s: %d files, %d bytes", destination, len(files), space.size)
     return space
+
+
+def _check_destination(destination: Path, overwrite: bool) -> None:
+    """Refuse a `destination` the build may not replace: anything but a folder, a folder it did not build (one
+    holding files but no marker), and, without `overwrite`, a Space folder built before."""
+    if not os.path.lexists(destination):
+        return
+    if destination.is_symlink() or not destination.is_dir():
+        raise FileExistsError(f"{destination} exists and is not a folder: give a new folder for the Space")
+    refuse_foreign_folder(destination, "give a new folder for the Space")
+    if not overwrite and any(path.name not in (MARKER_NAME, LOCK_NAME) for path in destination.iterdir()):
+        raise FileExistsError(f"{destination} holds a Space built before: pass --overwrite_output_dir to replace it, "
+                              "or give a new folder")
 
 
 def push_space(repo_id: str, space: SpaceFolder, model: str, *, token: str | None = None,

@@ -4,6 +4,7 @@ the evaluation and the extract_features recipe call."""
 import hashlib
 import logging
 import os
+import re
 from pathlib import Path
 
 import torch
@@ -11,6 +12,7 @@ from accelerate import Accelerator
 from datasets import DatasetDict, Image
 from huggingface_hub import constants
 
+from ..files import MARKER_NAME, is_library_folder, refuse_foreign_folder
 from .cache import FeatureCache, stored_ids
 from .extraction import FeatureSpec, cached_features
 
@@ -24,9 +26,30 @@ def default_cache_dir() -> Path:
 
 
 def feature_cache_file(source: str, spec: FeatureSpec, cache_dir: str | Path | None = None) -> Path:
-    """The cache file of one data source (e.g. `flickr8k` plus its folder) under one feature spec."""
+    """The cache file of one data source (e.g. `flickr8k` plus its folder) under one feature spec, in a cache folder
+    claimed for the library (see `claim_cache_folder`)."""
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    claim_cache_folder(folder)
     return folder / source / f"{spec.cache_key()}.safetensors"
+
+
+def claim_cache_folder(folder: Path) -> None:
+    """Make `folder` the library's feature cache, as every recipe claims the folder it writes: a new or empty folder
+    gets the marker, and so does one that holds nothing but feature caches (written before caches were marked); any
+    other folder is refused, naming it, and nothing is written there."""
+    if is_library_folder(folder):
+        return
+    if folder.is_dir() and not all(_is_cache_entry(entry) for entry in folder.iterdir()):
+        refuse_foreign_folder(folder, "give --feature_cache_dir a folder of its own")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MARKER_NAME).touch()
+
+
+def _is_cache_entry(entry: Path) -> bool:
+    """A data source's folder of feature files (`source_name`), as the cache writes them."""
+    return (re.fullmatch(r"[\w.-]+-[0-9a-f]{12}", entry.name) is not None and entry.is_dir()
+            and not entry.is_symlink()
+            and all(re.fullmatch(r"[\w.-]+\.safetensors|\.features-\w+\.tmp", file.name) for file in entry.iterdir()))
 
 
 def source_name(dataset: str, data_dir: str | None, **options) -> str:

@@ -1,20 +1,22 @@
 """One run per output folder: a lock file while a run writes into it, a marker that says a run of this library wrote
-it, and no silent reuse, or loss, of a folder's contents."""
+it, and no silent reuse, or loss, of a folder's contents. Every recipe that writes a folder (train, prepare_data,
+extract_features' cache, export_onnx, push_space) claims it here: a folder the library did not write is refused
+unless it is empty, and `--overwrite_output_dir` replaces only what the library wrote there."""
 
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..files import LOCK_NAME, MARKER_NAME, is_library_folder, refuse_foreign_folder
+
 logger = logging.getLogger(__name__)
 
-LOCK_NAME = ".hf_grounded.lock"
-# Left in every folder a run claims, and kept after it ends: --overwrite_output_dir empties only such folders.
-MARKER_NAME = ".hf_grounded_run"
 _BOOKKEEPING = (LOCK_NAME, MARKER_NAME)
+TRAINING_RESUME = ", --resume_from_checkpoint latest to continue the run it holds"
 
 
 @dataclass
@@ -26,47 +28,60 @@ class OutputFolder:
     is_main_process: bool = True
     wait_for_everyone: Callable[[], None] = lambda: None
 
-    def empty_earlier_run(self) -> None:
-        """Delete what the earlier run left (`--overwrite_output_dir`). Called once everything the arguments could
-        make fail (data, features, model) has been built, so a mistyped flag never costs the earlier run."""
-        if self.is_main_process and self.earlier_run_entries:
-            logger.warning("--overwrite_output_dir: emptying %s (%d entries of an earlier run)", self.path,
-                           len(self.earlier_run_entries))
-            for name in self.earlier_run_entries:
+    def empty_earlier_run(self, keep: Collection[str] = ()) -> None:
+        """Delete what the earlier run left (`--overwrite_output_dir`), but the entries named in `keep` (those the
+        new run replaces in one step itself). Called once everything the arguments could make fail (data, features,
+        model) has been built, so a mistyped flag never costs the earlier run."""
+        doomed = [name for name in self.earlier_run_entries if name not in keep]
+        if self.is_main_process and doomed:
+            logger.warning("--overwrite_output_dir: deleting %d entries an earlier run left in %s (%s)", len(doomed),
+                           self.path, ", ".join(doomed[:5]))
+            for name in doomed:
                 entry = self.path / name
                 shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink(missing_ok=True)
         self.earlier_run_entries = []
         self.wait_for_everyone()
 
 
-def check_output_folder(output_dir: str | Path, overwrite: bool, resuming: bool) -> list[str]:
+def check_output_folder(output_dir: str | Path, overwrite: bool, resuming: bool,
+                        owned: Callable[[str], bool] | None = None, resume_hint: str = TRAINING_RESUME) -> list[str]:
     """Refuse an `output_dir` this run may not write into; return the entries an overwrite will delete.
 
-    A path that is a file is refused; so is a folder being written by a live run, and a folder that already holds
-    files unless the run resumes from a checkpoint or `overwrite` is given. `overwrite` empties only a folder that a
-    run of this library wrote (it holds `.hf_grounded_run`): anything else (`--output_dir .` in a working tree, a
-    folder of papers) is refused, naming it, and never touched.
+    A path that is a file is refused; so is a folder being written by a live run, a folder holding a symbolic link
+    anywhere (a write there would land wherever it points), and a folder that already holds files unless the run
+    resumes or `overwrite` is given. Only a folder that a run of this library wrote (it holds `.hf_grounded_run`)
+    is resumed or emptied: anything else (`--output_dir .` in a working tree, a folder of papers) is refused, naming
+    it, and never touched. With `owned` (whether an entry's name is one the recipe writes), an overwrite deletes only
+    those entries and leaves the others where they are. `resume_hint` says how the recipe resumes, in the error.
     """
     folder = Path(output_dir)
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"--output_dir {folder} is a file, not a folder; choose another --output_dir")
     _refuse_a_live_lock(folder / LOCK_NAME)
     existing = sorted(path.name for path in folder.iterdir() if path.name not in _BOOKKEEPING) if folder.is_dir() else []
+    _refuse_links(folder)
     if not existing or resuming:
         return []
+    refuse_foreign_folder(folder, "choose another --output_dir")
     if not overwrite:
         raise FileExistsError(
-            f"{folder} already holds {len(existing)} entries ({', '.join(existing[:5])}); pass "
-            "--overwrite_output_dir to empty it first, --resume_from_checkpoint latest to continue the run it holds, "
-            "or choose another --output_dir"
+            f"{folder} already holds {len(existing)} entries of an earlier run ({', '.join(existing[:5])}); pass "
+            f"--overwrite_output_dir to replace them{resume_hint}, or choose another --output_dir"
         )
-    if not (folder / MARKER_NAME).is_file():
-        raise FileExistsError(
-            f"--overwrite_output_dir refuses to empty {folder}: it holds {len(existing)} entries "
-            f"({', '.join(existing[:5])}) but no {MARKER_NAME}, so no hf_grounded run wrote it; delete them yourself "
-            "or choose another --output_dir"
-        )
-    return existing
+    return [name for name in existing if owned is None or owned(name)]
+
+
+def _refuse_links(folder: Path) -> None:
+    """An error naming the first symbolic link inside `folder` (at any depth, never followed), if there is one."""
+    if not folder.is_dir():
+        return
+    for parent, folders, files in os.walk(folder):
+        for name in sorted(folders + files):
+            entry = Path(parent) / name
+            if entry.is_symlink():
+                raise FileExistsError(f"{entry} is a symbolic link (to {os.readlink(entry)}) inside the output folder "
+                                      f"{folder}; hf_grounded writes nothing through links: remove it or choose "
+                                      "another folder")
 
 
 @contextmanager
@@ -76,6 +91,8 @@ def claim_output_folder(
     resuming: bool,
     is_main_process: bool,
     wait_for_everyone: Callable[[], None] = lambda: None,
+    owned: Callable[[str], bool] | None = None,
+    resume_hint: str = TRAINING_RESUME,
 ) -> Iterator[OutputFolder]:
     """Hold `output_dir` for one run (see `check_output_folder` for what is refused).
 
@@ -86,7 +103,7 @@ def claim_output_folder(
     the run calls `OutputFolder.empty_earlier_run` once its inputs are built.
     """
     folder = Path(output_dir)
-    earlier_run_entries = check_output_folder(folder, overwrite, resuming)
+    earlier_run_entries = check_output_folder(folder, overwrite, resuming, owned, resume_hint)
     wait_for_everyone()
     lock = folder / LOCK_NAME
     if is_main_process:
@@ -143,4 +160,4 @@ def _is_alive(pid: int) -> bool:
     return True
 
 
-__all__ = ["MARKER_NAME", "OutputFolder", "check_output_folder", "claim_output_folder"]
+__all__ = ["MARKER_NAME", "OutputFolder", "check_output_folder", "claim_output_folder", "is_library_folder"]
