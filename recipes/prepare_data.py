@@ -8,30 +8,41 @@ shares, and recipes/train.py trains from (`--dataset prepared --data_dir OUTPUT_
         --image_features_file flickr8k_features.safetensors
 
 img2dataset's WebDataset shards into a folder of precomputed embeddings (clip-retrieval's layout, `--dataset
-embeddings`), each shard's images through the backbone once; a rerun skips the shards already whole, so an
-interrupted preparation resumes:
+embeddings`), each shard's images through the backbone once; a rerun with the same shards and settings skips the
+shards already whole, so an interrupted preparation resumes (other settings are refused, naming the setting, and
+`--overwrite_output_dir` prepares every shard again):
 
     python recipes/prepare_data.py --shards "DIR/{00000..00099}.tar" --output_dir EMBEDDINGS \
         --backbone efficientnet_lite0 --pretrained_file efficientnet_lite0.safetensors
 
 A sample without an image or a caption, an image that does not decode and a damaged archive are errors naming the
 shard (and key), or with --skip_invalid skipped and counted.
+
+`--output_dir` must be empty, new, or a folder this recipe wrote: any other folder is refused and never touched.
+A prepared dataset there is replaced only with `--overwrite_output_dir`, which deletes only what a preparation
+writes (the card, `data/`, a clip-retrieval folder's `img_emb/`, `metadata/` and `prepared.json`).
 """
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from hf_grounded.argument_values import ArgumentParser
 from hf_grounded.command_line import run_recipe
 from hf_grounded.data.prepared import push_prepared_dataset
 from hf_grounded.inputs import DataArguments
-from hf_grounded.inputs.prepare import prepare_dataset, prepare_webdataset
+from hf_grounded.inputs.prepare import prepare_dataset, prepare_webdataset, written_by_preparation
+from hf_grounded.training.output_folder import claim_output_folder, is_library_folder
 
 
 @dataclass
 class PreparationArguments:
-    output_dir: str = field(metadata={"help": "The folder to write (or, for --shards, to resume)."})
+    output_dir: str = field(metadata={"help": "The folder to write (or, for --shards, to resume): new, empty, or "
+                                              "one this recipe wrote."})
+    overwrite_output_dir: bool = field(
+        default=False, metadata={"help": "Replace what an earlier preparation wrote in --output_dir (for --shards: "
+                                         "prepare every shard again, e.g. with other settings)."})
     shards: str | None = field(
         default=None, metadata={"help": "WebDataset shards: DIR/{00000..00099}.tar, a folder of .tar files, or one "
                                         "file; without it, --dataset is prepared."})
@@ -57,21 +68,28 @@ def main() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     parser = ArgumentParser((PreparationArguments, DataArguments))
     preparation, data_args = parser.parse_args_into_dataclasses()
-    if preparation.shards is not None:
-        counts = prepare_webdataset(preparation.shards, preparation.output_dir, data_args, preparation.seed,
-                                    preparation.num_workers, preparation.embedding_dtype)
-        print(f"{counts['shards']} shards: {counts['prepared_now']} prepared now ({counts['pairs_now']} pairs, "
-              f"{counts['skipped_samples']} samples skipped), the others already whole; train with --dataset "
-              f"embeddings --data_dir {preparation.output_dir}, or prepare a dataset from it with --dataset "
-              f"embeddings --data_dir {preparation.output_dir}")
-        return
-    recorded = prepare_dataset(data_args, preparation.output_dir, preparation.seed, preparation.num_workers,
-                               preparation.embedding_dtype, preparation.shard_rows)
+    folder, overwrite = Path(preparation.output_dir), preparation.overwrite_output_dir
+    resuming = preparation.shards is not None and not overwrite and is_library_folder(folder)
+    with claim_output_folder(folder, overwrite, resuming, is_main_process=True, owned=written_by_preparation,
+                             resume_hint=" (with --shards, a rerun resumes a folder it wrote)") as output_folder:
+        if preparation.shards is not None:
+            counts = prepare_webdataset(preparation.shards, folder, data_args, preparation.seed,
+                                        preparation.num_workers, preparation.embedding_dtype, rebuild=overwrite,
+                                        before_writing=output_folder.empty_earlier_run)
+            print(f"{counts['shards']} shards: {counts['prepared_now']} prepared now ({counts['pairs_now']} pairs, "
+                  f"{counts['skipped_samples']} samples skipped, {counts['empty']} shards without a valid sample "
+                  f"left unwritten), the others already whole; train with --dataset embeddings --data_dir {folder}, "
+                  f"or prepare a dataset from it with --dataset embeddings --data_dir {folder}")
+            return
+        recorded = prepare_dataset(data_args, folder, preparation.seed, preparation.num_workers,
+                                   preparation.embedding_dtype, preparation.shard_rows)
+        # The card and data/ were replaced in one step by the preparation; what else an earlier one left goes now.
+        output_folder.empty_earlier_run(keep={"data", "README.md"})
     print(", ".join(f"{split}: {info['pairs']} pairs of {info['images']} images in {info['shards']} shards"
                     for split, info in recorded["splits"].items())
-          + f"; train with --dataset prepared --data_dir {preparation.output_dir}")
+          + f"; train with --dataset prepared --data_dir {folder}")
     if preparation.push_to_hub:
-        url = push_prepared_dataset(preparation.output_dir, preparation.hub_dataset_id, preparation.hub_token,
+        url = push_prepared_dataset(folder, preparation.hub_dataset_id, preparation.hub_token,
                                     preparation.hub_private_repo)
         print(f"pushed to {url}")
 

@@ -81,18 +81,18 @@ def flickr8k_with_features(tmp_path):
 
 
 def test_a_dataset_prepared_again_in_its_folder_replaces_the_earlier_one(source, tmp_path):
-    """Its shards are swapped in whole, and the trainer reads the new ones (datasets would read a folder loaded by
-    name from the cache of the earlier one)."""
+    """With --overwrite_output_dir, its shards are swapped in whole, and the trainer reads the new ones (datasets
+    would read a folder loaded by name from the cache of the earlier one)."""
     folder = tmp_path / "pairs"
-    for held_out, shard_rows in ((50, 125), (100, 300)):
+    for held_out, shard_rows, overwrite in ((50, 125, []), (100, 300, ["--overwrite_output_dir"])):
         run_recipe_in_process("prepare_data.py", ["--dataset", "embeddings", "--data_dir", str(source),
                                                   "--heldout_pairs", str(held_out), "--output_dir", str(folder),
-                                                  "--shard_rows", str(shard_rows)])
+                                                  "--shard_rows", str(shard_rows), *overwrite])
         assert len(load_prepared_split(str(folder), "validation")) == held_out
     assert sorted(path.name for path in (folder / "data").iterdir()) == [
         "test-00000-of-00001.parquet", "train-00000-of-00002.parquet", "train-00001-of-00002.parquet",
         "validation-00000-of-00001.parquet"]
-    assert sorted(path.name for path in folder.iterdir()) == ["README.md", "data"]
+    assert sorted(path.name for path in folder.iterdir()) == [".hf_grounded_run", "README.md", "data"]
 
 
 def test_an_image_dataset_prepared_trains_to_the_weights_of_the_in_memory_path(flickr8k_with_features, tmp_path):

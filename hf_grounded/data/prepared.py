@@ -13,6 +13,7 @@ of rows (±1), so that processes reading whole shards each (`split_dataset_by_no
 
 import logging
 import math
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,8 +24,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from datasets import Dataset, IterableDataset, load_dataset, load_dataset_builder
-from huggingface_hub import DatasetCard, DatasetCardData, HfApi
+from huggingface_hub import DatasetCardData, HfApi
 
+from ..files import write_text
 from .schema import SPLITS
 
 
@@ -32,6 +34,10 @@ logger = logging.getLogger(__name__)
 
 PAIR_COLUMNS = ("caption", "image_id", "image_index", "embedding")
 CARD_KEY = "hf_grounded"
+# Where a preparation moves the earlier dataset aside while it swaps in the new one.
+EARLIER_DATA = ".data.earlier"
+PARTIAL_DATA = ".data.partial"
+PARTIAL_CARD = ".README.md.partial"
 
 
 @dataclass
@@ -49,11 +55,15 @@ def write_prepared_dataset(folder: str | Path, splits: dict[str, SplitPairs], de
     """Write `splits` as a prepared dataset in `folder`: parquet shards of at most `shard_rows` rows and the dataset
     card. `description` (source, features, ...) goes into the card. Returns what the card records.
 
-    The shards are written into a folder of their own, which replaces `data/` only when every shard is whole: an
-    interrupted preparation leaves a dataset prepared there before as it was, and never a mix of the two."""
+    The shards are written into `.data.partial/` and swapped in only when every one is whole: `data/` is renamed to
+    `.data.earlier/`, the new card written beside `README.md`, the new shards renamed to `data/`, the card over
+    `README.md`, and `.data.earlier/` removed. A preparation interrupted before the swap leaves the earlier dataset
+    as it was; one killed during the swap leaves what the next preparation puts right before anything else
+    (`finish_interrupted_swap`), and loading refuses the folder until then (`refuse_interrupted_swap`)."""
     folder = Path(folder)
-    partial_data, data = folder / ".data.partial", folder / "data"
-    shutil.rmtree(partial_data, ignore_errors=True)
+    finish_interrupted_swap(folder)
+    partial_data, data, earlier = folder / PARTIAL_DATA, folder / "data", folder / EARLIER_DATA
+    _remove(partial_data)
     partial_data.mkdir(parents=True)
     recorded = {**description, "embedding_dtype": embedding_dtype, "splits": {}}
     for split, pairs in splits.items():
@@ -69,17 +79,64 @@ def write_prepared_dataset(folder: str | Path, splits: dict[str, SplitPairs], de
             pq.write_table(table, partial_data / f"{split}-{shard:05d}-of-{shards:05d}.parquet")
         recorded["splits"][split] = {"pairs": pairs.count, "images": images, "shards": shards}
         recorded["embedding_dim"] = width
-    if data.exists():
-        earlier = folder / ".data.earlier"
-        shutil.rmtree(earlier, ignore_errors=True)
+    # The new card is written once the earlier shards are aside, so that a card left beside `data/` by a killed
+    # preparation always belongs to the shards in `data/` (see `finish_interrupted_swap`).
+    if os.path.lexists(data):
         data.rename(earlier)
-        partial_data.rename(data)
-        shutil.rmtree(earlier)
+    try:
+        write_text(folder / PARTIAL_CARD, _card_text(recorded))
+    except BaseException:
+        if os.path.lexists(earlier):
+            earlier.rename(data)
+        raise
+    partial_data.rename(data)
+    os.replace(folder / PARTIAL_CARD, folder / "README.md")
+    if os.path.lexists(earlier):
+        _remove(earlier)
         logger.info("replaced the dataset prepared in %s before", folder)
-    else:
-        partial_data.rename(data)
-    DatasetCard(_card_text(recorded)).save(folder / "README.md")
     return recorded
+
+
+def finish_interrupted_swap(folder: str | Path) -> None:
+    """Complete or undo the swap of a preparation killed during it (see `write_prepared_dataset`), whose new card
+    is written only once its shards are whole and the earlier ones aside: with that card there, the new shards
+    (in `.data.partial/` or already `data/`) and card are moved into place; without it, the earlier dataset is put
+    back from `.data.earlier/` if it was moved aside. What is left over of either is removed."""
+    folder = Path(folder)
+    earlier, data, partial, card = folder / EARLIER_DATA, folder / "data", folder / PARTIAL_DATA, folder / PARTIAL_CARD
+    if not any(os.path.lexists(path) for path in (earlier, partial, card)):
+        return
+    if os.path.lexists(card) and (os.path.lexists(data) or os.path.lexists(partial)):
+        logger.warning("%s: finishing the swap of a preparation killed after its new shards were whole", folder)
+        if not os.path.lexists(data):
+            partial.rename(data)
+        os.replace(card, folder / "README.md")
+    elif not os.path.lexists(data) and os.path.lexists(earlier):
+        logger.warning("%s: putting back the dataset prepared before, which a preparation killed midway had moved "
+                       "aside to %s", folder, EARLIER_DATA)
+        earlier.rename(data)
+    for leftover in (earlier, partial, card):
+        _remove(leftover)
+
+
+def refuse_interrupted_swap(folder: str | Path) -> None:
+    """An error naming `folder` when a preparation was killed during its swap there (see
+    `finish_interrupted_swap`): its `data/` may be missing, or its card another dataset's."""
+    folder = Path(folder)
+    left = [path.name for path in (folder / EARLIER_DATA, folder / PARTIAL_CARD) if os.path.lexists(path)]
+    if left:
+        raise ValueError(f"{folder}: a preparation was killed while it swapped in new shards ({', '.join(left)} "
+                         "left); run recipes/prepare_data.py into it again, or python -c \"from "
+                         "hf_grounded.data.prepared import finish_interrupted_swap as f; f('FOLDER')\", which puts it "
+                         "right first")
+
+
+def _remove(path: Path) -> None:
+    """Remove the folder, file or link `path` if it exists (a link is removed, never followed)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        path.unlink()
 
 
 def _pair_table(columns: dict, embedding_dtype: str) -> pa.Table:
@@ -151,6 +208,8 @@ def load_prepared_split(path: str, split: str, streaming: bool = False,
 def split_files(path: str) -> dict[str, list[str]]:
     """Each split's data files, as the dataset card's `configs` name them (local paths, or hf:// URLs), resolved
     once; a split of `SPLITS` without files is an error naming what there is."""
+    if Path(path).is_dir():
+        refuse_interrupted_swap(path)
     data_files = {split: list(files) for split, files in (load_dataset_builder(path).config.data_files or {}).items()}
     for split in SPLITS:
         if not data_files.get(split):
@@ -203,5 +262,6 @@ def push_prepared_dataset(folder: str | Path, repo_id: str, token: str | None = 
     return commit.commit_url
 
 
-__all__ = ["CARD_KEY", "PAIR_COLUMNS", "SplitPairs", "load_prepared_split", "push_prepared_dataset", "shard_rows",
-           "split_files", "write_prepared_dataset"]
+__all__ = ["CARD_KEY", "EARLIER_DATA", "PAIR_COLUMNS", "PARTIAL_CARD", "PARTIAL_DATA", "SplitPairs",
+           "finish_interrupted_swap", "load_prepared_split", "push_prepared_dataset", "refuse_interrupted_swap",
+           "shard_rows", "split_files", "write_prepared_dataset"]

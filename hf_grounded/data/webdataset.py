@@ -20,11 +20,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..files import refuse_symlink, replaced_atomically, write_json
 from .validation import InvalidSampleError, read_image
 
 logger = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
+# A prepared folder's record of its shards, and the key under which each shard's metadata file records its own.
+MANIFEST_NAME = "prepared.json"
+RECORD_KEY = "hf_grounded"
+_WRITTEN_SHARD = re.compile(r"metadata_([0-9]+)\.parquet")
 
 
 @dataclass
@@ -112,18 +117,46 @@ def decoded_images(samples: list[Sample], skip_invalid: bool) -> tuple[list, lis
     return images, kept, skipped
 
 
-def write_shard(folder: Path, number: int, captions: list[str], keys: list[str], embeddings: np.ndarray) -> None:
+def write_shard(folder: Path, number: int, captions: list[str], keys: list[str], embeddings: np.ndarray,
+                record: dict) -> None:
     """Shard `number` of a clip-retrieval folder, each file written under a temporary name and renamed: the
-    metadata last, so a shard counts as done (`shard_done`) only once both are whole."""
+    metadata last, so a shard counts as done (`shard_done`) only once both are whole. `record` (the features'
+    settings and the source shard, see `shard_record`) goes into the metadata file's schema, so that each shard
+    says how it was made."""
+    if not len(captions):
+        raise ValueError(f"shard {number} has no pair: an empty shard is recorded in prepared.json, not written")
     targets = (folder / "img_emb" / f"img_emb_{number}.npy", folder / "metadata" / f"metadata_{number}.parquet")
     for target in targets:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    partial = [target.with_name(f".{target.name}.partial") for target in targets]
-    with open(partial[0], "wb") as stream:
-        np.save(stream, embeddings)
-    pq.write_table(pa.table({"caption": captions, "key": keys}), partial[1])
-    for source, target in zip(partial, targets):
-        source.replace(target)
+        _output_subfolder(target.parent)
+    table = pa.table({"caption": captions, "key": keys}).replace_schema_metadata(
+        {RECORD_KEY: json.dumps(record, sort_keys=True)})
+    # Both files are whole before either is renamed into place; the inner block ends first, so the metadata goes last.
+    with replaced_atomically(targets[1]) as metadata_file:
+        with replaced_atomically(targets[0]) as embeddings_file:
+            with open(embeddings_file, "wb") as stream:  # np.save given a path would add ".npy" to its name
+                np.save(stream, embeddings)
+            pq.write_table(table, metadata_file)
+
+
+def _output_subfolder(path: Path) -> None:
+    """Create `path` (a subfolder of the output folder) unless it exists; a link there is refused, not followed."""
+    refuse_symlink(path)
+    path.mkdir(parents=True, exist_ok=True)
+
+
+def shard_record(settings: dict, source: Path) -> dict:
+    """What a prepared shard records of how it was made: the features' settings and its source shard's name, size
+    and modification time (a rerun on other shards, or other settings, must not resume into it; tar files are
+    padded to 10 KiB blocks, so two shards often have one size)."""
+    status = source.stat()
+    return {**settings, "source": source.name, "source_bytes": status.st_size, "source_mtime_ns": status.st_mtime_ns}
+
+
+def written_record(folder: Path, number: int) -> dict | None:
+    """The record shard `number` carries in its metadata file's schema, or None when it carries none (written by an
+    earlier version, or by another tool)."""
+    metadata = pq.read_schema(folder / "metadata" / f"metadata_{number}.parquet").metadata or {}
+    return json.loads(metadata[RECORD_KEY.encode()]) if RECORD_KEY.encode() in metadata else None
 
 
 def shard_done(folder: Path, number: int) -> bool:
@@ -131,18 +164,73 @@ def shard_done(folder: Path, number: int) -> bool:
             and (folder / "metadata" / f"metadata_{number}.parquet").is_file())
 
 
+def read_manifest(folder: Path) -> dict:
+    """`prepared.json` of a folder being prepared (what every finished shard recorded), or an empty one."""
+    path = folder / MANIFEST_NAME
+    if not path.is_file():
+        return {"shards": {}}
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: not valid JSON ({error}); pass --overwrite_output_dir to prepare the folder "
+                         "again") from error
+    # An earlier version listed the source shards here, not what each finished shard recorded.
+    shards = manifest.get("shards") if isinstance(manifest, dict) else None
+    shards = shards if isinstance(shards, dict) else {}
+    for number, entry in shards.items():
+        if not re.fullmatch(r"[0-9]+", number) or not isinstance(entry, dict):
+            raise ValueError(f"{path}: shard entry {number!r} is not a shard number with its record; pass "
+                             "--overwrite_output_dir to prepare the folder again")
+    return {**manifest, "shards": shards}
+
+
 def write_manifest(folder: Path, manifest: dict) -> None:
-    (folder / "prepared.json").write_text(json.dumps(manifest, indent=2))
+    write_json(folder / MANIFEST_NAME, manifest)
 
 
-def iterate_pending(shards: list[Path], folder: Path) -> Iterator[tuple[int, Path]]:
-    """The shards whose output is not whole yet, with their numbers (a rerun resumes where a run stopped)."""
+def check_resumable(folder: Path, shards: list[Path], settings: dict, finished: dict) -> None:
+    """Refuse to resume into `folder` when a shard already there (written, or recorded in `finished`, the shards of
+    `read_manifest`) was made otherwise than the run would make it now: with other features' settings (backbone,
+    weights, preprocessing, storage dtype, timm), from another source shard, or beyond the shards given. The error
+    names the shard and the setting."""
+    recorded = {int(number): entry for number, entry in finished.items()}
+    done = {number for number in range(len(shards)) if shard_done(folder, number)}
+    numbers = (_WRITTEN_SHARD.fullmatch(path.name) for path in (folder / "metadata").glob("metadata_*"))
+    beyond = sorted(int(match.group(1)) for match in numbers if match and int(match.group(1)) >= len(shards))
+    if beyond:
+        raise ValueError(f"{folder} holds shard {beyond[0]}, beyond the {len(shards)} shards given: a rerun must be "
+                         "given the same shards; pass --overwrite_output_dir to prepare the folder again from these")
+    for number in sorted(done | set(recorded)):
+        if number >= len(shards):
+            raise ValueError(f"{folder / MANIFEST_NAME} records shard {number}, beyond the {len(shards)} shards "
+                             "given: a rerun must be given the same shards; pass --overwrite_output_dir to prepare "
+                             "the folder again from these")
+        found = written_record(folder, number) if number in done else recorded[number]
+        expected = shard_record(settings, shards[number])
+        where = (folder / "metadata" / f"metadata_{number}.parquet" if number in done
+                 else f"{folder / MANIFEST_NAME} (shard {number})")
+        if found is None:
+            raise ValueError(f"{where} records no settings (written by an earlier version or another tool), so a "
+                             "rerun cannot tell whether it matches; pass --overwrite_output_dir to prepare the "
+                             "folder again")
+        differing = [name for name in expected if found.get(name) != expected[name]]
+        if differing:
+            name = differing[0]
+            raise ValueError(f"{where} was prepared with {name} {found.get(name)!r}, this run would use "
+                             f"{expected[name]!r}: a rerun resumes only with the same settings and shards; pass "
+                             "--overwrite_output_dir to prepare the whole folder again with the new ones")
+
+
+def iterate_pending(shards: list[Path], folder: Path, finished: dict) -> Iterator[tuple[int, Path]]:
+    """The shards whose output is not whole yet, with their numbers (a rerun resumes where a run stopped); a shard
+    recorded in `finished` (the shards of `read_manifest`) is done too, an empty one included."""
     for number, shard in enumerate(shards):
-        if shard_done(folder, number):
+        if shard_done(folder, number) or str(number) in finished:
             logger.info("%s: already prepared as shard %d", shard, number)
             continue
         yield number, shard
 
 
-__all__ = ["Sample", "decoded_images", "expand_shards", "iterate_pending", "read_samples", "shard_done",
-           "write_manifest", "write_shard"]
+__all__ = ["MANIFEST_NAME", "Sample", "check_resumable", "decoded_images", "expand_shards", "iterate_pending",
+           "read_manifest", "read_samples", "shard_done", "shard_record", "write_manifest", "write_shard",
+           "written_record"]

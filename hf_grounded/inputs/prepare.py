@@ -5,6 +5,7 @@ prepared`, `hf_grounded.data.prepared`) that `load_dataset` reads and the Hub sh
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +13,9 @@ import torch
 from accelerate import Accelerator
 
 from ..data import EMBEDDINGS, SPLITS
-from ..data.prepared import SplitPairs, write_prepared_dataset
-from ..data.webdataset import decoded_images, expand_shards, iterate_pending, read_samples, write_manifest, write_shard
+from ..data.prepared import EARLIER_DATA, PARTIAL_CARD, PARTIAL_DATA, SplitPairs, write_prepared_dataset
+from ..data.webdataset import (MANIFEST_NAME, check_resumable, decoded_images, expand_shards, iterate_pending,
+                               read_manifest, read_samples, shard_record, write_manifest, write_shard)
 from ..features import create_backbone
 from ..features.extraction import extract_features
 from .arguments import DataArguments
@@ -22,36 +24,63 @@ from .loading import feature_spec, load_dataset, visual_vectors
 
 logger = logging.getLogger(__name__)
 
+# The entries of an output folder that a preparation writes, and all that --overwrite_output_dir deletes there.
+_WRITTEN = frozenset({"README.md", "data", PARTIAL_DATA, EARLIER_DATA, PARTIAL_CARD, "img_emb", "metadata",
+                      MANIFEST_NAME})
+
+
+def written_by_preparation(name: str) -> bool:
+    """Whether `name` (an entry of an output folder) is one a preparation writes, or a temporary file of one."""
+    return name in _WRITTEN or (name.startswith(".") and name.endswith(".partial"))
+
 
 def prepare_webdataset(shards: str, output_dir: str | Path, data_args: DataArguments, seed: int,
-                       num_workers: int = 0, embedding_dtype: str = "float16") -> dict:
+                       num_workers: int = 0, embedding_dtype: str = "float16", rebuild: bool = False,
+                       before_writing: Callable[[], None] = lambda: None) -> dict:
     """Each shard of `shards` (`DIR/{00000..00099}.tar`, a folder or a file) as shard N of a clip-retrieval folder
     in `output_dir`: its images' `--backbone` features (`--image_preprocessing`) as `embedding_dtype`, its
-    captions and keys. Returns what was written and skipped; `prepared.json` in the folder records it with the
-    backbone and preprocessing."""
+    captions and keys. Returns what was written and skipped.
+
+    Each shard's metadata file records the features' settings and its source shard (`shard_record`), and
+    `prepared.json` every shard finished so far, the empty ones too (a shard without a valid sample is not written:
+    `empty` counts them). A rerun prepares the shards not yet finished, once every finished one was made with the
+    same settings from the same source shard; otherwise it is refused naming the setting, unless `rebuild`, which
+    prepares every shard again. `before_writing` runs once the backbone is built and the folder checked, before
+    anything is written (`--overwrite_output_dir` empties the folder there)."""
     paths = expand_shards(shards)
     folder = Path(output_dir)
     spec = feature_spec(data_args, seed)
-    backbone = None
-    counts = {"shards": len(paths), "prepared_now": 0, "pairs_now": 0, "skipped_samples": 0}
+    settings = {**spec.description, "embedding_dtype": embedding_dtype}
+    backbone = create_backbone(spec.backbone)
+    finished = {} if rebuild else read_manifest(folder)["shards"]
+    if not rebuild:
+        check_resumable(folder, paths, settings, finished)
+    before_writing()
+    manifest = {"source": "webdataset", "shards_given": [str(path) for path in paths], "features": spec.description,
+                "embedding_dtype": embedding_dtype, "shards": finished}
+    counts = {"shards": len(paths), "prepared_now": 0, "pairs_now": 0, "skipped_samples": 0, "empty": 0}
     started = time.perf_counter()
-    for number, shard in iterate_pending(paths, folder):
+    for number, shard in iterate_pending(paths, folder, finished):
         samples, skipped = read_samples(shard, data_args.skip_invalid)
         images, samples, unreadable = decoded_images(samples, data_args.skip_invalid)
-        if backbone is None:
-            backbone = create_backbone(spec.backbone)
-        features = extract_features(images, backbone, spec.preprocessing, batch_size=data_args.feature_batch_size,
-                                    num_workers=num_workers) if images else []
-        embeddings = torch.cat(features).numpy() if features else np.zeros((0, backbone.num_features), np.float32)
-        write_shard(folder, number, [sample.caption for sample in samples], [sample.key for sample in samples],
-                    embeddings.astype(embedding_dtype))
+        record = shard_record(settings, shard)
+        if samples:
+            features = extract_features(images, backbone, spec.preprocessing,
+                                        batch_size=data_args.feature_batch_size, num_workers=num_workers)
+            write_shard(folder, number, [sample.caption for sample in samples], [sample.key for sample in samples],
+                        torch.cat(features).numpy().astype(embedding_dtype), record)
+        else:
+            counts["empty"] += 1
+            logger.warning("%s has no valid sample (%d skipped): no shard %d is written", shard, skipped + unreadable,
+                           number)
+        finished[str(number)] = {**record, "pairs": len(samples), "skipped": skipped + unreadable}
+        write_manifest(folder, manifest)
         counts["prepared_now"] += 1
         counts["pairs_now"] += len(samples)
         counts["skipped_samples"] += skipped + unreadable
         logger.info("%s → shard %d: %d pairs (%d skipped), %.0f s so far", shard, number, len(samples),
                     skipped + unreadable, time.perf_counter() - started)
-    write_manifest(folder, {"source": "webdataset", "shards": [str(path) for path in paths],
-                            "features": spec.description, "embedding_dtype": embedding_dtype})
+    write_manifest(folder, manifest)
     return counts
 
 
@@ -112,4 +141,4 @@ def _folder_split(pairs, split: str) -> SplitPairs:
     return SplitPairs(len(rows), read)
 
 
-__all__ = ["prepare_dataset", "prepare_webdataset"]
+__all__ = ["prepare_dataset", "prepare_webdataset", "written_by_preparation"]
