@@ -28,6 +28,7 @@ from ..inputs import (
     load_prepared_pairs,
     visual_vectors,
 )
+from ..inputs.fingerprint import training_data_fingerprint
 from ..model_card import write_model_card
 from ..objectives import (
     StreamLoss,
@@ -277,7 +278,9 @@ def _prepare_optimisation(run: Run, report_to: str | None) -> None:
     run.model, run.optimizer = accelerator.prepare(run.model, optimizer)
     run.stateful = {"scheduler": run.scheduler, "progress": run.progress,
                     **{f"loss-{loss.name}": loss for loss in run.losses}}
-    run.arguments = {**run.model_args.to_dict(), **asdict(run.data_args), **asdict(training_args), "hub_token": None}
+    # The data's files are compared on a resume like the arguments: the same --data_dir may hold other data by then.
+    run.arguments = {**run.model_args.to_dict(), **asdict(run.data_args), **asdict(training_args), "hub_token": None,
+                     "training_data": training_data_fingerprint(run.data_args)}
     if training_args.resume_from_checkpoint:
         checkpoint = resolve_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
         changes = _resumed_arguments_changes(checkpoint, run.arguments, training_args.allow_changed_arguments)
