@@ -13,12 +13,14 @@ import threading
 import pytest
 
 from hf_grounded.data import load_books, load_flickr8k, webdataset
+from hf_grounded.data.embeddings import embedding_shards
 from hf_grounded.data.validation import InvalidSampleError, read_json
 from hf_grounded.data.webdataset import expand_shards, read_samples
 from hf_grounded.features import FeatureCache
 from hf_grounded.features.cache import read_feature_file
 
 from . import fixtures
+from .test_embedding_pairs import folder  # noqa: F401  (a fixture)
 from .test_webdataset import _member
 
 
@@ -167,6 +169,21 @@ def test_a_shard_that_is_a_fifo_or_a_folder_is_named_not_opened(tmp_path, fifo):
     (tmp_path / "00001.tar").mkdir()
     with pytest.raises(InvalidSampleError, match=r"00001\.tar: a folder, not a regular file"):
         expand_shards(str(tmp_path))
+
+
+def test_an_embeddings_file_that_is_a_fifo_or_a_device_link_is_named_not_opened(folder, tmp_path, fifo):  # noqa: F811
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    fifo(copy / "img_emb" / "img_emb_3.npy")
+    shutil.copy(copy / "metadata" / "metadata_2.parquet", copy / "metadata" / "metadata_3.parquet")
+    with pytest.raises(InvalidSampleError, match=r"img_emb_3\.npy: a FIFO \(named pipe\), not a regular file"):
+        embedding_shards(copy)
+    (copy / "img_emb" / "img_emb_3.npy").unlink()
+    shutil.copy(copy / "img_emb" / "img_emb_2.npy", copy / "img_emb" / "img_emb_3.npy")
+    (copy / "metadata" / "metadata_3.parquet").unlink()
+    (copy / "metadata" / "metadata_3.parquet").symlink_to("/dev/zero")
+    with pytest.raises(InvalidSampleError, match=r"metadata_3\.parquet: a character device, not a regular file"):
+        embedding_shards(copy)
 
 
 def test_the_image_datasets_books_and_feature_files_refuse_a_fifo(tmp_path, fifo):
