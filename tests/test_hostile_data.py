@@ -14,6 +14,7 @@ import pytest
 
 from hf_grounded.data import load_books, load_flickr8k, webdataset
 from hf_grounded.data.embeddings import embedding_shards
+from hf_grounded.data.prepared import split_files
 from hf_grounded.data.validation import InvalidSampleError, read_json
 from hf_grounded.data.webdataset import expand_shards, read_samples
 from hf_grounded.features import FeatureCache
@@ -21,6 +22,7 @@ from hf_grounded.features.cache import read_feature_file
 
 from . import fixtures
 from .test_embedding_pairs import folder  # noqa: F401  (a fixture)
+from .test_prepared_dataset import prepared, source  # noqa: F401  (fixtures)
 from .test_webdataset import _member
 
 
@@ -211,3 +213,14 @@ def test_the_image_datasets_books_and_feature_files_refuse_a_fifo(tmp_path, fifo
         read_feature_file(tmp_path / "features.safetensors")
     with pytest.raises(InvalidSampleError, match=r"features\.safetensors: a FIFO"):
         FeatureCache(tmp_path / "features.safetensors")
+
+
+def test_a_prepared_dataset_holding_a_fifo_is_named_not_left_out(prepared, tmp_path, fifo):  # noqa: F811
+    """`datasets` leaves a FIFO out of the files its patterns match: the shard would go missing silently."""
+    copy = tmp_path / "copy"
+    shutil.copytree(prepared, copy)
+    (copy / "data" / "train-00003-of-00004.parquet").unlink()
+    fifo(copy / "data" / "train-00003-of-00004.parquet")
+    with pytest.raises(InvalidSampleError, match=r"train-00003-of-00004\.parquet: a FIFO \(named pipe\), not a "
+                                                 r"regular file"):
+        split_files(str(copy))
