@@ -202,6 +202,21 @@ def _confined(folder: str, file: str) -> Path:
     return real
 
 
+def _is_text(column_type: pa.DataType) -> bool:
+    return pa.types.is_string(column_type) or pa.types.is_large_string(column_type)
+
+
+# Each pair column's types and, for errors, what they are in words; the integer image ids of a dataset written
+# another way are read as well as the written text ones.
+_COLUMN_TYPES = (
+    ("caption", _is_text, "text (string)"),
+    ("image_id", lambda column_type: _is_text(column_type) or pa.types.is_integer(column_type), "text or integers"),
+    ("image_index", pa.types.is_integer, "integers"),
+    ("embedding", lambda column_type: pa.types.is_fixed_size_list(column_type)
+     and pa.types.is_floating(column_type.value_type), "a fixed-size list of floats"),
+)
+
+
 def shard_rows(files: list[str]) -> list[int]:
     """The rows of each of a split's parquet files, read from their footers (no data is read; on the Hub, a few
     kilobytes a file). Each file is checked before `datasets` reads it: at least one row, the pair columns of
@@ -227,21 +242,6 @@ def shard_rows(files: list[str]) -> list[int]:
         width = embedding.list_size
         rows.append(count)
     return rows
-
-
-def _is_text(column_type: pa.DataType) -> bool:
-    return pa.types.is_string(column_type) or pa.types.is_large_string(column_type)
-
-
-# Each pair column's types and, for errors, what they are in words; the integer image ids of a dataset written
-# another way are read as well as the written text ones.
-_COLUMN_TYPES = (
-    ("caption", _is_text, "text (string)"),
-    ("image_id", lambda column_type: _is_text(column_type) or pa.types.is_integer(column_type), "text or integers"),
-    ("image_index", pa.types.is_integer, "integers"),
-    ("embedding", lambda column_type: pa.types.is_fixed_size_list(column_type)
-     and pa.types.is_floating(column_type.value_type), "a fixed-size list of floats"),
-)
 
 
 def _parquet_footer(file: str, stream) -> tuple[pa.Schema, int]:

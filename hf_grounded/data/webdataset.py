@@ -89,12 +89,11 @@ def read_samples(shard: Path, skip_invalid: bool = False) -> tuple[list[Sample],
     the first silently) or a member larger than `MAX_MEMBER_BYTES` is an `InvalidSampleError` naming the shard and
     key, or with `skip_invalid` skipped and counted. A truncated or damaged archive, or one past `MAX_SHARD_BYTES`
     or `MAX_SHARD_MEMBERS`, is an error naming it (and the member that passes the limit)."""
-    regular_file(shard)
     members: dict[str, dict[str, bytes | None]] = {}  # None: a member skipped unread
     problems: dict[str, str] = {}  # each key's first problem met while reading
     total, count = 0, 0
     try:
-        with tarfile.open(shard, mode="r:*") as archive:
+        with tarfile.open(regular_file(shard), mode="r:*") as archive:
             for member in archive:
                 count, total = count + 1, total + member.size
                 if count > MAX_SHARD_MEMBERS:
