@@ -140,8 +140,61 @@ def _empty_caption(copy):
     return r"metadata_0\.parquet: row 5 has an empty caption"
 
 
+def _unicode_digit(copy):
+    """`\\d` and `int` read the Arabic-Indic ٣ as 3: this would be a fourth shard."""
+    (copy / "img_emb" / "img_emb_\u0663.npy").write_bytes((copy / "img_emb" / "img_emb_2.npy").read_bytes())
+    (copy / "metadata" / "metadata_3.parquet").write_bytes((copy / "metadata" / "metadata_2.parquet").read_bytes())
+    return r"img_emb_\u0663\.npy: not a shard's name \(img_emb_N\.npy, N in the digits 0-9\)"
+
+
+def _two_files_one_number(copy):
+    (copy / "img_emb" / "img_emb_00.npy").write_bytes((copy / "img_emb" / "img_emb_0.npy").read_bytes())
+    return r"img_emb_0\.npy and .*img_emb_00\.npy are both shard 0: keep one"
+
+
+def _unpaired_metadata(copy):
+    (copy / "img_emb" / "img_emb_1.npy").unlink()
+    return r"metadata_1\.parquet has no partner .*img_emb_1\.npy"
+
+
+def _empty_shard(copy):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    np.save(copy / "img_emb" / "img_emb_3.npy", np.zeros((0, DIM), dtype=np.float16))
+    pq.write_table(pa.table({"caption": pa.array([], pa.string())}), copy / "metadata" / "metadata_3.parquet")
+    return r"img_emb_3\.npy: no rows \(an empty shard\); remove it and .*metadata_3\.parquet"
+
+
+def _empty_metadata(copy):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    np.save(copy / "img_emb" / "img_emb_3.npy", np.zeros((4, DIM), dtype=np.float16))
+    pq.write_table(pa.table({"caption": pa.array([], pa.string())}), copy / "metadata" / "metadata_3.parquet")
+    return r"metadata_3\.parquet: no rows \(an empty shard\); remove it and .*img_emb_3\.npy"
+
+
+def _list_captions(copy):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"caption": [["a", "red square"]] * 150}), copy / "metadata" / "metadata_1.parquet")
+    return r"metadata_1\.parquet: the 'caption' column holds list<element: string>, not text \(string\)"
+
+
+def _int_captions(copy):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"caption": list(range(250))}), copy / "metadata" / "metadata_2.parquet")
+    return r"metadata_2\.parquet: the 'caption' column holds int64, not text \(string\)"
+
+
 @pytest.mark.parametrize("damage", [_truncate, _fewer_embeddings, _mixed_widths, _no_caption_column, _unpaired,
-                                    _nan_row, _empty_caption], ids=lambda damage: damage.__name__.strip("_"))
+                                    _nan_row, _empty_caption, _unicode_digit, _two_files_one_number,
+                                    _unpaired_metadata, _empty_shard, _empty_metadata, _list_captions,
+                                    _int_captions], ids=lambda damage: damage.__name__.strip("_"))
 def test_a_damaged_folder_is_a_one_line_error_naming_the_file(folder, tmp_path, damage):
     copy = _copy(folder, tmp_path)
     expected = damage(copy)

@@ -259,7 +259,69 @@ def _nan_embedding(copy):
     return rf"\(validation\): the pair of image {image_id} \(row 7\) has a non-finite embedding; --skip_invalid"
 
 
-@pytest.mark.parametrize("damage", [_no_caption_column, _truncated, _mixed_widths, _nan_embedding],
+def _list_captions(copy):
+    _rewrite_shard(copy, "train-00002-of-00004.parquet", lambda table: table.set_column(
+        0, "caption", pa.array([[caption] for caption in table.column("caption").to_pylist()])))
+    return r"train-00002-of-00004\.parquet: the 'caption' column holds list<element: string>, not text \(string\)"
+
+
+def _int_captions(copy):
+    _rewrite_shard(copy, "train-00001-of-00004.parquet",
+                   lambda table: table.set_column(0, "caption", pa.array(range(len(table)))))
+    return r"train-00001-of-00004\.parquet: the 'caption' column holds int64, not text \(string\)"
+
+
+def _text_image_index(copy):
+    _rewrite_shard(copy, "validation-00000-of-00001.parquet", lambda table: table.set_column(
+        2, "image_index", pa.array([str(index) for index in table.column("image_index").to_pylist()])))
+    return r"validation-00000-of-00001\.parquet: the 'image_index' column holds string, not integers"
+
+
+def _empty_shard(copy):
+    _rewrite_shard(copy, "train-00003-of-00004.parquet", lambda table: table.slice(0, 0))
+    return r"train-00003-of-00004\.parquet: no rows \(an empty shard\); remove it"
+
+
+def _card_paths(copy, paths: dict[str, str]) -> None:
+    """The card's `configs: data_files` with these splits' paths (patterns) instead."""
+    card = DatasetCard.load(copy / "README.md")
+    for entry in card.data.configs[0]["data_files"]:
+        entry["path"] = paths.get(entry["split"], entry["path"])
+    card.save(copy / "README.md")
+
+
+def _card_outside(copy):
+    (copy.parent / "elsewhere").mkdir()
+    shutil.move(copy / "data" / "validation-00000-of-00001.parquet", copy.parent / "elsewhere")
+    _card_paths(copy, {"validation": "../elsewhere/*.parquet"})
+    return (r"\.\./elsewhere/validation-00000-of-00001\.parquet: the dataset card of .* names a data file outside "
+            r"its folder")
+
+
+def _card_absolute(copy):
+    outside = copy.parent / "test-outside.parquet"
+    shutil.move(copy / "data" / "test-00000-of-00001.parquet", outside)
+    _card_paths(copy, {"test": str(outside)})
+    return r"test-outside\.parquet: the dataset card of .* names a data file outside its folder"
+
+
+def _link_outside(copy):
+    outside = copy.parent / "validation-outside.parquet"
+    shutil.move(copy / "data" / "validation-00000-of-00001.parquet", outside)
+    (copy / "data" / "validation-00000-of-00001.parquet").symlink_to(outside)
+    return (r"validation-00000-of-00001\.parquet: the dataset card of .* names a data file outside its folder \(it "
+            r"leads to .*validation-outside\.parquet\)")
+
+
+def _card_train_as_validation(copy):
+    _card_paths(copy, {"validation": "data/train-00002-of-00004.parquet"})
+    return (r"train-00002-of-00004\.parquet: the dataset card of .* names this data file in both the train and "
+            r"validation splits")
+
+
+@pytest.mark.parametrize("damage", [_no_caption_column, _truncated, _mixed_widths, _nan_embedding, _list_captions,
+                                    _int_captions, _text_image_index, _empty_shard, _card_outside, _card_absolute,
+                                    _link_outside, _card_train_as_validation],
                          ids=lambda damage: damage.__name__.strip("_"))
 @pytest.mark.parametrize("streaming", [False, True], ids=["held", "streamed"])
 def test_a_damaged_prepared_dataset_is_a_one_line_error_naming_the_file(prepared, tmp_path, damage, streaming):
@@ -269,6 +331,26 @@ def test_a_damaged_prepared_dataset_is_a_one_line_error_naming_the_file(prepared
         train(*parse_arguments(flags(copy, tmp_path / "run", "--max_steps", "1", *(["--streaming"] * streaming))))
     assert "\n" not in str(error.value)
     assert not (tmp_path / "run" / "model.safetensors").exists()
+
+
+def test_a_null_caption_is_refused_alike_held_and_streamed_never_trained_as_the_text_none(prepared, tmp_path, caplog):
+    """One check (`unsound_pairs`) for both paths: a null caption was refused held whole but streamed as "None"."""
+    copy = _copy(prepared, tmp_path)
+
+    def nulled(table):
+        captions = table.column("caption").to_pylist()
+        captions[6] = None
+        return table.set_column(0, "caption", pa.array(captions, pa.string()))
+    _rewrite_shard(copy, "train-00001-of-00004.parquet", nulled)
+    image_id = pq.read_table(copy / "data" / "train-00001-of-00004.parquet").column("image_id")[6].as_py()
+    expected = rf"\(train\): the pair of image {image_id} \(row[^)]*\) has a null caption; --skip_invalid"
+    for run, streaming in (("held", []), ("streamed", ["--streaming"])):
+        with pytest.raises(ValueError, match=expected):
+            train(*parse_arguments(flags(copy, tmp_path / run, "--num_train_epochs", "1", *streaming)))
+    results = train(*parse_arguments(flags(copy, tmp_path / "skipping", "--streaming", "--num_train_epochs", "1",
+                                           "--skip_invalid")))
+    assert results["run"]["steps"] == 20
+    assert "left out 1 pairs with a non-finite embedding or an empty caption (1 so far)" in caplog.text
 
 
 def _poison_training_row(copy) -> str:

@@ -140,5 +140,5 @@ def test_a_member_named_outside_the_archive_writes_nothing_there(tmp_path, capsy
         _member(archive, "../escape.txt", b"outside")
     with pytest.raises(SystemExit):
         prepare(tmp_path / "shards", tmp_path / "embeddings")
-    assert "00000.tar:escape: no image" in capsys.readouterr().err
+    assert "00000.tar:../escape: no image" in capsys.readouterr().err
     assert not (tmp_path / "escape.txt").exists()

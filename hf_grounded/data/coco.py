@@ -58,7 +58,7 @@ def load_coco(
     data_dir = Path(data_dir)
     problems = InvalidSamples("coco", skip_invalid)
     karpathy = data_dir / "dataset_coco.json"
-    if karpathy.is_file():
+    if karpathy.exists():
         entries = read_karpathy_json(karpathy, problems)
         source = str(karpathy)
     elif (data_dir / "annotations").is_dir():
@@ -101,7 +101,7 @@ def _official_entries(data_dir: Path, split_dir: Path, problems: InvalidSamples)
     image_ids, caption_ids = RepeatedIds("image id", problems), RepeatedIds("caption id", problems)
     for folder in ("train2014", "val2014"):
         annotation_file = data_dir / "annotations" / f"captions_{folder}.json"
-        if not annotation_file.is_file():
+        if not annotation_file.exists():
             raise FileNotFoundError(f"{annotation_file}: COCO caption annotations are missing")
         annotations = read_json(annotation_file)
         try:
@@ -129,7 +129,7 @@ def _official_entries(data_dir: Path, split_dir: Path, problems: InvalidSamples)
     listed = RepeatedIds("image", problems)
     for list_name, split in SPLIT_LIST_NAMES.items():
         split_file = split_dir / f"{list_name}.txt"
-        if not split_file.is_file():
+        if not split_file.exists():
             if list_name == "restval":
                 continue
             raise FileNotFoundError(f"{split_file}: Karpathy split list is missing")

@@ -20,9 +20,10 @@ import pyarrow.parquet as pq
 import torch
 from datasets import Dataset
 
+from .validation import regular_file
+
 logger = logging.getLogger(__name__)
 
-_SHARD = re.compile(r"(?:img_emb|metadata)_(\d+)\.(?:npy|parquet)")
 # Rows scanned at a time for non-finite values: bounded memory whatever the shard's size.
 _SCAN_ROWS = 65536
 
@@ -119,13 +120,11 @@ class _NpyFile:
 
 
 def embedding_shards(data_dir: str | Path) -> list[EmbeddingShard]:
-    """The folder's shards, checked pair by pair: each embeddings file has its metadata file and as many rows, with
-    a `caption` column, and every shard the same width. Errors name the file."""
+    """The folder's shards, checked pair by pair: each embeddings file has its metadata file and as many rows (at
+    least one), with a text `caption` column, and every shard the same width. Errors name the file."""
     folder = Path(data_dir)
-    embeddings = {int(_SHARD.fullmatch(path.name).group(1)): path
-                  for path in sorted((folder / "img_emb").glob("img_emb_*.npy")) if _SHARD.fullmatch(path.name)}
-    metadata = {int(_SHARD.fullmatch(path.name).group(1)): path
-                for path in sorted((folder / "metadata").glob("metadata_*.parquet")) if _SHARD.fullmatch(path.name)}
+    embeddings = _numbered_files(folder / "img_emb", "img_emb", ".npy")
+    metadata = _numbered_files(folder / "metadata", "metadata", ".parquet")
     if not embeddings:
         raise FileNotFoundError(f"{folder / 'img_emb'}: no img_emb_N.npy file (a clip-retrieval embeddings folder "
                                 f"holds img_emb/ and metadata/)")
@@ -144,6 +143,13 @@ def embedding_shards(data_dir: str | Path) -> list[EmbeddingShard]:
             raise ValueError(f"{metadata[number]}: not a readable parquet file ({error})") from error
         if "caption" not in parquet.schema_arrow.names:
             raise ValueError(f"{metadata[number]}: no 'caption' column (columns: {parquet.schema_arrow.names})")
+        caption_type = parquet.schema_arrow.field("caption").type
+        if not (pa.types.is_string(caption_type) or pa.types.is_large_string(caption_type)):
+            raise ValueError(f"{metadata[number]}: the 'caption' column holds {caption_type}, not text (string)")
+        for path, rows, partner in ((embeddings[number], array.rows, metadata[number]),
+                                    (metadata[number], parquet.metadata.num_rows, embeddings[number])):
+            if rows == 0:
+                raise ValueError(f"{path}: no rows (an empty shard); remove it and {partner}")
         if parquet.metadata.num_rows != array.rows:
             raise ValueError(f"{embeddings[number]} has {array.rows} rows but {metadata[number]} has "
                              f"{parquet.metadata.num_rows}")
@@ -153,6 +159,24 @@ def embedding_shards(data_dir: str | Path) -> list[EmbeddingShard]:
         width = array.dim
         shards.append(EmbeddingShard(number, embeddings[number], metadata[number], array.rows))
     return shards
+
+
+def _numbered_files(folder: Path, prefix: str, suffix: str) -> dict[int, Path]:
+    """The files `PREFIX_N.SUFFIX` of `folder` by shard number N, read from ASCII digits only (`\\d` and `int` take
+    any Unicode digit: `img_emb_٣.npy` would be shard 3). A file of that form whose N is not such a number, two
+    files of one number (`img_emb_0.npy`, `img_emb_00.npy`: one would be dropped) and a file that is not a regular
+    file (a FIFO would block the reader for ever) are errors naming them."""
+    pattern = re.compile(rf"{prefix}_([0-9]+){re.escape(suffix)}")
+    numbered: dict[int, Path] = {}
+    for path in sorted(folder.glob(f"{prefix}_*{suffix}")):
+        match = pattern.fullmatch(path.name)
+        if match is None:
+            raise ValueError(f"{path}: not a shard's name ({prefix}_N{suffix}, N in the digits 0-9)")
+        number = int(match.group(1))
+        if number in numbered:
+            raise ValueError(f"{numbered[number]} and {path} are both shard {number}: keep one")
+        numbered[number] = regular_file(path)
+    return numbered
 
 
 def invalid_rows(shards: list[EmbeddingShard], captions: Dataset) -> tuple[np.ndarray, str | None]:

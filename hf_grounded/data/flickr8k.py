@@ -43,9 +43,9 @@ def load_flickr8k(data_dir: str | Path, skip_invalid: bool = False, features_onl
     image_dir = None if features_only else _image_folder(data_dir)
     problems = InvalidSamples("flickr8k", skip_invalid)
     karpathy = data_dir / "dataset_flickr8k.json"
-    if (data_dir / "Flickr8k_text" / "Flickr8k.token.txt").is_file():
+    if (data_dir / "Flickr8k_text" / "Flickr8k.token.txt").exists():
         splits = _official_splits(data_dir / "Flickr8k_text", problems)
-    elif karpathy.is_file():
+    elif karpathy.exists():
         splits = {split: [] for split in SPLIT_FILES}
         for entry in read_karpathy_json(karpathy, problems):
             splits[entry["split"]].append((entry["filename"], entry["raw"], f"{karpathy} ({entry['filename']})",
@@ -123,7 +123,7 @@ def _official_splits(text_dir: Path,
     images = RepeatedIds("image", problems)
     for split, name in SPLIT_FILES.items():
         split_file = text_dir / name
-        if not split_file.is_file():
+        if not split_file.exists():
             raise FileNotFoundError(f"{split_file}: split list is missing")
         entries = []
         for line_number, filename in read_text_lines(split_file, problems):

@@ -41,9 +41,9 @@ def load_msvd(data_dir: str | Path, skip_invalid: bool = False, features_only: b
     """
     data_dir = Path(data_dir)
     problems = InvalidSamples("msvd", skip_invalid)
-    if all((data_dir / name).is_file() for name in TSV_FILES.values()):
+    if all((data_dir / name).exists() for name in TSV_FILES.values()):
         captions_by_split = _tsv_captions(data_dir, problems)
-    elif (data_dir / CSV_NAME).is_file():
+    elif (data_dir / CSV_NAME).exists():
         captions_by_split = _csv_captions(data_dir, problems)
     else:
         raise FileNotFoundError(f"{data_dir}: expected MSVD_{{train,val,test}}.tsv or '{CSV_NAME}'")
@@ -94,7 +94,7 @@ def _tsv_captions(data_dir: Path, problems: InvalidSamples) -> dict[str, dict[st
 
 def _csv_captions(data_dir: Path, problems: InvalidSamples) -> dict[str, dict[str, tuple[list[str], str]]]:
     mapping_file = data_dir / "youtube_mapping.txt"
-    if not mapping_file.is_file():
+    if not mapping_file.exists():
         raise FileNotFoundError(f"{mapping_file}: needed to split the official CSV into youtube2text splits")
     split_of_clip = {}
     mapped = RepeatedIds("clip", problems)

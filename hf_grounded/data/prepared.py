@@ -15,19 +15,21 @@ import logging
 import math
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import fsspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datasets import Dataset, IterableDataset, load_dataset, load_dataset_builder
 from huggingface_hub import DatasetCardData, HfApi
 
 from ..files import write_text
 from .schema import SPLITS
+from .validation import regular_file
 
 
 logger = logging.getLogger(__name__)
@@ -207,30 +209,92 @@ def load_prepared_split(path: str, split: str, streaming: bool = False,
 
 def split_files(path: str) -> dict[str, list[str]]:
     """Each split's data files, as the dataset card's `configs` name them (local paths, or hf:// URLs), resolved
-    once; a split of `SPLITS` without files is an error naming what there is."""
+    once; a split of `SPLITS` without files is an error naming what there is.
+
+    The card may come from anyone: a local folder's data files must lie inside it (their real paths, links
+    followed), it may hold no FIFO, device or socket, and no file may serve two splits (validation would score
+    training pairs) or one split twice. Errors name the file."""
     if Path(path).is_dir():
         refuse_interrupted_swap(path)
     data_files = {split: list(files) for split, files in (load_dataset_builder(path).config.data_files or {}).items()}
     for split in SPLITS:
         if not data_files.get(split):
             raise FileNotFoundError(f"{path} has no {split} split (its data files: {data_files or 'none'})")
+    local = Path(path).is_dir()
+    if local:
+        _refuse_special_files(path)
+    first_split: dict[str, str] = {}
+    for split, files in data_files.items():
+        for file in files:
+            identity = str(_confined(path, file)) if local else file
+            if identity in first_split:
+                where = (f"twice in the {split} split" if first_split[identity] == split
+                         else f"in both the {first_split[identity]} and {split} splits")
+                raise ValueError(f"{file}: the dataset card of {path} names this data file {where}; a file serves one "
+                                 f"split once")
+            first_split[identity] = split
     return data_files
+
+
+def _refuse_special_files(folder: str) -> None:
+    """An error naming the first FIFO, device or socket in the local dataset `folder` (hidden entries aside, as
+    `datasets` leaves them out): `datasets` leaves such a file out of the data files its patterns match, so a shard
+    would silently go missing; read, a FIFO would block for ever."""
+    for root, folders, names in os.walk(folder):
+        folders[:] = sorted(name for name in folders if not name.startswith("."))
+        for name in sorted(name for name in names if not name.startswith(".")):
+            try:
+                regular_file(Path(root) / name)
+            except FileNotFoundError:  # a dangling link, which no pattern matches either
+                continue
+
+
+def _confined(folder: str, file: str) -> Path:
+    """The real path of the data file `file` of the local dataset `folder`, checked to lie inside the folder (links
+    followed) and to be a regular file."""
+    root, real = Path(folder).resolve(), Path(file).resolve()
+    if "://" in file or root not in real.parents:
+        raise ValueError(f"{file}: the dataset card of {folder} names a data file outside its folder (it leads to "
+                         f"{real}); a local dataset's data files lie inside it")
+    regular_file(real)
+    return real
+
+
+def _is_text(column_type: pa.DataType) -> bool:
+    return pa.types.is_string(column_type) or pa.types.is_large_string(column_type)
+
+
+# Each pair column's types and, for errors, what they are in words; the integer image ids of a dataset written
+# another way are read as well as the written text ones.
+_COLUMN_TYPES = (
+    ("caption", _is_text, "text (string)"),
+    ("image_id", lambda column_type: _is_text(column_type) or pa.types.is_integer(column_type), "text or integers"),
+    ("image_index", pa.types.is_integer, "integers"),
+    ("embedding", lambda column_type: pa.types.is_fixed_size_list(column_type)
+     and pa.types.is_floating(column_type.value_type), "a fixed-size list of floats"),
+)
 
 
 def shard_rows(files: list[str]) -> list[int]:
     """The rows of each of a split's parquet files, read from their footers (no data is read; on the Hub, a few
-    kilobytes a file). Each file is checked: the pair columns, one embedding width. Errors name the file."""
+    kilobytes a file). Each file is checked before `datasets` reads it: at least one row, the pair columns of
+    their types (text captions and image ids, integer image indices), one embedding width. Errors name the file
+    and column."""
     rows, width = [], None
     for file in files:
         with fsspec.open(file, "rb") as stream:
             schema, count = _parquet_footer(file, stream)
+        if count == 0:
+            raise ValueError(f"{file}: no rows (an empty shard); remove it")
         missing = [column for column in PAIR_COLUMNS if column not in schema.names]
         if missing:
             raise ValueError(f"{file}: no {', '.join(repr(column) for column in missing)} column (columns: "
                              f"{schema.names}); a prepared dataset is written by recipes/prepare_data.py")
+        for column, allowed, wanted in _COLUMN_TYPES:
+            column_type = schema.field(column).type
+            if not allowed(column_type):
+                raise ValueError(f"{file}: the {column!r} column holds {column_type}, not {wanted}")
         embedding = schema.field("embedding").type
-        if not pa.types.is_fixed_size_list(embedding) or not pa.types.is_floating(embedding.value_type):
-            raise ValueError(f"{file}: 'embedding' must be a fixed-size list of floats, got {embedding}")
         if width is not None and embedding.list_size != width:
             raise ValueError(f"{file}: {embedding.list_size}-d embeddings beside {width}-d ones in {files[0]}")
         width = embedding.list_size
@@ -244,6 +308,23 @@ def _parquet_footer(file: str, stream) -> tuple[pa.Schema, int]:
     except Exception as error:  # pyarrow raises ArrowInvalid or OSError for a truncated or damaged file
         raise ValueError(f"{file}: not a readable parquet file ({error})") from error
     return parquet.schema_arrow, parquet.metadata.num_rows
+
+
+def unsound_pairs(captions: pa.Array | pa.ChunkedArray | Sequence, finite: np.ndarray) -> tuple[np.ndarray, str | None]:
+    """Which of a prepared dataset's pairs cannot be trained on, as a mask over the rows, and what is wrong with the
+    first of them, in words (None when all are sound): a null caption (which `str` would make the text "None"), an
+    empty or blank one, or a non-finite embedding (`finite`: whether each row's embedding is finite). The one check
+    of a split held whole and of one streamed, so that both refuse (or skip) the same pairs."""
+    if not isinstance(captions, (pa.Array, pa.ChunkedArray)):
+        captions = pa.array(list(captions), pa.string())
+    null = captions.is_null().to_numpy(zero_copy_only=False)
+    blank = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(pc.fill_null(captions, ""))), 0).to_numpy(
+        zero_copy_only=False)
+    bad = blank | ~np.asarray(finite, dtype=bool)
+    if not bad.any():
+        return bad, None
+    first = int(np.flatnonzero(bad)[0])
+    return bad, "a null caption" if null[first] else "an empty caption" if blank[first] else "a non-finite embedding"
 
 
 def push_prepared_dataset(folder: str | Path, repo_id: str, token: str | None = None,
@@ -264,4 +345,4 @@ def push_prepared_dataset(folder: str | Path, repo_id: str, token: str | None = 
 
 __all__ = ["CARD_KEY", "EARLIER_DATA", "PAIR_COLUMNS", "PARTIAL_CARD", "PARTIAL_DATA", "SplitPairs",
            "finish_interrupted_swap", "load_prepared_split", "push_prepared_dataset", "refuse_interrupted_swap",
-           "shard_rows", "split_files", "write_prepared_dataset"]
+           "shard_rows", "split_files", "unsound_pairs", "write_prepared_dataset"]

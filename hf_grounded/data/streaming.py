@@ -20,6 +20,7 @@ from datasets.distributed import split_dataset_by_node
 from transformers import PreTrainedTokenizerBase
 
 from .encoded import collate_captions
+from .prepared import unsound_pairs
 
 logger = logging.getLogger(__name__)
 
@@ -39,10 +40,11 @@ class StreamedPairBatches:
     and chunk), so batches carry little padding and stay random. A chunk always makes as many batches (pairs left
     out shrink them), so a resumed run finds its place by counting.
 
-    A row with a non-finite embedding or an empty caption is an error naming its image, or with `skip_invalid`
-    left out of its batch and counted (`skipped`). Streamed batches can hold two captions of one image (an
-    in-batch false negative for the contrastive losses; the samplers of a split held whole never batch an image
-    twice): a stream suits one caption per image, as LAION's pairs are, and the first such batch is logged.
+    A row with a non-finite embedding or a null or empty caption (`unsound_pairs`, the check of a split held
+    whole) is an error naming its image, or with `skip_invalid` left out of its batch and counted (`skipped`).
+    Streamed batches can hold two captions of one image (an in-batch false negative for the contrastive losses; the
+    samplers of a split held whole never batch an image twice): a stream suits one caption per image, as LAION's
+    pairs are, and the first such batch is logged.
     """
 
     def __init__(self, stream: IterableDataset, shard_rows: list[int], tokenizer: PreTrainedTokenizerBase,
@@ -115,14 +117,12 @@ class StreamedPairBatches:
     def _valid(self, rows: dict) -> tuple[np.ndarray, list[str], np.ndarray]:
         """The rows' embeddings (float32), captions and image indices, less the rows that are not sound."""
         embeddings = np.asarray(rows["embedding"], dtype=np.float32)
-        captions = [str(caption) for caption in rows["caption"]]
         image_index = np.asarray(rows["image_index"])
-        finite = np.isfinite(embeddings).all(axis=1)
-        bad = ~finite | np.array([not caption.strip() for caption in captions])
+        bad, problem = unsound_pairs(rows["caption"], np.isfinite(embeddings).all(axis=1))
+        captions = [str(caption) for caption in rows["caption"]]
         if not bad.any():
             return embeddings, captions, image_index
         first = int(np.flatnonzero(bad)[0])
-        problem = "a non-finite embedding" if not finite[first] else "an empty caption"
         if not self.skip_invalid:
             raise ValueError(f"{self.source}: the pair of image {rows['image_id'][first]} "
                              f"(row of image_index {image_index[first]}) has {problem}; --skip_invalid leaves such "

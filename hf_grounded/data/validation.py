@@ -3,6 +3,7 @@
 import json
 import logging
 import os
+import stat
 from collections.abc import Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
@@ -117,10 +118,29 @@ class ConfinedFolder:
         return path
 
 
+# What a path that is not a regular file is, in words (`stat`'s tests of its mode).
+_NOT_REGULAR = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def regular_file(path: str | Path) -> Path:
+    """`path`, once it is known to be a regular file (or a symbolic link to one); otherwise an `InvalidSampleError`
+    naming it and what it is. Every reader of a user's dataset files checks them this way before opening them: a
+    FIFO would block its reader for ever, a device such as /dev/zero never end, a folder fail later with a confusing
+    message. A path that cannot be looked up raises `stat`'s own `OSError` (`FileNotFoundError` when missing), which
+    the callers already handle."""
+    path = Path(path)
+    mode = path.stat().st_mode
+    if not stat.S_ISREG(mode):
+        what = next((name for test, name in _NOT_REGULAR if test(mode)), "a special file")
+        raise InvalidSampleError(f"{path}: {what}, not a regular file; a dataset's files must be regular files")
+    return path
+
+
 def read_json(path: str | Path) -> object:
     """A JSON file's content, or an `InvalidSampleError` naming the file and the line of the first problem."""
     try:
-        return json.loads(Path(path).read_bytes().decode("utf-8-sig"))
+        return json.loads(regular_file(path).read_bytes().decode("utf-8-sig"))
     except OSError as error:
         raise InvalidSampleError(f"{path}: cannot be read ({error})") from error
     except UnicodeDecodeError as error:
@@ -138,7 +158,7 @@ def read_text_lines(path: str | Path, problems: InvalidSamples | None = None) ->
     with `problems` (a loader's `skip_invalid` handling) it is reported there instead, and skipped when it skips.
     """
     try:
-        raw = Path(path).read_bytes()
+        raw = regular_file(path).read_bytes()
     except OSError as error:
         raise InvalidSampleError(f"{path}: cannot be read ({error})") from error
     lines = []
@@ -191,8 +211,12 @@ def image_file_problem(path: str | Path) -> str | None:
     JPEG must also start and end with its markers, which catches files cut short that libjpeg would pad silently.
     """
     path = Path(path)
-    if not path.is_file():
+    try:
+        regular_file(path)
+    except FileNotFoundError:
         return f"{path}: image file is missing"
+    except (InvalidSampleError, OSError) as error:
+        return str(error)
     try:
         image_format = read_image(path, str(path), reduced=True).format
     except InvalidSampleError as error:
@@ -217,8 +241,12 @@ def image_file_problems(paths: Sequence[str | Path]) -> list[str | None]:
 def video_file_problem(path: str | Path) -> str | None:
     """Why the video at `path` cannot be used, or None: it must exist and its container must hold a video stream."""
     path = Path(path)
-    if not path.is_file():
+    try:
+        regular_file(path)
+    except FileNotFoundError:
         return f"{path}: video file is missing"
+    except (InvalidSampleError, OSError) as error:
+        return str(error)
     try:
         with av.open(str(path)) as container:
             if not container.streams.video:
@@ -229,4 +257,5 @@ def video_file_problem(path: str | Path) -> str | None:
 
 
 __all__ = ["ConfinedFolder", "InvalidSampleError", "InvalidSamples", "RepeatedIds", "image_file_problem",
-           "image_file_problems", "raise_or_report", "read_image", "read_json", "read_text_lines", "video_file_problem"]
+           "image_file_problems", "raise_or_report", "read_image", "read_json", "read_text_lines", "regular_file",
+           "video_file_problem"]

@@ -12,6 +12,8 @@ from PIL import Image
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
+from ..data.validation import regular_file
+
 logger = logging.getLogger(__name__)
 
 # With the size and modification time, a file's head (a JPEG's tables) and tail (its last scan) tell two pictures
@@ -33,7 +35,8 @@ class FeatureCache:
         self.path = Path(path) if path is not None else None
         self.items: dict[str, torch.Tensor] = {}
         self.contents: dict[str, str] = {}
-        if self.path is not None and self.path.is_file():
+        # Anything at the path is read, so that a FIFO or a folder there is an error, not an empty cache.
+        if self.path is not None and self.path.exists():
             self.items, self.contents = read_feature_file(self.path)
 
     def missing(self, ids: list[str], contents: list[str] | None = None) -> list[str]:
@@ -79,7 +82,7 @@ def read_feature_file(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, st
     A file that disagrees would hand every later item its neighbour's features; each error names the file and the
     item. Half-precision rows are read as float32, the precision the models take."""
     try:
-        with safe_open(path, framework="pt") as handle:
+        with safe_open(regular_file(path), framework="pt") as handle:
             metadata, names = handle.metadata() or {}, set(handle.keys())
             if names != {"features", "lengths"}:
                 raise ValueError(f"{path}: a feature file holds the tensors 'features' and 'lengths', found "
@@ -120,7 +123,7 @@ def read_feature_file(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, st
 def stored_ids(path: Path) -> set[str]:
     """The ids a feature file holds, from its header alone (the tensors are checked when they are read)."""
     try:
-        with safe_open(path, framework="pt") as handle:
+        with safe_open(regular_file(path), framework="pt") as handle:
             ids = _metadata_json(path, handle.metadata() or {}, "ids")
     except SafetensorError as error:
         raise ValueError(f"{path}: not a readable safetensors file ({error})") from error

@@ -12,6 +12,7 @@ from accelerate import Accelerator
 from datasets import DatasetDict, Image
 from huggingface_hub import constants
 
+from ..data.validation import regular_file
 from ..files import MARKER_NAME, is_library_folder, refuse_foreign_folder
 from .cache import FeatureCache, stored_ids
 from .extraction import FeatureSpec, cached_features
@@ -112,8 +113,9 @@ def stored_features(dataset: DatasetDict, features_file: str | Path) -> dict[str
     use features from another pipeline, such as a paper's own. Nothing is extracted: every row's id must be in
     the file.
     """
-    if not Path(features_file).is_file():
+    if not Path(features_file).exists():
         raise FileNotFoundError(f"{features_file}: features file does not exist")
+    regular_file(features_file)
     kind, id_column = _item_column(dataset)
     ids, bounds = _split_bounds(dataset, id_column)
     cache = FeatureCache(features_file)
@@ -132,8 +134,9 @@ def stored_features(dataset: DatasetDict, features_file: str | Path) -> dict[str
 def without_rows_lacking_features(dataset: DatasetDict, features_file: str | Path) -> DatasetDict:
     """The dataset without the rows whose image or video has no row in `features_file` (`--skip_invalid`), their
     number logged with a few of their ids."""
-    if not Path(features_file).is_file():
+    if not Path(features_file).exists():
         raise FileNotFoundError(f"{features_file}: features file does not exist")
+    regular_file(features_file)
     kind, id_column = _item_column(dataset)
     # The header's ids suffice here; the features themselves are read (and checked) once, by `stored_features`.
     stored = stored_ids(Path(features_file))

@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow.compute as pc
 import torch
 from datasets import Dataset, IterableDataset
 from transformers import PreTrainedTokenizerBase
@@ -16,7 +15,7 @@ from transformers import PreTrainedTokenizerBase
 from ..data import SPLITS
 from ..data.encoded import CaptionColumn, EncodedSplit
 from ..data.sampling import LENGTH_GROUP_BATCHES
-from ..data.prepared import load_prepared_split, shard_rows, split_files
+from ..data.prepared import load_prepared_split, shard_rows, split_files, unsound_pairs
 from ..data.streaming import StreamedPairBatches
 from .arguments import DataArguments
 from .embedding_pairs import refuse_image_options
@@ -82,7 +81,8 @@ def load_prepared_pairs(data_args: DataArguments) -> PreparedPairs:
 def _encoded_split(table: Dataset, source: str, tokenizer: PreTrainedTokenizerBase, max_length: int,
                    num_proc: int | None, skip_invalid: bool) -> EncodedSplit:
     """One split: its captions tokenised, each image's embedding (its first row's) in one tensor. Pairs with a
-    non-finite embedding or an empty caption are an error naming the image, or with `skip_invalid` left out."""
+    non-finite embedding or a null or empty caption (`unsound_pairs`, the check of a streamed split) are an error
+    naming the image, or with `skip_invalid` left out."""
     image_index = table.data.column("image_index").to_numpy()
     if len(image_index) == 0 or image_index[0] != 0 or not np.isin(np.diff(image_index), (0, 1)).all():
         raise ValueError(f"{source}: rows are not image-major (image_index must count images from 0, an image's "
@@ -91,13 +91,10 @@ def _encoded_split(table: Dataset, source: str, tokenizer: PreTrainedTokenizerBa
     embeddings = table.data.column("embedding").take(first_rows).combine_chunks()
     features = torch.from_numpy(embeddings.flatten().to_numpy(zero_copy_only=False).astype(np.float32)
                                 .reshape(len(first_rows), -1))
-    captions = table.data.column("caption")
-    empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(pc.fill_null(captions, ""))), 0).to_numpy(
-        zero_copy_only=False)
-    bad = ~torch.isfinite(features).all(dim=1).numpy()[image_index] | empty
+    finite = torch.isfinite(features).all(dim=1).numpy()[image_index]
+    bad, problem = unsound_pairs(table.data.column("caption"), finite)
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
-        problem = "an empty caption" if empty[first] else "a non-finite embedding"
         if not skip_invalid:
             raise ValueError(f"{source}: the pair of image {table[first]['image_id']} (row {first}) has {problem}; "
                              f"--skip_invalid leaves such pairs out")
