@@ -209,6 +209,19 @@ def test_a_rerun_on_other_shards_is_refused_and_overwrite_rebuilds_the_whole_fol
     assert manifest["embedding_dtype"] == "float32" and sorted(manifest["shards"]) == ["0", "1"]
 
 
+def test_a_folder_whose_shards_were_made_with_other_settings_is_refused_for_training(half_prepared, tmp_path):
+    """What the probe made: shard 0 as float16, shard 1 as float32 by a rerun that was not refused, put together."""
+    shards, output = half_prepared
+    other = tmp_path / "float32"
+    run_recipe_in_process("prepare_data.py", ["--shards", str(shards), "--output_dir", str(other), *BACKBONE,
+                                              "--embedding_dtype", "float32"])
+    for kind, name in (("img_emb", "img_emb_1.npy"), ("metadata", "metadata_1.parquet")):
+        (output / kind / name).write_bytes((other / kind / name).read_bytes())
+    with pytest.raises(ValueError, match=f"{output / 'metadata' / 'metadata_1.parquet'} was prepared with "
+                                         f"embedding_dtype 'float32' but .*metadata_0.parquet with 'float16'"):
+        embedding_shards(output)
+
+
 def _bytes(folder: Path) -> dict[str, bytes]:
     return {path.relative_to(folder).as_posix(): path.read_bytes() for path in sorted(folder.rglob("*"))
             if path.is_file()}

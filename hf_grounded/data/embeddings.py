@@ -7,6 +7,7 @@ captions are an Arrow table on disk (`datasets`' cache), so a run holds neither 
 Python strings.
 """
 
+import json
 import logging
 import os
 import re
@@ -24,6 +25,8 @@ from .validation import regular_file
 
 logger = logging.getLogger(__name__)
 
+# The key under which a shard's metadata file records how `recipes/prepare_data.py --shards` made it.
+RECORD_KEY = "hf_grounded"
 # Rows scanned at a time for non-finite values: bounded memory whatever the shard's size.
 _SCAN_ROWS = 65536
 
@@ -134,7 +137,7 @@ def embedding_shards(data_dir: str | Path) -> list[EmbeddingShard]:
         have, lack = ((embeddings[number], folder / "metadata" / f"metadata_{number}.parquet")
                       if number in embeddings else (metadata[number], folder / "img_emb" / f"img_emb_{number}.npy"))
         raise FileNotFoundError(f"{have} has no partner {lack}")
-    shards, width = [], None
+    shards, width, settings = [], None, {}
     for number in sorted(embeddings):
         array = _NpyFile(embeddings[number])
         try:
@@ -157,8 +160,42 @@ def embedding_shards(data_dir: str | Path) -> list[EmbeddingShard]:
             raise ValueError(f"{embeddings[number]}: {array.dim}-d embeddings beside {width}-d ones in "
                              f"{shards[0].embeddings}")
         width = array.dim
+        settings[metadata[number]] = recorded_settings(metadata[number], parquet.schema_arrow)
         shards.append(EmbeddingShard(number, embeddings[number], metadata[number], array.rows))
+    _refuse_mixed_settings(settings)
     return shards
+
+
+def recorded_settings(metadata_file: Path, schema: pa.Schema) -> dict | None:
+    """The features' settings a prepared shard's metadata file records (`recipes/prepare_data.py --shards`: the
+    backbone, its weights, the preprocessing, the storage dtype), without its source shard; None when it records
+    none (a folder written by another tool, or by an earlier version)."""
+    recorded = (schema.metadata or {}).get(RECORD_KEY.encode())
+    if recorded is None:
+        return None
+    try:
+        record = json.loads(recorded)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{metadata_file}: its {RECORD_KEY!r} record is not JSON ({error})") from error
+    if not isinstance(record, dict):
+        raise ValueError(f"{metadata_file}: its {RECORD_KEY!r} record is not a JSON object")
+    return {name: value for name, value in record.items() if not name.startswith("source")}
+
+
+def _refuse_mixed_settings(settings: dict[Path, dict | None]) -> None:
+    """An error naming two metadata files whose shards were made with other features' settings: their embeddings
+    are not one space (a preparation resumed with other settings, or two folders put together)."""
+    (first, expected), *others = settings.items()
+    for path, found in others:
+        if (found is None) != (expected is None):
+            bare, recording = (path, first) if found is None else (first, path)
+            raise ValueError(f"{bare} records no features' settings but {recording} does: shards made otherwise "
+                             "cannot be trained on together; prepare the folder again with --overwrite_output_dir")
+        if found != expected:
+            name = next(name for name in sorted({*expected, *found}) if expected.get(name) != found.get(name))
+            raise ValueError(f"{path} was prepared with {name} {found.get(name)!r} but {first} with "
+                             f"{expected.get(name)!r}: shards made with other features' settings cannot be trained "
+                             "on together; prepare the folder again with --overwrite_output_dir")
 
 
 def _numbered_files(folder: Path, prefix: str, suffix: str) -> dict[int, Path]:
@@ -249,5 +286,6 @@ def write_embedding_shards(folder: str | Path, shards: Iterable[tuple[Sequence[s
     return written
 
 
-__all__ = ["EmbeddingShard", "FeatureRows", "embedding_shards", "invalid_rows", "read_captions",
+__all__ = ["EmbeddingShard", "FeatureRows", "RECORD_KEY", "embedding_shards", "invalid_rows", "read_captions",
+           "recorded_settings",
            "write_embedding_shards"]

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..files import refuse_symlink, replaced_atomically, write_json
+from .embeddings import RECORD_KEY
 from .validation import InvalidSampleError, read_image, regular_file
 
 logger = logging.getLogger(__name__)
@@ -39,9 +40,8 @@ READ_SUFFIXES = (*IMAGE_SUFFIXES, CAPTION_SUFFIX)
 MAX_MEMBER_BYTES = 64 << 20
 MAX_SHARD_BYTES = 8 << 30
 MAX_SHARD_MEMBERS = 1_000_000
-# A prepared folder's record of its shards, and the key under which each shard's metadata file records its own.
+# A prepared folder's record of the shards it finished (each shard's metadata file records its own: RECORD_KEY).
 MANIFEST_NAME = "prepared.json"
-RECORD_KEY = "hf_grounded"
 _WRITTEN_SHARD = re.compile(r"metadata_([0-9]+)\.parquet")
 
 
@@ -279,9 +279,9 @@ def check_resumable(folder: Path, shards: list[Path], settings: dict, finished: 
 
 def iterate_pending(shards: list[Path], folder: Path, finished: dict) -> Iterator[tuple[int, Path]]:
     """The shards whose output is not whole yet, with their numbers (a rerun resumes where a run stopped); a shard
-    recorded in `finished` (the shards of `read_manifest`) is done too, an empty one included."""
+    that `finished` (the shards of `read_manifest`) records as empty is done too."""
     for number, shard in enumerate(shards):
-        if shard_done(folder, number) or str(number) in finished:
+        if shard_done(folder, number) or finished.get(str(number), {}).get("pairs") == 0:
             logger.info("%s: already prepared as shard %d", shard, number)
             continue
         yield number, shard
