@@ -112,9 +112,9 @@ def _check_keys(config: PreTrainedConfig, keys: dict) -> None:
     another family's or a misspelt key (which would be ignored), in one line naming the key, its value and the
     folder (which transformers passes as `name_or_path`)."""
     # What transformers itself writes into config.json, or passes when it loads one, besides the fields.
-    transformers_keys = {"model_type", "auto_map", "quantization_config", "name_or_path", "torch_dtype",
-                         "_commit_hash", "attn_implementation", "experts_implementation", "output_attentions",
-                         "num_labels", "per_layer_config", "_attn_implementation_internal",
+    transformers_keys = {"model_type", "auto_map", "quantization_config", "name_or_path", "_name_or_path",
+                         "torch_dtype", "_commit_hash", "attn_implementation", "experts_implementation",
+                         "output_attentions", "num_labels", "per_layer_config", "_attn_implementation_internal",
                          "_experts_implementation_internal"}
     config_class = type(config)
     source = f"{keys['name_or_path']}/config.json" if keys.get("name_or_path") else f"{config_class.__name__}"
