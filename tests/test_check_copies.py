@@ -101,3 +101,76 @@ def test_no_model_file_carries_a_copied_method():
     for path in MODELS.rglob("*.py"):
         indented = [line for line in path.read_text().splitlines() if line.startswith(" ") and "# Copied from" in line]
         assert not indented, f"{path.relative_to(REPO_ROOT)}: {indented}"
+
+
+def _repository_with_a_family(tmp_path, monkeypatch, package: bool = True):
+    """A repository whose shared module is copied whole into models/new_family; ROOT pointed at it."""
+    root = tmp_path / "repository"
+    folder = root / "hf_grounded" / "models" / "new_family"
+    folder.mkdir(parents=True)
+    if package:
+        (folder / "__init__.py").write_text("")
+    (root / "hf_grounded" / "models" / "sentence_encoding.py").write_text('"""The shared module."""\nSIZE = 1\n')
+    monkeypatch.setattr(check_copies, "ROOT", root)
+    return folder / "sentence_encoding.py"
+
+
+@pytest.mark.parametrize("package", [True, False])
+def test_a_copy_whose_header_was_removed_is_still_a_copy_that_differs(package, tmp_path, monkeypatch, capsys):
+    copy = _repository_with_a_family(tmp_path, monkeypatch, package)
+    copy.write_text('"""The shared module."""\nSIZE = 2\n')  # edited, and its header line removed
+    assert check_copies.main(["--check"]) == 1
+    assert "new_family/sentence_encoding.py hf_grounded/models/sentence_encoding.py (the whole file)" in \
+        capsys.readouterr().out
+    assert check_copies.main([]) == 0
+    assert copy.read_text() == check_copies.whole_file_copy(SHARED)
+    assert check_copies.main(["--check"]) == 0
+
+
+@pytest.mark.parametrize("marker", [
+    "#Copied from hf_grounded.objectives.functional.hinge_loss",
+    "# copied from hf_grounded.objectives.functional.hinge_loss",
+    "# COPIED FROM hf_grounded.objectives.functional.hinge_loss",
+    "#  Copied from hf_grounded.objectives.functional.hinge_loss",
+    "# Copied  from hf_grounded.objectives.functional.hinge_loss",
+    "# Copied from  hf_grounded.objectives.functional.hinge_loss",
+    "# Copied from: hf_grounded.objectives.functional.hinge_loss",
+    "# Copied-from hf_grounded.objectives.functional.hinge_loss",
+    "# Copied from hf_grounded.objectives.functional.hinge_loss with margin->gap",
+    "# Copied from objectives.functional.hinge_loss",
+])
+def test_a_near_miss_of_a_marker_is_an_error(marker, tmp_path, capsys):
+    target = tmp_path / "module.py"
+    target.write_text(f"{marker}\ndef hinge_loss(similarities):\n    return similarities\n")
+    with pytest.raises(ValueError, match=r"module\.py:1: .* is no marker"):
+        check_copies.synchronised(target)
+    assert check_copies.main(["--check", str(target)]) == 1
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and marker in error
+    # A marker after code on its line is no marker either.
+    target.write_text("x = 1  # Copied from hf_grounded.objectives.functional.hinge_loss\n")
+    with pytest.raises(ValueError, match="is no marker"):
+        check_copies.synchronised(target)
+
+
+def test_a_marker_in_a_string_is_not_a_marker(tmp_path):
+    target = tmp_path / "module.py"
+    text = 'DOC = """\n# Copied from hf_grounded.objectives.functional.hinge_loss\ndef f():\n"""\n'
+    target.write_text(text)
+    assert check_copies.synchronised(target) == (text, [])
+
+
+@pytest.mark.parametrize("header", [
+    "#Generated from hf_grounded/models/sentence_encoding.py by utils/check_copies.py: edit that file, not this copy.",
+    "# generated from hf_grounded/models/sentence_encoding.py by utils/check_copies.py: edit that file.",
+    "# Generated  from hf_grounded/models/sentence_encoding.py by utils/check_copies.py",
+    "# Generated from hf_grounded/models/modeling_other.py by utils/check_copies.py: edit that file, not this copy.",
+])
+def test_a_near_miss_of_a_header_is_an_error(header, tmp_path, capsys):
+    target = tmp_path / "sentence_encoding.py"
+    for text in (f"{header}\nSIZE = 2\n", f"\n{header}\nSIZE = 2\n"):
+        target.write_text(text)
+        with pytest.raises(ValueError, match=r"sentence_encoding\.py:[12]: .*(is no header|copied whole nowhere)"):
+            check_copies.synchronised(target)
+        assert check_copies.main(["--check", str(target)]) == 1
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1

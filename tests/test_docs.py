@@ -84,3 +84,123 @@ def default_model_folder(tmp_path_factory):
 def test_every_python_example_of_the_docs_runs(code, default_model_folder, monkeypatch):
     monkeypatch.chdir(default_model_folder)
     exec(compile(code, "<example>", "exec"), {"__name__": "__example__"})
+
+
+# What a result file may hold in any string, each a way out of text: a live tag, a code span closed early, a link.
+PAYLOADS = {"script": "<script>alert(1)</script>", "image": "x` <img src=x onerror=alert(2)> `",
+            "link": "[click](javascript:alert(3))", "cell": "a | b", "marker": "<!-- /generated -->"}
+
+
+def _html(markdown_text: str) -> str:
+    """The page as the docs site builds it (Python-Markdown with mkdocs.yml's extensions) and as GitHub would
+    (CommonMark with tables)."""
+    import markdown
+    from markdown_it import MarkdownIt
+
+    site = markdown.markdown(markdown_text, extensions=["admonition", "tables", "pymdownx.superfences"])
+    return site + MarkdownIt("commonmark").enable("table").render(markdown_text)
+
+
+def _tampered_results(tmp_path, renderer, changes: dict) -> None:
+    """A copy of the result files with `changes` ({file name: function changing its JSON}) made to it."""
+    import json
+
+    results = tmp_path / "benchmarks" / "results"
+    shutil.copytree(renderer.RESULTS, results)
+    for name, change in changes.items():
+        data = json.loads((results / f"{name}.json").read_text())
+        change(data)
+        (results / f"{name}.json").write_text(json.dumps(data))
+    return results
+
+
+def test_every_string_of_a_result_file_renders_as_text(tmp_path, monkeypatch):
+    renderer = _renderer()
+
+    def provenance(data):
+        data["hardware"]["cpu"] = PAYLOADS["script"]
+        data["command"] = PAYLOADS["image"]
+        data["hardware"]["gpu"] = PAYLOADS["link"]
+
+    def rows(data):
+        provenance(data)
+        data["rows"][0]["model"] = PAYLOADS["cell"] + PAYLOADS["marker"]
+        data["rows"][0]["cache"] = PAYLOADS["image"]
+
+    monkeypatch.setattr(renderer, "RESULTS", _tampered_results(tmp_path, renderer, {
+        "data_scale": rows, "vete_flickr8k": provenance}))
+    for page in (REPO_ROOT / "docs" / "data.md", REPO_ROOT / "docs" / "reproductions" / "vete.md"):
+        rendered = renderer.render(page.read_text(), page)
+        assert rendered != page.read_text()
+        html = _html(rendered)
+        for live in ("<script", "<img", 'href="javascript'):
+            assert live not in html, (page.name, live)
+        assert "alert(1)" in html and "alert(2)" in html and "alert(3)" in html  # shown, as text
+        # The block still ends where it did: rendered again, the page is the same.
+        assert renderer.render(rendered, page) == rendered
+    # A table row keeps its cells, the first one showing the model's name as written.
+    page = REPO_ROOT / "docs" / "data.md"
+    assert "<td>a | b&lt;!-- /generated --&gt;</td>" in _html(renderer.render(page.read_text(), page))
+
+
+@pytest.mark.parametrize("marker", ["<!--  generated: data_scale -->", "<!-- generated:  data_scale -->",
+                                    "<!-- Generated: data_scale -->", "<!--generated: data_scale-->",
+                                    "<!-- generated: data_scale  -->", "<!-- generated data_scale -->"])
+def test_a_near_miss_of_a_marker_is_an_error_not_a_block_left_stale(marker, tmp_path, monkeypatch, capsys):
+    renderer = _renderer()
+    page = tmp_path / "page.md"
+    stale = "# Data\n\n<!-- generated: data_scale -->\nstale\n<!-- /generated -->\n"
+    page.write_text(stale.replace("<!-- generated: data_scale -->", marker))
+    with pytest.raises(ValueError, match=re.escape(f"page.md:3: {marker!r} is no marker")):
+        renderer.render(page.read_text(), page)
+    monkeypatch.setattr(renderer, "pages", lambda: [page])
+    assert _run_main(renderer, ["--check"]) == 1
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and marker in error
+    assert page.read_text() == stale.replace("<!-- generated: data_scale -->", marker)
+
+
+def _run_main(renderer, arguments: list[str]) -> int:
+    import sys
+
+    argv, sys.argv = sys.argv, ["render_docs.py", *arguments]
+    try:
+        return renderer.main()
+    finally:
+        sys.argv = argv
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("<!-- generated: data_scale -->\nstale\n<!--  /generated -->\n", "is no marker"),
+    ("<!-- generated: data_scale -->\nstale\n<!-- /generated-->\n", "is no marker"),
+    ("<!-- generated: data_scale -->\nstale\n", "not closed"),
+    ("stale\n<!-- /generated -->\n", "closes no block"),
+    ("<!-- generated: data_scale -->\n<!-- generated: objectives -->\n<!-- /generated -->\n", "inside another"),
+    ("<!-- generated: data_scale --> and more\nstale\n<!-- /generated -->\n", "is no marker"),
+])
+def test_markers_out_of_pairs_or_misspelt_are_errors(text, expected, tmp_path):
+    with pytest.raises(ValueError, match=expected):
+        _renderer().render(text, tmp_path / "page.md")
+
+
+def test_a_result_files_benchmark_is_imported_only_from_the_known_ones(tmp_path, monkeypatch):
+    renderer = _renderer()
+    results = _tampered_results(tmp_path, renderer, {"vete_flickr8k": lambda data: data.update(benchmark="planted")})
+    ran = tmp_path / "ran"
+    (results.parent / "planted.py").write_text(f"open({str(ran)!r}, 'w').close()\n"
+                                               "def format_result(result):\n    return ''\n")
+    monkeypatch.setattr(renderer, "RESULTS", results)
+    monkeypatch.syspath_prepend(str(results.parent))
+    page = REPO_ROOT / "docs" / "reproductions" / "vete.md"
+    with pytest.raises(ValueError, match=r"vete_flickr8k\.json: \"benchmark\" is 'planted', not a benchmark whose"):
+        renderer.render(page.read_text(), page)
+    assert not ran.exists()
+
+
+def test_the_known_benchmarks_are_those_that_render_a_result():
+    import ast
+
+    rendering = sorted(path.stem for path in (REPO_ROOT / "benchmarks").glob("*.py")
+                       if any(isinstance(node, ast.FunctionDef) and node.name == "format_result"
+                              for node in ast.parse(path.read_text()).body))
+    assert sorted(_renderer().BENCHMARKS) == rendering

@@ -16,8 +16,8 @@ pytest.importorskip("gradio")
 
 from hf_grounded.demo import space as space_module  # noqa: E402
 from hf_grounded.demo.space import (  # noqa: E402
-    LEFT_OUT_FOLDER, LEFT_OUT_HIDDEN, LEFT_OUT_LINK, LEFT_OUT_LINK_OUT, LEFT_OUT_NOT_AN_IMAGE, LEFT_OUT_NOT_REGULAR,
-    LEFT_OUT_UNDECODABLE, build_space_folder, push_space)
+    LEFT_OUT_FOLDER, LEFT_OUT_HIDDEN, LEFT_OUT_LINK, LEFT_OUT_LINK_OUT, LEFT_OUT_NOT_AN_IMAGE, LEFT_OUT_NOT_OWN,
+    LEFT_OUT_NOT_REGULAR, LEFT_OUT_NOT_SOURCE, LEFT_OUT_UNDECODABLE, build_space_folder, push_space)
 from hf_grounded.files import MARKER_NAME  # noqa: E402
 
 from .conftest import REPO_ROOT, run_recipe_in_process  # noqa: E402
@@ -198,6 +198,7 @@ def test_the_library_goes_in_as_its_source_files_only(tmp_path, monkeypatch):
     (package / "__pycache__").mkdir()
     (package / "__pycache__" / "gru.cpython-312.pyc").write_bytes(b"bytecode")
     (package / "weights.bin").write_bytes(SECRET)
+    _track(tmp_path, "hf_grounded/__init__.py", "hf_grounded/models/gru.py")
     monkeypatch.setattr(space_module, "PACKAGE_FOLDER", package)
     images = tmp_path / "images"
     write_jpeg(images / "dog.jpg")
@@ -209,6 +210,71 @@ def test_the_library_goes_in_as_its_source_files_only(tmp_path, monkeypatch):
     built = every_entry(space.path)
     assert not [entry for entry in built if entry.is_symlink() or entry.name.startswith(".")]
     assert all(SECRET not in entry.read_bytes() for entry in built if entry.is_file())
+
+
+def _track(repository: Path, *names: str) -> None:
+    """Make `repository` a git working tree that tracks `names` (added to the index, as git ls-files reads it)."""
+    subprocess.run(["git", "init", "-q", str(repository)], check=True)
+    subprocess.run(["git", "-C", str(repository), "add", "--", *names], check=True)
+
+
+def _package_with_local_settings(root: Path) -> Path:
+    """A package whose folder holds, beside its own files, a `local_settings.py` with a token nobody tracks."""
+    package = root / "hf_grounded"
+    (package / "models").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "models" / "gru.py").write_text("SIZE = 1\n")
+    (package / "notes.txt").write_text("tracked, not source\n")
+    (package / "local_settings.py").write_bytes(b"HF_TOKEN = '" + SECRET + b"'\n")
+    (package / "models" / "scratch.py").write_bytes(SECRET)
+    return package
+
+
+def test_a_file_beside_the_package_s_own_stays_out_of_the_space_and_is_listed(tmp_path, monkeypatch, capsys):
+    """From a git checkout the package's files are those git tracks; anything else of its folders (a
+    local_settings.py holding a token) is left out, and the summary says so."""
+    package = _package_with_local_settings(tmp_path)
+    _track(tmp_path, "hf_grounded/__init__.py", "hf_grounded/models/gru.py", "hf_grounded/notes.txt")
+    monkeypatch.setattr(space_module, "PACKAGE_FOLDER", package)
+    images = tmp_path / "images"
+    write_jpeg(images / "dog.jpg")
+
+    space = build_space_folder(tmp_path / "space", REPO_ROOT / "demo", images=images)
+    library = sorted(name for name in space.files if name.startswith("hf_grounded/")
+                     and not name.startswith("hf_grounded/model_cards/"))
+    assert library == ["hf_grounded/__init__.py", "hf_grounded/models/gru.py"]
+    assert all(SECRET not in (space.path / name).read_bytes() for name in space.files)
+    assert space.library_left_out == {"hf_grounded/local_settings.py": LEFT_OUT_NOT_OWN,
+                                      "hf_grounded/models/scratch.py": LEFT_OUT_NOT_OWN,
+                                      "hf_grounded/notes.txt": LEFT_OUT_NOT_SOURCE}
+    summary = "\n".join(space.summary())
+    assert f"left out of the library: 2 {LEFT_OUT_NOT_OWN}: hf_grounded/local_settings.py" in summary
+
+
+def test_installed_from_a_wheel_the_package_s_files_are_those_its_record_lists(tmp_path, monkeypatch):
+    package = _package_with_local_settings(tmp_path)
+    record = [Path("hf_grounded/__init__.py"), Path("hf_grounded/models/gru.py"),
+              Path("hf_grounded-0.1.0.dist-info/RECORD")]
+
+    class Listed(type(Path())):
+        def locate(self):
+            return tmp_path / self
+
+    monkeypatch.setattr(space_module.metadata, "distribution",
+                        lambda name: type("Distribution", (), {"files": [Listed(path) for path in record]}))
+    monkeypatch.setattr(space_module, "PACKAGE_FOLDER", package)
+    images = tmp_path / "images"
+    write_jpeg(images / "dog.jpg")
+    space = build_space_folder(tmp_path / "space", REPO_ROOT / "demo", images=images)
+    assert "hf_grounded/local_settings.py" not in space.files and "hf_grounded/models/gru.py" in space.files
+    assert space.library_left_out["hf_grounded/local_settings.py"] == LEFT_OUT_NOT_OWN
+
+    # Neither installed nor tracked, the package's files cannot be told from others: refused, nothing written.
+    monkeypatch.setattr(space_module.metadata, "distribution",
+                        lambda name: type("Distribution", (), {"files": []}))
+    with pytest.raises(ValueError, match="cannot tell the package's own files"):
+        build_space_folder(tmp_path / "other", REPO_ROOT / "demo", images=images)
+    assert not (tmp_path / "other").exists()
 
 
 def test_wrong_folders_are_refused_before_anything_is_written(tmp_path, monkeypatch):

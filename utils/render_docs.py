@@ -6,8 +6,11 @@ number or list that a file or the code holds: it shows what this script renders 
     python utils/render_docs.py --check   # change nothing; exit 1 naming each block that differs
 
 A block is the lines between `<!-- generated: NAME -->` and `<!-- /generated -->`; NAME is a key of `RENDERERS` or
-the name of a result file, whose benchmark (the file's "benchmark") renders it with its `format_result`.
-tests/test_docs.py runs the check, so a page and its JSON cannot disagree on main.
+the name of a result file, whose benchmark (the file's "benchmark", one of `BENCHMARKS`) renders it with its
+`format_result`. A comment that looks like a marker but is not one, or markers out of pairs, is an error, never a
+block left as it is. Every string of a result file is made inert before anything renders it (`inert`): what a
+file says is shown as text, never read as HTML or markdown. tests/test_docs.py runs the check, so a page and its
+JSON cannot disagree on main.
 """
 
 import argparse
@@ -22,11 +25,38 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)", re.DOTALL)
+# Whatever spells "generated" in an HTML comment: each must be exactly a marker of BLOCK.
+MARKER_LIKE = re.compile(r"<!--[^\n]*?generated[^\n]*?-->", re.IGNORECASE)
+OPENING = re.compile(r"<!-- generated: [\w-]+ -->\n")
+CLOSING = "<!-- /generated -->"
 BACKENDS = ("torch float32", "torch int8", "onnx float32", "onnx int8")
+# The benchmarks whose `format_result` renders a result file's block: a result file's "benchmark" is imported, that
+# is run, so only these are.
+BENCHMARKS = ("ablation_char_gru", "demo_load", "fidelity_char_gru", "grounded_skipthought", "grounded_transformer",
+              "run_all", "vete_flickr8k", "vete_search_flickr8k")
+# What markdown or HTML would read in a value rather than show: made a character reference, which both show as text.
+_ACTIVE = re.compile(r"[&<>`|\[\]\\*\x00-\x1f\x7f]")
+
+
+def inert(value: object) -> object:
+    """`value` (a result file's JSON) with every string, keys included, shown as text wherever markdown puts it:
+    no HTML tag, entity, code span, link, emphasis, table cell or line of its own."""
+    if isinstance(value, str):
+        return _ACTIVE.sub(lambda match: f"&#{ord(match.group())};", value)
+    if isinstance(value, dict):
+        return {inert(key): inert(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [inert(item) for item in value]
+    return value
+
+
+def _code(text: str) -> str:
+    """`text` (made inert) as code: a code span would show a character reference as written, so one is HTML."""
+    return f"<code>{text}</code>" if "&" in text else f"`{text}`"
 
 
 def _results(name: str) -> dict:
-    return json.loads((RESULTS / f"{name}.json").read_text())
+    return inert(json.loads((RESULTS / f"{name}.json").read_text()))
 
 
 def _provenance(result: dict, benchmark: str) -> str:
@@ -38,9 +68,9 @@ def _provenance(result: dict, benchmark: str) -> str:
     if result.get("command"):
         commit = result["commit"].removesuffix("+changes")
         changes = " with uncommitted changes" if result["commit"].endswith("+changes") else ""
-        made = f"written by `{result['command']}` at commit {commit[:10]}{changes} on {result['date'][:10]}"
+        made = f"written by {_code(result['command'])} at commit {commit[:10]}{changes} on {result['date'][:10]}"
     else:
-        made = f"made by `{benchmark}` (the file records no command, commit or date)"
+        made = f"made by {_code(benchmark)} (the file records no command, commit or date)"
     return f"Source: `benchmarks/results/{result['_name']}.json`, {made}; {machine}."
 
 
@@ -276,7 +306,10 @@ def benchmark_table(name: str) -> str:
     result = _load(name)
     if str(RESULTS.parent) not in sys.path:  # the benchmarks import their shared helpers as `common`
         sys.path.insert(0, str(RESULTS.parent))
-    benchmark = result["benchmark"]
+    benchmark = result.get("benchmark")
+    if benchmark not in BENCHMARKS:
+        raise ValueError(f"benchmarks/results/{name}.json: \"benchmark\" is {benchmark!r}, not a benchmark whose "
+                         f"tables render ({', '.join(BENCHMARKS)})")
     table = importlib.import_module(benchmark).format_result(result)
     return f"{table}\n\n{_provenance(result, f'python benchmarks/{benchmark}.py')}"
 
@@ -293,7 +326,27 @@ def pages() -> list[Path]:
     return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 
 
+def _check_markers(text: str, source: Path) -> None:
+    """Every comment that looks like a marker is one, and they come in pairs: an opening, then its closing."""
+    expected_opening = True
+    for match in MARKER_LIKE.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        marker = match.group()
+        opening = OPENING.match(text, match.start()) is not None
+        if not opening and marker != CLOSING:
+            raise ValueError(f"{source}:{line}: {marker!r} is no marker of a generated block: write "
+                             f"'<!-- generated: NAME -->' on a line of its own, and '{CLOSING}'")
+        if opening != expected_opening:
+            raise ValueError(f"{source}:{line}: {marker!r} " + (
+                "opens a block inside another one" if opening else "closes no block"))
+        expected_opening = not opening
+    if not expected_opening:
+        raise ValueError(f"{source}: the last generated block is not closed with '{CLOSING}'")
+
+
 def render(text: str, source: Path) -> str:
+    _check_markers(text, source)
+
     def replace(match: re.Match) -> str:
         name = match.group("name")
         render_block = renderer(name)
@@ -312,7 +365,11 @@ def main() -> int:
     stale = []
     for page in pages():
         text = page.read_text()
-        rendered = render(text, page)
+        try:
+            rendered = render(text, page)
+        except ValueError as error:
+            print(f"render_docs.py: error: {error}", file=sys.stderr)
+            return 1
         if rendered != text:
             stale.append(page.relative_to(REPO))
             if not args.check:

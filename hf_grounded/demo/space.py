@@ -9,7 +9,9 @@ A Space may be public, so the folder holds only what the demo needs, each as a r
 - of the images folder, exactly the images the demo shows (`image_files.select_images`, links out of the folder not
   followed) that also decode, as the demo indexes only those; nothing else of it (dotfiles, links, subfolders,
   other files), and what was left out is reported with why;
-- of the library, its `.py` files and card templates, never a link, a dotfile or a cache.
+- of the library, its own `.py` files and card templates: those the installed distribution lists (its RECORD) or,
+  for a source checkout, those git tracks; never a file put beside them (a `local_settings.py` with a token), a
+  link, a dotfile or a cache, and what of the package's folders was left out is reported with why.
 The folder is built under a temporary name beside the destination and renamed into place once complete, so a
 failure leaves nothing behind, and `push_space` uploads exactly the files the builder wrote, each only while it is
 still the file written.
@@ -20,10 +22,11 @@ import logging
 import os
 import shutil
 import stat
+import subprocess
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 
 from ..data.validation import InvalidSampleError, read_image
@@ -45,6 +48,10 @@ LEFT_OUT_LINK_OUT = "a link out of the folder (never copied)"
 LEFT_OUT_NOT_REGULAR = "not a regular file (a dangling link, a device, a pipe)"
 LEFT_OUT_UNDECODABLE = "does not decode as an image (the demo would not index it)"
 LEFT_OUT_CHANGED = "changed while it was copied"
+# Why a file of the library's folders is not in the Space.
+LEFT_OUT_NOT_OWN = "not one of the package's files (neither listed by the installed distribution nor tracked by git)"
+LEFT_OUT_NOT_SOURCE = "not a source file or card template of the package"
+LEFT_OUT_NOT_REGULAR_FILE = "not a regular file (a link?)"
 _LEFT_OUT_BY_SELECTION = {SKIPPED_LINK: LEFT_OUT_LINK_OUT, SKIPPED_NOT_REGULAR: LEFT_OUT_NOT_REGULAR}
 NAMES_SHOWN = 5  # of the entries left out for one reason, how many the summary names
 
@@ -59,6 +66,7 @@ class SpaceFolder:
     path: Path
     files: dict[str, Identity]  # path in the Space (POSIX) -> the identity of the file the builder wrote there
     left_out: dict[str, str] = field(default_factory=dict)  # entry of the images folder -> why it is not copied
+    library_left_out: dict[str, str] = field(default_factory=dict)  # file of the library's folders -> why not copied
 
     @property
     def size(self) -> int:
@@ -86,7 +94,8 @@ class SpaceFolder:
         """What the folder holds and what of the images folder was left out, why, and the first few names."""
         lines = [f"Space folder {self.path}: {len(self.files)} files, {self.size:,} bytes "
                  f"({self.size / 2**20:.1f} MiB), {self.image_count} images in {IMAGES}/"]
-        return lines + [f"left out of the images folder: {line}" for line in _left_out_by_reason(self.left_out)]
+        return (lines + [f"left out of the images folder: {line}" for line in _left_out_by_reason(self.left_out)]
+                + [f"left out of the library: {line}" for line in _left_out_by_reason(self.library_left_out)])
 
 
 def build_space_folder(destination: str | Path, demo_folder: str | Path,
@@ -108,7 +117,11 @@ def build_space_folder(destination: str | Path, demo_folder: str | Path,
         if not stat.S_ISREG(os.lstat(demo_folder / name).st_mode):
             raise ValueError(f"{demo_folder / name} is not a regular file (a link?): give the repository's demo/ "
                              f"folder")
-    selected, left_out = [], {}
+    # The package's own files, decided before anything is written: a folder that is neither installed nor tracked
+    # is refused rather than copied whole.
+    templates = Path(os.fspath(resources.files("hf_grounded.model_cards")))
+    own_files = _own_files(PACKAGE_FOLDER) | _own_files(templates)
+    selected, left_out, library_left_out = [], {}, {}
     if images is not None:
         selected, skipped = select_images(images)
         left_out = _entries_not_selected(Path(images), {image.name for image in selected}) | {
@@ -126,7 +139,7 @@ def build_space_folder(destination: str | Path, demo_folder: str | Path,
         for name in DEMO_FILES:
             if not _copy_file(demo_folder / name, building / name, files, building):
                 raise ValueError(f"{demo_folder / name} changed while it was copied: build the Space again")
-        _copy_library(building, files)
+        _copy_library(building, files, own_files, templates, library_left_out)
         if selected:
             (building / IMAGES).mkdir()
         for image in selected:
@@ -148,7 +161,7 @@ def build_space_folder(destination: str | Path, demo_folder: str | Path,
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
-    space = SpaceFolder(destination, files, left_out)
+    space = SpaceFolder(destination, files, left_out, library_left_out)
     logger.info("Space folder written to %s: %d files, %d bytes", destination, len(files), space.size)
     return space
 
@@ -239,36 +252,75 @@ def _entries_not_selected(folder: Path, selected: set[str]) -> dict[str, str]:
     return reasons
 
 
-def _copy_library(building: Path, files: dict[str, Identity]) -> None:
-    """The package's `.py` files into `building/hf_grounded`, then its card templates: no link (file or folder),
-    dotfile, cache or other file, whatever the package folder holds."""
+def _own_files(folder: Path) -> set[Path]:
+    """The package's own files in `folder`, resolved: those the installed distribution lists there (a wheel's RECORD;
+    an editable install lists none), else those git tracks there (a source checkout). Neither is an error."""
+    folder = folder.resolve()
+    try:
+        listed = metadata.distribution("hf_grounded").files or []
+    except metadata.PackageNotFoundError:
+        listed = []
+    installed = {path for path in (Path(file.locate()).resolve() for file in listed) if path.is_relative_to(folder)}
+    if installed:
+        return installed
+    try:
+        tracked = subprocess.run(["git", "-C", str(folder), "ls-files", "-z", "--", "."], capture_output=True,
+                                 timeout=60)
+    except FileNotFoundError:  # no git
+        tracked = None
+    if tracked is not None and tracked.returncode == 0 and tracked.stdout:
+        return {(folder / name).resolve() for name in os.fsdecode(tracked.stdout).split("\0") if name}
+    raise ValueError(f"cannot tell the package's own files in {folder} from others put there: the installed "
+                     f"hf_grounded lists none of them and git tracks none; install hf_grounded from a wheel or build "
+                     f"the Space from a git checkout")
+
+
+def _copy_library(building: Path, files: dict[str, Identity], own_files: set[Path], templates: Path,
+                  left_out: dict[str, str]) -> None:
+    """The package's own `.py` files into `building/hf_grounded`, then its own card templates: no other file, link
+    (file or folder), dotfile or cache, whatever the package folder holds; each file left out is put in `left_out`,
+    by its path, with why."""
     package = building / "hf_grounded"
     for parent, folders, names in os.walk(PACKAGE_FOLDER):
         parent = Path(parent)
         # os.walk lists a link to a folder among the folders; removing it here keeps the walk out of it.
+        # Installed from a wheel, the templates are a folder of the package: they are copied with the templates.
         folders[:] = sorted(name for name in folders if not name.startswith(".") and name != "__pycache__"
-                            and not (parent / name).is_symlink())
+                            and not (parent / name).is_symlink() and (parent / name).resolve() != templates.resolve())
         target_folder = package / parent.relative_to(PACKAGE_FOLDER)
         target_folder.mkdir()
         for name in sorted(names):
-            if name.startswith(".") or not name.endswith(".py"):
-                continue
-            if not _copy_file(parent / name, target_folder / name, files, building):
-                logger.warning("left out of the Space's library: %s is not a regular file", parent / name)
+            _copy_own(parent / name, target_folder / name, name.endswith(".py"), files, building, own_files, left_out)
     # The card templates ship inside the package, from the repository's top-level model_cards/.
     cards = package / "model_cards"
     cards.mkdir(exist_ok=True)
     # The package is installed as files, not zipped (evaluate.load reads its metric scripts as files too).
-    templates = Path(os.fspath(resources.files("hf_grounded.model_cards")))
     for template in sorted(templates.iterdir()):
-        if template.name.startswith(".") or not template.name.endswith(".md"):
+        if template.is_dir() and template.name == "__pycache__":
             continue
-        if not _copy_file(template, cards / template.name, files, building):
-            logger.warning("left out of the Space's library: %s is not a regular file", template)
-    # Installed from a wheel, the templates' package is inside the package folder, and its __init__.py copied.
+        _copy_own(template, cards / template.name, template.name.endswith(".md") or template.name == "__init__.py",
+                  files, building, own_files, left_out)
+    # A templates folder without an __init__.py of its own still has to be a package in the Space.
     if "hf_grounded/model_cards/__init__.py" not in files:
         (cards / "__init__.py").touch(exist_ok=False)
         files["hf_grounded/model_cards/__init__.py"] = _identity(os.lstat(cards / "__init__.py"))
+
+
+def _copy_own(source: Path, target: Path, wanted: bool, files: dict[str, Identity], building: Path,
+              own_files: set[Path], left_out: dict[str, str]) -> None:
+    """Copy `source`, a file of the library's folders, when it is `wanted` (by its kind) and one of the package's own
+    files; else, or when it is no regular file, record why in `left_out` under the path it would have had."""
+    if source.name.startswith(".") or source.is_symlink():
+        reason = LEFT_OUT_HIDDEN if source.name.startswith(".") else LEFT_OUT_LINK
+    elif source.resolve() not in own_files:
+        reason = LEFT_OUT_NOT_OWN
+    elif not wanted:
+        reason = LEFT_OUT_NOT_SOURCE
+    elif not _copy_file(source, target, files, building):
+        reason = LEFT_OUT_NOT_REGULAR_FILE
+    else:
+        return
+    left_out[target.relative_to(building).as_posix()] = reason
 
 
 def _copy_file(source: Path, target: Path, files: dict[str, Identity], building: Path, *,
@@ -301,5 +353,5 @@ def _identity(status: os.stat_result) -> Identity:
 
 
 __all__ = ["LEFT_OUT_CHANGED", "LEFT_OUT_FOLDER", "LEFT_OUT_HIDDEN", "LEFT_OUT_LINK", "LEFT_OUT_LINK_OUT",
-           "LEFT_OUT_NOT_AN_IMAGE", "LEFT_OUT_NOT_REGULAR", "LEFT_OUT_UNDECODABLE", "SpaceFolder", "build_space_folder",
-           "push_space"]
+           "LEFT_OUT_NOT_AN_IMAGE", "LEFT_OUT_NOT_OWN", "LEFT_OUT_NOT_REGULAR", "LEFT_OUT_NOT_REGULAR_FILE",
+           "LEFT_OUT_NOT_SOURCE", "LEFT_OUT_UNDECODABLE", "SpaceFolder", "build_space_folder", "push_space"]

@@ -107,6 +107,11 @@ class EncoderPreTrainedMixin:
     def from_pretrained(cls, *args, **kwargs):
         """`PreTrainedModel.from_pretrained`, then every weight checked finite: a corrupted file that still parses
         (flipped bytes inside a tensor) is refused with the tensor's name instead of giving NaN embeddings."""
+        folder = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        if kwargs.get("config") is None and folder is not None:
+            # The config is read from the model's folder: named to it, as AutoConfig names it, its refusal of a key
+            # of config.json can say which file holds the key.
+            kwargs.setdefault("name_or_path", str(folder))
         loaded = super().from_pretrained(*args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded
         for name, tensor in model.state_dict().items():

@@ -1,5 +1,8 @@
 """Configuration of VETE, the visually enhanced text embeddings of Kurach et al. (2017)."""
 
+import inspect
+import reprlib
+
 from transformers import PreTrainedConfig
 
 _TEXT_ENCODERS = ("bow", "rnn", "cnn")
@@ -79,6 +82,7 @@ class VETEConfig(PreTrainedConfig):
     tokenizer_fingerprint: str | None = None
 
     def __post_init__(self, **kwargs):
+        _check_keys(self, kwargs)
         if self.cnn_filter_widths is None:
             self.cnn_filter_widths = [3, 4, 5]
         _check_choice("text_encoder", self.text_encoder, _TEXT_ENCODERS)
@@ -106,6 +110,33 @@ def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
 
 # Larger than any width or vocabulary these models use: stops a nonsensical config.json before anything is allocated.
 _LARGEST_SIZE = 1 << 22
+
+
+# Copied from hf_grounded.models.char_gru.configuration_char_gru._check_keys
+def _check_keys(config: PreTrainedConfig, keys: dict) -> None:
+    """Refuse, before `PreTrainedConfig` sets it as an attribute, a key of config.json (or a keyword) that is none of
+    the config's fields: another model's `model_type`, a property derived from the fields (which cannot be set), or
+    another family's or a misspelt key (which would be ignored), in one line naming the key, its value and the
+    folder (which transformers passes as `name_or_path`)."""
+    # What transformers itself writes into config.json, or passes when it loads one, besides the fields.
+    transformers_keys = {"model_type", "auto_map", "quantization_config", "name_or_path", "_name_or_path",
+                         "torch_dtype", "_commit_hash", "attn_implementation", "experts_implementation",
+                         "output_attentions", "num_labels", "per_layer_config", "_attn_implementation_internal",
+                         "_experts_implementation_internal"}
+    config_class = type(config)
+    source = f"{keys['name_or_path']}/config.json" if keys.get("name_or_path") else f"{config_class.__name__}"
+    model_type = keys.get("model_type", config_class.model_type)
+    if model_type != config_class.model_type:
+        raise ValueError(f"{source}: key 'model_type' is {reprlib.repr(model_type)}, not {config_class.model_type!r}: "
+                         f"the folder holds another model than a {config_class.__name__}; load it with AutoModel")
+    for key, value in keys.items():
+        if key in transformers_keys:
+            continue
+        if isinstance(inspect.getattr_static(config_class, key, None), property):
+            reason = f"{config_class.__name__} derives {key} from its other keys, so it cannot be set"
+        else:
+            reason = f"{config_class.__name__} has no such key (another family's, or misspelt?)"
+        raise ValueError(f"{source}: key {key!r} = {reprlib.repr(value)}: {reason}")
 
 
 # Copied from hf_grounded.models.char_gru.configuration_char_gru._check_size
