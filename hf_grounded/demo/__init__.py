@@ -32,11 +32,13 @@ def launch(model_source: str, images_dir: str | Path | None, *, host: str = "127
     test's server). `concurrency` requests run at once; the rest queue. `options` go to `DemoModel`.
 
     A visitor can fetch the indexed images and the page's heatmaps, and no other file: `ServedFilesOnly` answers
-    every file request before gradio does (see SECURITY.md)."""
+    every file request before gradio does; and can send the page's event calls, bounded, and no other request body:
+    `EventCallsOnly` refuses the rest (see SECURITY.md)."""
     require_extra("demo")
     from starlette.middleware import Middleware
 
     from .app import DemoModel, build_demo
+    from .event_calls import EventCallsOnly
     from .served_files import ServedFilesOnly
 
     # Gradio keeps up to GRADIO_ANALYTICS_MAX_EVENTS (10,000) events for its monitoring page and summarises them all
@@ -46,7 +48,7 @@ def launch(model_source: str, images_dir: str | Path | None, *, host: str = "127
     os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
     state = DemoModel(model_source, images_dir, **options)
     demo = build_demo(state, top_k=top_k)
-    middleware = [Middleware(ServedFilesOnly, serves=state.serves)]
+    middleware = [Middleware(EventCallsOnly), Middleware(ServedFilesOnly, serves=state.serves)]
     demo.queue(default_concurrency_limit=concurrency).launch(
         server_name=host, server_port=port, share=False, prevent_thread_lock=not block, quiet=not block,
         footer_links=["api"], run_history=False, app_kwargs={"middleware": middleware})
