@@ -13,7 +13,8 @@ import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from hf_grounded.demo import DEFAULT_MODEL, launch  # noqa: E402
+from hf_grounded.command_line import run_recipe  # noqa: E402
+from hf_grounded.demo import DEFAULT_MODEL, launch  # noqa: E402  (gradio, the demo extra, is imported by launch)
 
 
 def main() -> None:
@@ -46,4 +47,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main)

@@ -5,11 +5,16 @@ keeps its traceback; `--debug` keeps it for mistakes too.
 
 transformers says that a model named on the command line cannot be found or reached with a bare `OSError`, which
 is no mistake by that rule, as a failing disk's is not: `hf_grounded.model_sources.named_model` turns the former
-into a `ValueError` naming the flag, where the model is loaded."""
+into a `ValueError` naming the flag, where the model is loaded.
+
+A recipe run without the extra it needs (`pip install -e .` alone, then `recipes/search.py`) ends the same way, with
+the extra to install: `PROG: error: the search extra is not installed (...): pip install -e ".[search]"`."""
 
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+from .extras import explain_missing_extra
 
 USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
                PermissionError)
@@ -28,6 +33,12 @@ def run_recipe(main: Callable[[], object], argv: list[str] | None = None) -> Non
             raise
         message = " ".join(str(error).split())
         print(f"{Path(argv[0]).name}: error: {message} (--debug shows where)", file=sys.stderr)
+        sys.exit(2)
+    except ImportError as error:
+        missing = explain_missing_extra(error)
+        if missing is None or debug:
+            raise
+        print(f"{Path(argv[0]).name}: error: {missing}", file=sys.stderr)
         sys.exit(2)
 
 

@@ -13,6 +13,7 @@ from transformers import AutoModel
 
 import hf_grounded  # noqa: F401  (registers the Auto classes)
 from hf_grounded.command_line import run_recipe
+from hf_grounded.extras import require_extra
 from hf_grounded.model_sources import named_model
 from hf_grounded.onnx_export import export_onnx
 
@@ -24,6 +25,7 @@ def main() -> None:
     parser.add_argument("--no_int8", action="store_true", help="Skip the int8 copy (onnx/model_qint8.onnx).")
     parser.add_argument("--trust_remote_code", action="store_true")
     args = parser.parse_args()
+    require_extra("onnx")  # before the model is loaded: the export and its check need onnx and ONNX Runtime
     if not Path(args.model).is_dir():
         raise ValueError(f"--model {args.model} is not a local folder: the ONNX graph is written into the model's "
                          f"folder")

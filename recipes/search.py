@@ -12,7 +12,6 @@ import argparse
 import logging
 
 from hf_grounded.command_line import run_recipe
-from hf_grounded.search import run_search
 
 
 def main() -> None:
@@ -30,6 +29,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="Seed of the sampler and of sampled pairs.")
     args, training_flags = parser.parse_known_args()
     training_flags = [flag for flag in training_flags if flag != "--"]
+    # Imported once the arguments are read, so that --help works without Optuna (the search extra).
+    from hf_grounded.search import run_search
+
     study = run_search(["--config", args.config, *training_flags], args.trials, args.search_dir,
                        args.validation_sts_dir, args.seed, args.validation_sick_path)
     print(open(f"{args.search_dir}/trials.md").read())

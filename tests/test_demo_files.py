@@ -1,9 +1,13 @@
 """What a visitor of the demo can fetch: the indexed images and the page's heatmaps, nothing else, however the
-request is spelled (links at several depths, `..`, encoded dots, absolute paths, URLs, every file route of gradio),
+request is spelled (links at several depths, `..`, encoded dots, absolute paths, URLs, every file route of gradio);
+what a visitor can send: the page's event calls, bounded, and no other request body on any route gradio registers;
 and what happens when the images folder changes under a running demo. On localhost only."""
 
+import asyncio
 import http.client
+import json
 import os
+import re
 import shutil
 from pathlib import Path
 from urllib.parse import quote, urlsplit
@@ -17,6 +21,7 @@ os.environ["NO_PROXY"] = "127.0.0.1,localhost"
 gradio_client = pytest.importorskip("gradio_client")
 
 from hf_grounded.demo import launch, synthetic_test_images  # noqa: E402
+from hf_grounded.demo.event_calls import MAX_EVENT_BYTES, EventCallsOnly  # noqa: E402
 
 from .fixtures import train_tiny_char_gru  # noqa: E402
 from .test_demo import client_of, free_port  # noqa: E402
@@ -60,12 +65,16 @@ def server(hostile):
     demo.close()
 
 
-def fetch(server, path: str, method: str = "GET") -> tuple[int, bytes]:
-    """The status and body of a request for `path` sent exactly as written (no client-side normalisation)."""
+def fetch(server, path: str, method: str = "GET", json_body: dict | None = None) -> tuple[int, bytes]:
+    """The status and body of a request for `path` sent exactly as written (no client-side normalisation), with
+    `json_body` as its JSON body if given."""
     address = urlsplit(server.local_url)
     connection = http.client.HTTPConnection(address.hostname, address.port, timeout=30)
     try:
-        connection.request(method, path)
+        if json_body is None:
+            connection.request(method, path)
+        else:
+            connection.request(method, path, json.dumps(json_body), {"Content-Type": "application/json"})
         response = connection.getresponse()
         return response.status, response.read()
     finally:
@@ -144,6 +153,95 @@ def test_urls_uploads_and_gradio_s_own_folders_are_refused(server, hostile):
                   f"/gradio_api/file=file://{private}/shadow", f"/gradio_api/file=../../../../../..{private}/shadow"):
         status, body = fetch(server, route)
         assert status in (403, 404, 405) and SECRET not in body, route
+
+
+# The routes of the page's event calls, with their parameters given values: the only ones that take a body.
+EVENT_CALLS = {"/gradio_api/queue/join", "/gradio_api/cancel", "/gradio_api/reset", "/gradio_api/reset/",
+               "/gradio_api/call/search", "/gradio_api/call/search/", "/gradio_api/call/v2/search",
+               "/gradio_api/call/v2/search/"}
+
+
+def registered_routes(demo) -> set[str]:
+    """Every route the running app registers, each parameter given the value `search`: FastAPI lists the routes of an
+    included router (gradio's /gradio_api one) through `iter_route_contexts`, not in `app.routes`."""
+    from fastapi.routing import iter_route_contexts
+
+    return {re.sub(r"\{[^}]*\}", "search", route.path) for route in iter_route_contexts(demo.app.routes)}
+
+
+def status_of_body(server, path: str, declared: int | None, sent: bytes, method: str = "POST") -> int:
+    """The status answered to a request for `path` that declares a body of `declared` bytes (None: sent in chunks)
+    but sends only `sent` of it before reading the answer: a server that refuses the body answers at once, one that
+    takes it waits for the rest, and the request times out."""
+    address = urlsplit(server.local_url)
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
+    try:
+        connection.putrequest(method, path)
+        connection.putheader("Content-Type", "multipart/form-data; boundary=x")
+        if declared is None:
+            connection.putheader("Transfer-Encoding", "chunked")
+            sent = f"{len(sent):x}\r\n".encode() + sent + b"\r\n"
+        else:
+            connection.putheader("Content-Length", str(declared))
+        connection.endheaders(sent)
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def test_every_route_gradio_registers_refuses_a_body_but_the_page_s_event_calls_which_are_bounded(server):
+    routes = registered_routes(server)
+    # The routes of the report (a screen recording gradio writes to its temporary folder and runs ffmpeg on) and the
+    # page's own are among those enumerated, so a listing that missed gradio's router would fail here.
+    assert {"/gradio_api/process_recording", "/gradio_api/upload", "/gradio_api/component_server"} <= routes
+    assert EVENT_CALLS <= routes, EVENT_CALLS - routes
+    five_megabytes, first_kilobyte = 5 << 20, b"-" * 1024
+    for route in sorted(routes, key=lambda route: (route != "/gradio_api/process_recording", route)):
+        expected = 413 if route in EVENT_CALLS else 403
+        assert status_of_body(server, route, five_megabytes, first_kilobyte) == expected, route
+        if route in EVENT_CALLS:  # a body in chunks is counted as it comes
+            assert status_of_body(server, route, None, b"-" * (MAX_EVENT_BYTES + 1)) == 413, route
+    for method in ("PUT", "PATCH", "DELETE"):
+        assert status_of_body(server, "/gradio_api/upload", five_megabytes, first_kilobyte, method) == 403
+    # Routes read with GET take no body at all; an event call of the page's size still works through the
+    # documented API (the page's own calls go through /gradio_api/queue/join, as every other test's client does).
+    assert status_of_body(server, "/config", 1024, first_kilobyte, "GET") == 413
+    status, answer = fetch(server, "/gradio_api/call/v2/search", "POST", {"query": "a red square " * 70, "top_k": 3})
+    assert status == 200 and "event_id" in json.loads(answer), answer
+
+
+def test_the_event_calls_middleware_refuses_web_sockets_and_knows_the_root_path():
+    """Under a root path (a proxy's prefix) an event call passes and an upload does not; a WebSocket, which gradio
+    does not serve, is refused before the app sees it."""
+    reached = []
+
+    async def app(scope, receive, send):
+        reached.append((scope["path"], (await receive())["body"]))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    def call(scope: dict) -> list[dict]:
+        sent, requests = [], [{"type": "http.request", "body": b"{}", "more_body": False}]
+
+        async def receive():
+            return requests.pop() if requests else {"type": "http.disconnect"}
+
+        async def send(message):
+            sent.append(message)
+
+        asyncio.run(EventCallsOnly(app)(scope, receive, send))
+        return sent
+
+    def post(path: str) -> dict:
+        return {"type": "http", "method": "POST", "path": path, "root_path": "/space", "headers": []}
+
+    assert call(post("/space/gradio_api/queue/join"))[0]["status"] == 200
+    assert reached == [("/space/gradio_api/queue/join", b"{}")]
+    assert call(post("/space/gradio_api/upload"))[0]["status"] == 403
+    assert call(post("/space/gradio_api/upload/gradio_api/queue/join"))[0]["status"] == 403
+    assert call({"type": "websocket", "path": "/space/gradio_api/queue/join", "root_path": "/space",
+                 "headers": []}) == [{"type": "websocket.close", "code": 1008}]
+    assert len(reached) == 1
 
 
 def test_heatmaps_are_served_and_their_folder_is_not(server):

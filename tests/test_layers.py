@@ -9,7 +9,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "hf_grounded"
 LAYERS = [
     ("helpers", ["hf_grounded.files", "hf_grounded.argument_values", "hf_grounded.tables", "hf_grounded.word_tokenizer",
-                 "hf_grounded.model_sources"]),
+                 "hf_grounded.model_sources", "hf_grounded.extras"]),
     ("models", ["hf_grounded.models", "hf_grounded.families", "hf_grounded"]),
     ("objectives", ["hf_grounded.objectives"]),
     ("data and features", ["hf_grounded.data", "hf_grounded.features", "hf_grounded.inputs"]),

@@ -70,9 +70,9 @@ class ServedImages:
 # Gradio's routes that answer with a file from the disk: `/gradio_api/file=PATH` and its older spelling
 # `/gradio_api/file/PATH` (both also without the prefix, and under any root path).
 FILE_ROUTE = re.compile(r"(?:^|/gradio_api)/file[=/]")
-# Routes the page never needs, refused outright: uploads (the page takes no files, and each one would be kept on
-# the server's disk) and the proxy to other Spaces.
-UNUSED_ROUTE = re.compile(r"(?:^|/gradio_api)/(?:upload|upload_progress|proxy=)")
+# Routes the page never needs, refused outright: the progress of uploads (which `event_calls.EventCallsOnly`
+# refuses: the page takes no files) and the proxy to other Spaces.
+UNUSED_ROUTE = re.compile(r"(?:^|/gradio_api)/(?:upload_progress|proxy=)")
 
 
 class ServedFilesOnly:

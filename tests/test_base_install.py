@@ -1,0 +1,165 @@
+"""`pip install -e .` alone, without any extra: the README's examples run, every recipe's `--help` works, and a
+recipe that needs an extra says in one line which one to install.
+
+Each runs in a fresh interpreter that cannot see the modules only the extras bring: the distributions setup.py's
+extras require, with everything those require in turn, less what `install_requires` already brings (worked out
+from the installed packages' metadata), are hidden from every finder of `sys.meta_path`, so `import gradio` fails
+and `importlib.util.find_spec("gradio")` answers None, as in a base install."""
+
+import ast
+import re
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from hf_grounded.extras import DEPENDENCY_MODULES, EXTRA_MODULES
+
+from .conftest import REPO_ROOT
+from .fixtures import train_tiny_char_gru
+
+RECIPES = sorted((REPO_ROOT / "recipes").glob("*.py")) + [REPO_ROOT / "demo" / "app.py"]
+# A README block preceded by this comment is not run (tests/test_docs.py's rule).
+NO_TEST = re.compile(r"<!-- no-test: [^>]+ -->\n$")
+PYTHON_BLOCK = re.compile(r"```python\n(?P<code>.*?)```", re.DOTALL)
+# Runs before the code under test: every finder of sys.meta_path is wrapped to find none of HIDDEN.
+WITHOUT_EXTRAS = """\
+import sys
+HIDDEN = frozenset({hidden!r})
+assert not HIDDEN & {{name.partition(".")[0] for name in sys.modules}}, "imported before the prelude"
+
+
+class WithoutExtras:
+    def __init__(self, finder):
+        self.finder = finder
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in HIDDEN:
+            return None
+        return self.finder.find_spec(name, path, target)
+
+    def __getattr__(self, name):
+        return getattr(self.finder, name)
+
+
+sys.meta_path[:] = [WithoutExtras(finder) for finder in sys.meta_path]
+"""
+
+
+def setup_requirements() -> tuple[list[str], dict[str, list[str]]]:
+    """setup.py's `install_requires` and `extras_require`, read from its source."""
+    call = next(node for node in ast.walk(ast.parse((REPO_ROOT / "setup.py").read_text()))
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setup")
+    arguments = {keyword.arg: keyword.value for keyword in call.keywords}
+    return ast.literal_eval(arguments["install_requires"]), ast.literal_eval(arguments["extras_require"])
+
+
+def installed_closure(requirements: list[str]) -> set[str]:
+    """The installed distributions (canonical names) that `requirements` bring, theirs included, recursively."""
+    found, seen, pending = set(), set(), [Requirement(text) for text in requirements]
+    while pending:
+        requirement = pending.pop()
+        key = (canonicalize_name(requirement.name), frozenset(requirement.extras))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            distribution = metadata.distribution(requirement.name)
+        except metadata.PackageNotFoundError:  # a requirement for another platform or Python, say
+            continue
+        found.add(key[0])
+        for text in distribution.requires or []:
+            needed = Requirement(text)
+            if needed.marker is None or any(needed.marker.evaluate({"extra": extra})
+                                            for extra in [""] + sorted(requirement.extras)):
+                pending.append(needed)
+    return found
+
+
+def modules_only_the_extras_bring() -> set[str]:
+    """The top-level modules that only distributions brought by the extras (not by `install_requires`) provide."""
+    base, extras = setup_requirements()
+    only_extras = installed_closure([text for texts in extras.values() for text in texts]) - installed_closure(base)
+    return {module for module, distributions in metadata.packages_distributions().items()
+            if all(canonicalize_name(name) in only_extras for name in distributions)}
+
+
+HIDDEN = modules_only_the_extras_bring()
+
+
+def run_without_extras(code: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run `code` in a fresh interpreter that cannot import the extras' modules."""
+    return subprocess.run([sys.executable, "-c", WITHOUT_EXTRAS.format(hidden=sorted(HIDDEN)) + code], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def run_script_without_extras(script: Path, arguments: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """`python SCRIPT ARGUMENTS` without the extras' modules (the script's folder first on the path, as Python
+    puts it)."""
+    return run_without_extras(f"import runpy\nsys.argv = {[str(script), *arguments]!r}\n"
+                              f"sys.path[0] = {str(script.parent)!r}\n"
+                              f"runpy.run_path(sys.argv[0], run_name='__main__')\n", cwd)
+
+
+@pytest.fixture(scope="module")
+def quick_start_folder(tmp_path_factory) -> Path:
+    """A folder where `outputs/char-gru-synthetic` holds a tiny char-GRU trained on the synthetic set."""
+    root = tmp_path_factory.mktemp("base-install")
+    train_tiny_char_gru(root / "outputs" / "char-gru-synthetic", hidden_size=16, images=40, steps=4)
+    return root
+
+
+def test_the_extras_table_is_setup_py_s():
+    """`hf_grounded.extras` names each extra of setup.py with its requirements' modules, and the interpreter of these
+    tests hides them all, and what the library imports of theirs."""
+    _, extras = setup_requirements()
+    assert set(EXTRA_MODULES) == set(extras) - {"test", "docs"}
+    for extra, requirements in extras.items():
+        if extra in EXTRA_MODULES:
+            modules = {Requirement(text).name.replace("-", "_").lower() for text in requirements}
+            assert set(EXTRA_MODULES[extra]) == modules, extra
+    expected = {module for modules in EXTRA_MODULES.values() for module in modules} | set(DEPENDENCY_MODULES)
+    installed = {module for module in expected if module in metadata.packages_distributions()}
+    assert installed <= HIDDEN, installed - HIDDEN
+    assert not HIDDEN & {"torch", "transformers", "datasets", "PIL", "numpy", "huggingface_hub", "hf_grounded"}
+
+
+def readme_examples() -> list:
+    text = (REPO_ROOT / "README.md").read_text()
+    return [pytest.param(match.group("code"), id=f"README.md:{text.count(chr(10), 0, match.start()) + 1}")
+            for match in PYTHON_BLOCK.finditer(text) if not NO_TEST.search(text[:match.start()])]
+
+
+@pytest.mark.parametrize("code", readme_examples())
+def test_every_readme_example_runs_with_the_base_install(code, quick_start_folder):
+    result = run_without_extras(code, quick_start_folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("script", RECIPES, ids=lambda script: str(script.relative_to(REPO_ROOT)))
+def test_every_recipe_s_help_works_with_the_base_install(script, tmp_path):
+    result = run_script_without_extras(script, ["--help"], tmp_path)
+    assert result.returncode == 0 and "usage:" in result.stdout, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("script, arguments, extra, module", [
+    ("recipes/export_onnx.py", ["--model", "{model}"], "onnx", "onnx"),
+    ("recipes/search.py", ["--config", "recipes/configs/missing.yaml"], "search", "optuna"),
+    ("recipes/evaluate.py", ["--model", "{model}", "--mteb", "STSBenchmark", "--output", "{tmp}/results.json"],
+     "mteb", "mteb"),
+    ("demo/app.py", ["--model", "{model}"], "demo", "gradio"),
+])
+def test_a_recipe_without_its_extra_says_in_one_line_which_to_install(script, arguments, extra, module,
+                                                                         quick_start_folder, tmp_path):
+    model = quick_start_folder / "outputs" / "char-gru-synthetic"
+    arguments = [argument.format(model=model, tmp=tmp_path) for argument in arguments]
+    result = run_script_without_extras(REPO_ROOT / script, arguments, tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    # Log lines of the recipe's progress may come before it; the error is one line.
+    errors = [line for line in result.stderr.splitlines() if ": error: " in line]
+    assert errors == [f"{Path(script).name}: error: the {extra} extra is not installed (no module named "
+                      f"{module!r}): pip install -e \".[{extra}]\""], result.stderr[-3000:]
