@@ -7,6 +7,8 @@ import tokenizers
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
+from .files import replaced_atomically
+
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<S>", "</S>"
 SPECIAL_TOKENS = [PAD, UNK, BOS, EOS]
 
@@ -42,9 +44,8 @@ def train_word_tokenizer(
     else:
         tokenizer = _trained_tokenizer(sentences, min_frequency, max_size)
         if cache_file is not None:
-            partial = cache_file.with_name(f".{cache_file.name}.partial")
-            tokenizer.save(str(partial))
-            partial.replace(cache_file)
+            with replaced_atomically(cache_file) as partial:
+                tokenizer.save(str(partial))
     return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, pad_token=PAD, unk_token=UNK, bos_token=BOS, eos_token=EOS,
         model_max_length=model_max_length,

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import torch
 from datasets import Dataset
 
+from ..files import replaced_atomically
 from .validation import regular_file
 
 logger = logging.getLogger(__name__)
@@ -280,8 +281,11 @@ def write_embedding_shards(folder: str | Path, shards: Iterable[tuple[Sequence[s
     for number, (captions, embeddings) in enumerate(shards):
         if len(captions) != len(embeddings):
             raise ValueError(f"shard {number}: {len(captions)} captions but {len(embeddings)} embeddings")
-        np.save(folder / "img_emb" / f"img_emb_{number}.npy", embeddings)
-        pq.write_table(pa.table({"caption": list(captions)}), folder / "metadata" / f"metadata_{number}.parquet")
+        with replaced_atomically(folder / "img_emb" / f"img_emb_{number}.npy") as partial:
+            with open(partial, "wb") as stream:  # np.save given a path would add ".npy" to its name
+                np.save(stream, embeddings)
+        with replaced_atomically(folder / "metadata" / f"metadata_{number}.parquet") as partial:
+            pq.write_table(pa.table({"caption": list(captions)}), partial)
         written.append(folder / "img_emb" / f"img_emb_{number}.npy")
     return written
 
