@@ -38,8 +38,12 @@ def refuse_foreign_folder(folder: str | Path, remedy: str) -> None:
     """An error naming `folder` when it holds anything but no marker: no run of this library wrote it, so nothing
     there may be replaced or deleted. `remedy` ends the message (what the user can do instead)."""
     folder = Path(folder)
+    if folder.is_symlink() and not folder.exists():
+        raise FileNotFoundError(f"{folder} is a symbolic link to {os.readlink(folder)}, which does not exist: "
+                                f"{remedy}")
+    # A link to a folder is looked through: what counts is the folder it leads to, whose files a write would replace.
     existing = sorted(path.name for path in folder.iterdir() if path.name not in (MARKER_NAME, LOCK_NAME)) \
-        if folder.is_dir() and not folder.is_symlink() else []
+        if folder.is_dir() else []
     if existing and not is_library_folder(folder):
         raise FileExistsError(f"{folder} holds {len(existing)} entries ({', '.join(existing[:5])}) but no "
                               f"{MARKER_NAME}, so no hf_grounded run wrote it, and hf_grounded writes only into an "

@@ -224,3 +224,76 @@ def test_a_prepared_dataset_holding_a_fifo_is_named_not_left_out(prepared, tmp_p
     with pytest.raises(InvalidSampleError, match=r"train-00003-of-00004\.parquet: a FIFO \(named pipe\), not a "
                                                  r"regular file"):
         split_files(str(copy))
+
+
+# --- the issue's own probe, second round ------------------------------------------------------------------------------
+
+def test_an_image_or_caption_that_is_a_link_or_has_no_key_is_an_invalid_sample_never_dropped_unseen(tmp_path):
+    shard = tmp_path / "00000.tar"
+    with tarfile.open(shard, "w") as archive:
+        _member(archive, "ok.jpg", fixtures_jpeg())
+        _member(archive, "ok.txt", b"a dog")
+        _member(archive, ".jpg", fixtures_jpeg())  # no key
+        _member(archive, "d/.txt", b"no key either")
+        for name, kind in (("h.jpg", tarfile.LNKTYPE), ("h.txt", tarfile.SYMTYPE)):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = kind, "ok.jpg"
+            archive.addfile(info)
+    with pytest.raises(InvalidSampleError, match=r"00000\.tar:\.jpg: a member without a key"):
+        read_samples(shard)
+    samples, skipped = read_samples(shard, skip_invalid=True)
+    assert [sample.key for sample in samples] == ["ok"] and skipped == 3  # ".jpg", "d/.txt", "h"
+    _tar(tmp_path / "00001.tar", [("ok.jpg", fixtures_jpeg()), ("ok.txt", b"a dog")])
+    with tarfile.open(tmp_path / "00001.tar", "a") as archive:
+        info = tarfile.TarInfo("ok2.jpg")
+        info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        archive.addfile(info)
+        _member(archive, "ok2.txt", b"a cat")
+    with pytest.raises(InvalidSampleError, match=r"00001\.tar:ok2\.jpg: a link, not a file"):
+        read_samples(tmp_path / "00001.tar")
+
+
+def fixtures_jpeg() -> bytes:
+    stream = io.BytesIO()
+    from PIL import Image
+
+    Image.new("RGB", (8, 8), (200, 10, 10)).save(stream, format="JPEG")
+    return stream.getvalue()
+
+
+def _with_card_data_files(prepared_folder, destination, data_files: dict) -> None:  # noqa: F811
+    """A copy of the prepared folder whose card names `data_files` ({split: path or list}) for its splits."""
+    shutil.copytree(prepared_folder, destination)
+    card = (destination / "README.md").read_text()
+    start, end = card.index("configs:"), card.index("tags:")
+    entries = "".join(f"  - split: {split}\n    path: {path}\n" for split, path in data_files.items())
+    (destination / "README.md").write_text(card[:start] + f"configs:\n- config_name: default\n  data_files:\n{entries}"
+                                           + card[end:])
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/train.parquet", "hf://datasets/someone/else/train.parquet",
+                                 "zip://train.parquet::data/archive.zip"])
+def test_a_card_naming_a_url_is_refused_before_anything_is_fetched(prepared, tmp_path, monkeypatch, url):  # noqa: F811
+    from hf_grounded.data import prepared as prepared_module
+
+    copy = tmp_path / "copy"
+    _with_card_data_files(prepared, copy, {"train": url, "validation": "data/validation-*.parquet",
+                                           "test": "data/test-*.parquet"})
+
+    def fetching(*args, **kwargs):
+        raise AssertionError("the card's data files were resolved (and fetched) before the URL was refused")
+
+    monkeypatch.setattr(prepared_module, "load_dataset_builder", fetching)
+    with pytest.raises(ValueError, match=f"{url}: the dataset card of {copy} names a data file outside its folder "
+                                         r"\(a URL\)"):
+        split_files(str(copy))
+
+
+def test_one_file_under_two_names_cannot_serve_two_splits(prepared, tmp_path):  # noqa: F811
+    copy = tmp_path / "copy"
+    shutil.copytree(prepared, copy)
+    test_file = copy / "data" / "test-00000-of-00001.parquet"
+    test_file.unlink()
+    os.link(copy / "data" / "validation-00000-of-00001.parquet", test_file)  # a hard link: one file, two names
+    with pytest.raises(ValueError, match="in both the validation and test splits"):
+        split_files(str(copy))

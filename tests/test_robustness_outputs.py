@@ -393,3 +393,61 @@ def test_a_resume_on_data_prepared_again_in_the_same_place_is_refused(tmp_path):
     write(61)
     with pytest.raises(ValueError, match="training_data: 'sha256:[0-9a-f]+ of 2 files .*' in the checkpoint"):
         train(*parse_arguments([*arguments, "--max_steps", "3", "--resume_from_checkpoint", "latest"]))
+
+
+# --- the issue's own probe, second round: links to folders, unfinished preparations -----------------------------------
+
+@pytest.mark.parametrize("recipe", ["train.py --overwrite_output_dir", "prepare_data.py --overwrite_output_dir",
+                                    "prepare_data.py --shards", "extract_features.py"])
+def test_a_link_to_a_users_folder_is_looked_through_and_refused(recipe, tmp_path, capsys):
+    folder = tmp_path / "work"
+    files = _users_folder(folder)
+    (tmp_path / "link").symlink_to(folder, target_is_directory=True)
+    line = _refused(*RECIPES[recipe](tmp_path, tmp_path / "link"), capsys)
+    assert f"{tmp_path / 'link'} holds 3 entries" in line and "no hf_grounded run wrote it" in line
+    assert _contents(folder) == files and not (folder / MARKER_NAME).exists()
+
+
+def test_export_onnx_refuses_an_onnx_link_to_a_users_folder(tmp_path, capsys):
+    pytest.importorskip("onnxruntime")
+    model = _model_folder(tmp_path)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "graph.onnx").write_text("mine\n")
+    (model / "onnx").symlink_to(tmp_path / "mine", target_is_directory=True)
+    line = _refused("export_onnx.py", ["--model", str(model), "--no_int8"], capsys)
+    assert f"{model / 'onnx'} holds 1 entries (graph.onnx) but no {MARKER_NAME}" in line
+    assert (model / "onnx").is_symlink() and os.listdir(tmp_path / "mine") == ["graph.onnx"]
+
+
+def test_a_dangling_link_as_output_folder_is_named(tmp_path, capsys):
+    (tmp_path / "run").symlink_to(tmp_path / "nowhere")
+    line = _refused("train.py", [*TINY, "--output_dir", str(tmp_path / "run")], capsys)
+    assert f"{tmp_path / 'run'} is a symbolic link to {tmp_path / 'nowhere'}, which does not exist" in line
+
+
+def test_a_folder_whose_preparation_was_killed_or_lost_a_shard_is_refused_for_training(tmp_path, monkeypatch):
+    from hf_grounded.inputs import prepare as prepare_module
+
+    write_shards(tmp_path / "shards", per_shard=(3, 2, 2))
+    output = tmp_path / "embeddings"
+    write_shard = prepare_module.write_shard
+
+    def killed_at_the_third_shard(folder, number, *args, **kwargs):
+        if number == 2:
+            raise _Killed
+        return write_shard(folder, number, *args, **kwargs)
+
+    monkeypatch.setattr(prepare_module, "write_shard", killed_at_the_third_shard)
+    arguments = ["--shards", str(tmp_path / "shards"), "--output_dir", str(output), *BACKBONE]
+    with pytest.raises(_Killed):
+        run_recipe_in_process("prepare_data.py", arguments)
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match=r"its preparation has not finished \(2 of 3 shards, says prepared.json\); "
+                                         "run the same recipes/prepare_data.py --shards command again"):
+        embedding_shards(output)
+    run_recipe_in_process("prepare_data.py", arguments)
+    assert [shard.rows for shard in embedding_shards(output)] == [3, 2, 2]
+    for kind, name in (("img_emb", "img_emb_1.npy"), ("metadata", "metadata_1.parquet")):
+        (output / kind / name).unlink()
+    with pytest.raises(ValueError, match=r"prepared.json records shards \[1\] that are not there"):
+        embedding_shards(output)

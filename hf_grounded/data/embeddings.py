@@ -26,8 +26,10 @@ from .validation import regular_file
 
 logger = logging.getLogger(__name__)
 
-# The key under which a shard's metadata file records how `recipes/prepare_data.py --shards` made it.
+# The key under which a shard's metadata file records how `recipes/prepare_data.py --shards` made it, and the file
+# in which that recipe records the shards it was given and those it finished.
 RECORD_KEY = "hf_grounded"
+MANIFEST_NAME = "prepared.json"
 # Rows scanned at a time for non-finite values: bounded memory whatever the shard's size.
 _SCAN_ROWS = 65536
 
@@ -138,6 +140,7 @@ def embedding_shards(data_dir: str | Path) -> list[EmbeddingShard]:
         have, lack = ((embeddings[number], folder / "metadata" / f"metadata_{number}.parquet")
                       if number in embeddings else (metadata[number], folder / "img_emb" / f"img_emb_{number}.npy"))
         raise FileNotFoundError(f"{have} has no partner {lack}")
+    _refuse_unfinished(folder, sorted(embeddings))
     shards, width, settings = [], None, {}
     for number in sorted(embeddings):
         array = _NpyFile(embeddings[number])
@@ -197,6 +200,47 @@ def _refuse_mixed_settings(settings: dict[Path, dict | None]) -> None:
             raise ValueError(f"{path} was prepared with {name} {found.get(name)!r} but {first} with "
                              f"{expected.get(name)!r}: shards made with other features' settings cannot be trained "
                              "on together; prepare the folder again with --overwrite_output_dir")
+
+
+def read_manifest(folder: str | Path) -> dict:
+    """`prepared.json` of a folder prepared from WebDataset shards (`recipes/prepare_data.py --shards`): the shards
+    given (`shards_given`) and what every finished one recorded (`shards`, by number), or an empty record."""
+    path = Path(folder) / MANIFEST_NAME
+    if not path.is_file():
+        return {"shards": {}}
+    try:
+        manifest = json.loads(regular_file(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: not valid JSON ({error}); pass --overwrite_output_dir to prepare the folder "
+                         "again") from error
+    # An earlier version listed the source shards here, not what each finished shard recorded.
+    shards = manifest.get("shards") if isinstance(manifest, dict) else None
+    shards = shards if isinstance(shards, dict) else {}
+    for number, entry in shards.items():
+        if not re.fullmatch(r"[0-9]+", number) or not isinstance(entry, dict):
+            raise ValueError(f"{path}: shard entry {number!r} is not a shard number with its record; pass "
+                             "--overwrite_output_dir to prepare the folder again")
+    return {**manifest, "shards": shards}
+
+
+def _refuse_unfinished(folder: Path, numbers: list[int]) -> None:
+    """An error naming `folder` when its `prepared.json` says a preparation from WebDataset shards has not finished
+    (a run killed midway: the shards there are a part of the data), or records shards that are not there (or none
+    of some that are): training would go on with a part of the data without a word."""
+    manifest = read_manifest(folder)
+    given, finished = manifest.get("shards_given"), manifest["shards"]
+    if not isinstance(given, list):  # not prepared from shards, or by an earlier version that recorded no progress
+        return
+    if len(finished) < len(given):
+        raise ValueError(f"{folder}: its preparation has not finished ({len(finished)} of {len(given)} shards, "
+                         f"says {MANIFEST_NAME}); run the same recipes/prepare_data.py --shards command again to "
+                         "finish it")
+    written = sorted(int(number) for number, entry in finished.items() if entry.get("pairs") != 0)
+    if written != numbers:
+        missing, unrecorded = sorted(set(written) - set(numbers)), sorted(set(numbers) - set(written))
+        raise ValueError(f"{folder}: {MANIFEST_NAME} records shards {missing} that are not there" if missing else
+                         f"{folder}: shards {unrecorded} are not in {MANIFEST_NAME}, which records what "
+                         "recipes/prepare_data.py wrote; prepare the folder again with --overwrite_output_dir")
 
 
 def _numbered_files(folder: Path, prefix: str, suffix: str) -> dict[int, Path]:
@@ -290,6 +334,5 @@ def write_embedding_shards(folder: str | Path, shards: Iterable[tuple[Sequence[s
     return written
 
 
-__all__ = ["EmbeddingShard", "FeatureRows", "RECORD_KEY", "embedding_shards", "invalid_rows", "read_captions",
-           "recorded_settings",
-           "write_embedding_shards"]
+__all__ = ["EmbeddingShard", "FeatureRows", "MANIFEST_NAME", "RECORD_KEY", "embedding_shards", "invalid_rows",
+           "read_captions", "read_manifest", "recorded_settings", "write_embedding_shards"]

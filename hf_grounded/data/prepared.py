@@ -14,6 +14,7 @@ of rows (±1), so that processes reading whole shards each (`split_dataset_by_no
 import logging
 import math
 import os
+import re
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datasets import Dataset, IterableDataset, load_dataset, load_dataset_builder
-from huggingface_hub import DatasetCardData, HfApi
+from huggingface_hub import DatasetCard, DatasetCardData, HfApi
 
 from ..files import write_text
 from .schema import SPLITS
@@ -216,6 +217,7 @@ def split_files(path: str) -> dict[str, list[str]]:
     training pairs) or one split twice. Errors name the file."""
     if Path(path).is_dir():
         refuse_interrupted_swap(path)
+        _refuse_card_urls(path)
     data_files = {split: list(files) for split, files in (load_dataset_builder(path).config.data_files or {}).items()}
     for split in SPLITS:
         if not data_files.get(split):
@@ -223,10 +225,11 @@ def split_files(path: str) -> dict[str, list[str]]:
     local = Path(path).is_dir()
     if local:
         _refuse_special_files(path)
-    first_split: dict[str, str] = {}
+    first_split: dict[str | tuple[int, int], str] = {}
     for split, files in data_files.items():
         for file in files:
-            identity = str(_confined(path, file)) if local else file
+            # A local file is known by its device and inode: a hard link gives one file two names.
+            identity = _inode(_confined(path, file)) if local else file
             if identity in first_split:
                 where = (f"twice in the {split} split" if first_split[identity] == split
                          else f"in both the {first_split[identity]} and {split} splits")
@@ -234,6 +237,41 @@ def split_files(path: str) -> dict[str, list[str]]:
                                  f"split once")
             first_split[identity] = split
     return data_files
+
+
+def _inode(path: Path) -> tuple[int, int]:
+    status = path.stat()
+    return status.st_dev, status.st_ino
+
+
+# A data file named by a URL (`hf://`, `http://`, `s3://`, fsspec's `zip::` chains): `datasets` would fetch it while
+# it resolves the card's patterns, before anything could refuse it.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|::")
+
+
+def _refuse_card_urls(folder: str) -> None:
+    """An error naming the first data file that the card of the local dataset `folder` names by a URL, read from the
+    card itself before `datasets` resolves (and fetches) anything."""
+    card = Path(folder) / "README.md"
+    if not card.is_file():
+        return
+    configs = DatasetCard.load(regular_file(card)).data.to_dict().get("configs") or []
+    for config in configs if isinstance(configs, list) else [configs]:
+        for name in _strings(config.get("data_files") if isinstance(config, dict) else config):
+            if _URL.search(name):
+                raise ValueError(f"{name}: the dataset card of {folder} names a data file outside its folder (a "
+                                 "URL); a local dataset's data files lie inside it")
+
+
+def _strings(value) -> list[str]:
+    """Every string in a card's `data_files` entry (a string, a list, or mappings of split and path)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [name for item in value.values() for name in _strings(item)]
+    if isinstance(value, list):
+        return [name for item in value for name in _strings(item)]
+    return []
 
 
 def _refuse_special_files(folder: str) -> None:

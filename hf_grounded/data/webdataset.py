@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..files import refuse_symlink, replaced_atomically, write_json
-from .embeddings import RECORD_KEY
+from .embeddings import MANIFEST_NAME, RECORD_KEY
 from .validation import InvalidSampleError, read_image, regular_file
 
 logger = logging.getLogger(__name__)
@@ -40,8 +40,6 @@ READ_SUFFIXES = (*IMAGE_SUFFIXES, CAPTION_SUFFIX)
 MAX_MEMBER_BYTES = 64 << 20
 MAX_SHARD_BYTES = 8 << 30
 MAX_SHARD_MEMBERS = 1_000_000
-# A prepared folder's record of the shards it finished (each shard's metadata file records its own: RECORD_KEY).
-MANIFEST_NAME = "prepared.json"
 _WRITTEN_SHARD = re.compile(r"metadata_([0-9]+)\.parquet")
 
 
@@ -91,9 +89,10 @@ def read_samples(shard: Path, skip_invalid: bool = False) -> tuple[list[Sample],
     """A shard's samples in archive order, and how many were skipped. Members are grouped by key (`_member_key`);
     only a sample's image and caption are read. A sample without an image or a caption, with an empty caption,
     two images (`.jpg` and `.png`), a member met twice (its key and suffix repeated, which would otherwise replace
-    the first silently) or a member larger than `MAX_MEMBER_BYTES` is an `InvalidSampleError` naming the shard and
-    key, or with `skip_invalid` skipped and counted. A truncated or damaged archive, or one past `MAX_SHARD_BYTES`
-    or `MAX_SHARD_MEMBERS`, is an error naming it (and the member that passes the limit)."""
+    the first silently), a member larger than `MAX_MEMBER_BYTES`, and an image or caption that is a link or has no
+    key (`.jpg`) is an `InvalidSampleError` naming the shard and key, or with `skip_invalid` skipped and counted.
+    A truncated or damaged archive, or one past `MAX_SHARD_BYTES` or `MAX_SHARD_MEMBERS`, is an error naming it
+    (and the member that passes the limit)."""
     members: dict[str, dict[str, bytes | None]] = {}  # None: a member skipped unread
     problems: dict[str, str] = {}  # each key's first problem met while reading
     total, count = 0, 0
@@ -108,8 +107,18 @@ def read_samples(shard: Path, skip_invalid: bool = False) -> tuple[list[Sample],
                     raise InvalidSampleError(f"{shard}: its members unpack to more than {MAX_SHARD_BYTES} bytes (at "
                                              f"{member.name}, {member.size} bytes); raise "
                                              f"hf_grounded.data.webdataset.MAX_SHARD_BYTES for a trusted shard")
-                parsed = _member_key(member.name) if member.isfile() else None
-                if parsed is None:
+                if member.isdir():
+                    continue
+                parsed = _member_key(member.name)
+                if parsed is None or not member.isfile():
+                    # An image or caption that cannot be read as one (a link, or no key before its suffix) is an
+                    # invalid sample of its own, never a member that vanishes without a word.
+                    if "." + member.name.rpartition("/")[2].partition(".")[2].lower() in READ_SUFFIXES:
+                        key = parsed[0] if parsed else member.name
+                        members.setdefault(key, {})
+                        problems.setdefault(key, f"{shard}:{member.name}: " + (
+                            "a member without a key (nothing before its suffix)" if parsed is None else
+                            "a link, not a file (a sample's members are regular files)"))
                     continue
                 key, suffix = parsed
                 files = members.setdefault(key, {})
@@ -220,26 +229,6 @@ def shard_done(folder: Path, number: int) -> bool:
             and (folder / "metadata" / f"metadata_{number}.parquet").is_file())
 
 
-def read_manifest(folder: Path) -> dict:
-    """`prepared.json` of a folder being prepared (what every finished shard recorded), or an empty one."""
-    path = folder / MANIFEST_NAME
-    if not path.is_file():
-        return {"shards": {}}
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: not valid JSON ({error}); pass --overwrite_output_dir to prepare the folder "
-                         "again") from error
-    # An earlier version listed the source shards here, not what each finished shard recorded.
-    shards = manifest.get("shards") if isinstance(manifest, dict) else None
-    shards = shards if isinstance(shards, dict) else {}
-    for number, entry in shards.items():
-        if not re.fullmatch(r"[0-9]+", number) or not isinstance(entry, dict):
-            raise ValueError(f"{path}: shard entry {number!r} is not a shard number with its record; pass "
-                             "--overwrite_output_dir to prepare the folder again")
-    return {**manifest, "shards": shards}
-
-
 def write_manifest(folder: Path, manifest: dict) -> None:
     write_json(folder / MANIFEST_NAME, manifest)
 
@@ -287,6 +276,5 @@ def iterate_pending(shards: list[Path], folder: Path, finished: dict) -> Iterato
         yield number, shard
 
 
-__all__ = ["MANIFEST_NAME", "Sample", "check_resumable", "decoded_images", "expand_shards", "iterate_pending",
-           "read_manifest", "read_samples", "shard_done", "shard_record", "write_manifest", "write_shard",
-           "written_record"]
+__all__ = ["Sample", "check_resumable", "decoded_images", "expand_shards", "iterate_pending", "read_samples",
+           "shard_done", "shard_record", "write_manifest", "write_shard", "written_record"]

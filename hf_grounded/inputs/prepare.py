@@ -14,8 +14,9 @@ from accelerate import Accelerator
 
 from ..data import EMBEDDINGS, SPLITS
 from ..data.prepared import EARLIER_DATA, PARTIAL_CARD, PARTIAL_DATA, SplitPairs, write_prepared_dataset
-from ..data.webdataset import (MANIFEST_NAME, check_resumable, decoded_images, expand_shards, iterate_pending,
-                               read_manifest, read_samples, shard_record, write_manifest, write_shard)
+from ..data.embeddings import MANIFEST_NAME, read_manifest
+from ..data.webdataset import (check_resumable, decoded_images, expand_shards, iterate_pending, read_samples,
+                               shard_record, write_manifest, write_shard)
 from ..features import create_backbone
 from ..features.extraction import extract_features
 from .arguments import DataArguments

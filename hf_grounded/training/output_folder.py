@@ -58,11 +58,13 @@ def check_output_folder(output_dir: str | Path, overwrite: bool, resuming: bool,
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"--output_dir {folder} is a file, not a folder; choose another --output_dir")
     _refuse_a_live_lock(folder / LOCK_NAME)
+    # A link to a folder is looked through (is_dir, iterdir and walk follow it): the folder it leads to is checked.
     existing = sorted(path.name for path in folder.iterdir() if path.name not in _BOOKKEEPING) if folder.is_dir() else []
     _refuse_links(folder)
+    if not resuming:
+        refuse_foreign_folder(folder, "choose another --output_dir")
     if not existing or resuming:
         return []
-    refuse_foreign_folder(folder, "choose another --output_dir")
     if not overwrite:
         raise FileExistsError(
             f"{folder} already holds {len(existing)} entries of an earlier run ({', '.join(existing[:5])}); pass "
