@@ -251,8 +251,10 @@ class TrainingArguments:
         metadata={"help": "Batch captions of similar length, sorted within random chunks of 50 batches, so batches "
                           "carry little padding yet stay random."},
     )
-    mixed_precision: Literal["no", "fp16", "bf16"] | None = field(
-        default=None, metadata={"help": "Autocast precision; by default what `accelerate launch` was given."}
+    mixed_precision: Literal["no", "fp16", "bf16", "auto"] | None = field(
+        default=None, metadata={"help": "Autocast precision; by default what `accelerate launch` was given. auto: "
+                                        "bf16 where the device computes it faster than float32 (a GPU that supports "
+                                        "it, a CPU with AMX), else no (hf_grounded.training.precision)."}
     )
     dataloader_num_workers: int = field(default=0, metadata={"minimum": 0, "help": "DataLoader worker processes."})
     push_to_hub: bool = field(default=False, metadata={"help": "Upload the saved model folder to the Hub."})

@@ -50,6 +50,7 @@ from .checkpoints import (
 from .losses import term_batch_size
 from .model_setup import model_and_tokenizer
 from .output_folder import OutputFolder, claim_output_folder
+from .precision import resolve_mixed_precision
 from .plots import plot_training
 from .saving import save_model, save_model_folder
 from .schedules import create_scheduler
@@ -64,7 +65,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     """Train a model as the arguments say, save it to `output_dir`, and return the test results."""
     report_to = None if training_args.report_to == "none" else training_args.report_to
     accelerator = Accelerator(
-        mixed_precision=training_args.mixed_precision,
+        mixed_precision=resolve_mixed_precision(training_args.mixed_precision),
         log_with=report_to,
         project_dir=training_args.output_dir if report_to else None,
         kwargs_handlers=[DistributedDataParallelKwargs(
