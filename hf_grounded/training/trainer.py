@@ -264,8 +264,10 @@ def _prepare_optimisation(run: Run, report_to: str | None) -> None:
     else:
         run.num_epochs = training_args.num_train_epochs
         run.total_steps = run.num_epochs * steps_per_epoch
+    # Adam's fused kernel: one pass over each parameter instead of a dozen; 1.23x a grounded MiniLM step on 2 cores
+    # (benchmarks/training_levers.py), the same update.
     optimizer = torch.optim.Adam(_parameter_groups(run.model, run.family, training_args.head_learning_rate),
-                                 lr=training_args.learning_rate)
+                                 lr=training_args.learning_rate, fused=_fused_adam_runs(run.model))
     run.scheduler = create_scheduler(
         training_args.lr_scheduler_type,
         optimizer,
@@ -303,6 +305,12 @@ def _prepare_optimisation(run: Run, report_to: str | None) -> None:
     data = (f"{len(train.input_ids)} captions of {len(train.captions_per_image)} images" if train is not None
             else f"a stream of {run.streams.sampler.pairs} pairs")
     logger.info("training on %s for %d steps (%d epochs)", data, run.total_steps, run.num_epochs)
+
+
+def _fused_adam_runs(model: nn.Module) -> bool:
+    """Whether torch's fused Adam takes every parameter of `model`: floating point, on a CPU or a CUDA device."""
+    return all(parameter.is_floating_point() and parameter.device.type in ("cpu", "cuda")
+               for parameter in model.parameters())
 
 
 def _train_one_epoch(run: Run, bar: tqdm) -> None:

