@@ -31,8 +31,9 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 from torch.utils.flop_counter import FlopCounterMode
 
-from common import RESULTS, flickr8k_captions, write_results
+from common import RESULTS, flickr8k_captions, hardware, write_results
 from encoding_throughput import encoders
+from hf_grounded.training.precision import cpu_flags
 
 # The CPU flags that decide which kernels oneDNN and torch can use.
 FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
@@ -44,13 +45,8 @@ PLOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "roofline.png"
 
 def cpu_description() -> dict:
     """The CPU's model, the flags of `FLAGS` it has, and torch's view of it."""
-    model, flags = "unknown", set()
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-        elif line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-    return {"model": model, "flags": [flag for flag in FLAGS if flag in flags],
+    flags = cpu_flags()
+    return {"model": hardware()["cpu"], "flags": [flag for flag in FLAGS if flag in flags],
             "torch_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads()}
 
 

@@ -129,8 +129,8 @@ def embedding_shards(data_dir: str | Path) -> list[EmbeddingShard]:
     """The folder's shards, checked pair by pair: each embeddings file has its metadata file and as many rows (at
     least one), with a text `caption` column, and every shard the same width. Errors name the file."""
     folder = Path(data_dir)
-    embeddings = _numbered_files(folder / "img_emb", "img_emb", ".npy")
-    metadata = _numbered_files(folder / "metadata", "metadata", ".parquet")
+    embeddings = numbered_files(folder / "img_emb", "img_emb", ".npy")
+    metadata = numbered_files(folder / "metadata", "metadata", ".parquet")
     if not embeddings:
         raise FileNotFoundError(f"{folder / 'img_emb'}: no img_emb_N.npy file (a clip-retrieval embeddings folder "
                                 f"holds img_emb/ and metadata/)")
@@ -170,10 +170,11 @@ def embedding_shards(data_dir: str | Path) -> list[EmbeddingShard]:
     return shards
 
 
-def recorded_settings(metadata_file: Path, schema: pa.Schema) -> dict | None:
-    """The features' settings a prepared shard's metadata file records (`recipes/prepare_data.py --shards`: the
-    backbone, its weights, the preprocessing, the storage dtype), without its source shard; None when it records
-    none (a folder written by another tool, or by an earlier version)."""
+def written_record(metadata_file: Path, schema: pa.Schema | None = None) -> dict | None:
+    """The record a prepared shard's metadata file carries in its schema (`recipes/prepare_data.py --shards`: the
+    features' settings and its source shard), or None when it carries none (a folder written by another tool, or
+    by an earlier version). `schema` spares reading the file's footer again when it was read already."""
+    schema = pq.read_schema(metadata_file) if schema is None else schema
     recorded = (schema.metadata or {}).get(RECORD_KEY.encode())
     if recorded is None:
         return None
@@ -183,7 +184,15 @@ def recorded_settings(metadata_file: Path, schema: pa.Schema) -> dict | None:
         raise ValueError(f"{metadata_file}: its {RECORD_KEY!r} record is not JSON ({error})") from error
     if not isinstance(record, dict):
         raise ValueError(f"{metadata_file}: its {RECORD_KEY!r} record is not a JSON object")
-    return {name: value for name, value in record.items() if not name.startswith("source")}
+    return record
+
+
+def recorded_settings(metadata_file: Path, schema: pa.Schema | None = None) -> dict | None:
+    """The features' settings of a prepared shard's record (`written_record`: the backbone, its weights, the
+    preprocessing, the storage dtype), without its source shard; None when it records none."""
+    record = written_record(metadata_file, schema)
+    return None if record is None else {name: value for name, value in record.items()
+                                        if not name.startswith("source")}
 
 
 def _refuse_mixed_settings(settings: dict[Path, dict | None]) -> None:
@@ -243,7 +252,7 @@ def _refuse_unfinished(folder: Path, numbers: list[int]) -> None:
                          "recipes/prepare_data.py wrote; prepare the folder again with --overwrite_output_dir")
 
 
-def _numbered_files(folder: Path, prefix: str, suffix: str) -> dict[int, Path]:
+def numbered_files(folder: Path, prefix: str, suffix: str) -> dict[int, Path]:
     """The files `PREFIX_N.SUFFIX` of `folder` by shard number N, read from ASCII digits only (`\\d` and `int` take
     any Unicode digit: `img_emb_٣.npy` would be shard 3). A file of that form whose N is not such a number, two
     files of one number (`img_emb_0.npy`, `img_emb_00.npy`: one would be dropped) and a file that is not a regular
@@ -335,4 +344,5 @@ def write_embedding_shards(folder: str | Path, shards: Iterable[tuple[Sequence[s
 
 
 __all__ = ["EmbeddingShard", "FeatureRows", "MANIFEST_NAME", "RECORD_KEY", "embedding_shards", "invalid_rows",
-           "read_captions", "read_manifest", "recorded_settings", "write_embedding_shards"]
+           "numbered_files", "read_captions", "read_manifest", "recorded_settings", "write_embedding_shards",
+           "written_record"]

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..files import refuse_symlink, replaced_atomically, write_json
-from .embeddings import MANIFEST_NAME, RECORD_KEY
+from .embeddings import MANIFEST_NAME, RECORD_KEY, numbered_files, written_record
 from .validation import InvalidSampleError, read_image, regular_file
 
 logger = logging.getLogger(__name__)
@@ -40,7 +40,6 @@ READ_SUFFIXES = (*IMAGE_SUFFIXES, CAPTION_SUFFIX)
 MAX_MEMBER_BYTES = 64 << 20
 MAX_SHARD_BYTES = 8 << 30
 MAX_SHARD_MEMBERS = 1_000_000
-_WRITTEN_SHARD = re.compile(r"metadata_([0-9]+)\.parquet")
 
 
 @dataclass
@@ -217,13 +216,6 @@ def shard_record(settings: dict, source: Path) -> dict:
     return {**settings, "source": source.name, "source_bytes": status.st_size, "source_mtime_ns": status.st_mtime_ns}
 
 
-def written_record(folder: Path, number: int) -> dict | None:
-    """The record shard `number` carries in its metadata file's schema, or None when it carries none (written by an
-    earlier version, or by another tool)."""
-    metadata = pq.read_schema(folder / "metadata" / f"metadata_{number}.parquet").metadata or {}
-    return json.loads(metadata[RECORD_KEY.encode()]) if RECORD_KEY.encode() in metadata else None
-
-
 def shard_done(folder: Path, number: int) -> bool:
     return ((folder / "img_emb" / f"img_emb_{number}.npy").is_file()
             and (folder / "metadata" / f"metadata_{number}.parquet").is_file())
@@ -240,8 +232,8 @@ def check_resumable(folder: Path, shards: list[Path], settings: dict, finished: 
     names the shard and the setting."""
     recorded = {int(number): entry for number, entry in finished.items()}
     done = {number for number in range(len(shards)) if shard_done(folder, number)}
-    numbers = (_WRITTEN_SHARD.fullmatch(path.name) for path in (folder / "metadata").glob("metadata_*"))
-    beyond = sorted(int(match.group(1)) for match in numbers if match and int(match.group(1)) >= len(shards))
+    metadata = numbered_files(folder / "metadata", "metadata", ".parquet")
+    beyond = sorted(number for number in metadata if number >= len(shards))
     if beyond:
         raise ValueError(f"{folder} holds shard {beyond[0]}, beyond the {len(shards)} shards given: a rerun must be "
                          "given the same shards; pass --overwrite_output_dir to prepare the folder again from these")
@@ -250,7 +242,7 @@ def check_resumable(folder: Path, shards: list[Path], settings: dict, finished: 
             raise ValueError(f"{folder / MANIFEST_NAME} records shard {number}, beyond the {len(shards)} shards "
                              "given: a rerun must be given the same shards; pass --overwrite_output_dir to prepare "
                              "the folder again from these")
-        found = written_record(folder, number) if number in done else recorded[number]
+        found = written_record(metadata[number]) if number in done else recorded[number]
         expected = shard_record(settings, shards[number])
         where = (folder / "metadata" / f"metadata_{number}.parquet" if number in done
                  else f"{folder / MANIFEST_NAME} (shard {number})")
@@ -277,4 +269,4 @@ def iterate_pending(shards: list[Path], folder: Path, finished: dict) -> Iterato
 
 
 __all__ = ["Sample", "check_resumable", "decoded_images", "expand_shards", "iterate_pending", "read_samples",
-           "shard_done", "shard_record", "write_manifest", "write_shard", "written_record"]
+           "shard_done", "shard_record", "write_manifest", "write_shard"]

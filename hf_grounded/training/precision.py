@@ -27,20 +27,20 @@ def cpu_flags() -> set[str]:
                 set())
 
 
-def fast_bfloat16(use_cpu: bool = False) -> bool:
-    """Whether the device a run trains on computes bfloat16 faster than float32: a CUDA GPU that supports it, or a
-    CPU with AMX (`amx_bf16`)."""
-    if torch.cuda.is_available() and not use_cpu:
+def fast_bfloat16() -> bool:
+    """Whether the device a run trains on (a CUDA GPU where there is one, as Accelerate chooses) computes bfloat16
+    faster than float32: a GPU that supports it, or a CPU with AMX (`amx_bf16`)."""
+    if torch.cuda.is_available():
         return torch.cuda.is_bf16_supported()
     return "amx_bf16" in cpu_flags()
 
 
-def resolve_mixed_precision(requested: str | None, use_cpu: bool = False) -> str | None:
+def resolve_mixed_precision(requested: str | None) -> str | None:
     """`requested` as Accelerate takes it: "auto" becomes "bf16" where `fast_bfloat16`, else "no" (logged with its
     reason); any other value (None: what `accelerate launch` was given) is passed on."""
     if requested != "auto":
         return requested
-    if fast_bfloat16(use_cpu):
+    if fast_bfloat16():
         logger.info("--mixed_precision auto: bfloat16 autocast (this device computes it faster than float32)")
         return "bf16"
     logger.info("--mixed_precision auto: float32 (no fast bfloat16 here: a CPU needs AMX, `amx_bf16`)")
