@@ -112,8 +112,10 @@ def test_the_ensemble_config_refuses_what_it_derives():
 @pytest.mark.parametrize("recipe, options", [("export_onnx.py", []), ("evaluate.py", ["--dataset", "synthetic"])])
 def test_the_recipes_refuse_such_a_key_in_one_line(recipe, options, folders, tmp_path, capsys):
     vete_as_char_gru = _with_key(folders["vete"], tmp_path / "edited", "model_type", "char_gru")
-    cases = [(_with_key(folders[name], tmp_path / name, "embed_dim", 7), "key 'embed_dim' = 7")
-             for name in ("char_gru", "grounded_transformer")] + [(vete_as_char_gru, "key ")]
+    # Every family, each with the first property its config derives (embed_dim where it has one, as the probe's).
+    keys = {name: _read_only_properties(FAMILIES[name].model_class.config_class)[0] for name in families()}
+    cases = [(_with_key(folders[name], tmp_path / name, key, 7), f"key {key!r} = 7") for name, key in keys.items()]
+    cases.append((vete_as_char_gru, "key "))
     for folder, expected in cases:
         with pytest.raises(SystemExit) as exit_:
             run_recipe_in_process(recipe, ["--model", str(folder), *options])
