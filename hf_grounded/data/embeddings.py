@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 import torch
 from datasets import Dataset
 
-from ..files import replaced_atomically
+from ..files import open_for_writing, replaced_atomically
+from .schema import is_text
 from .validation import regular_file
 
 logger = logging.getLogger(__name__)
@@ -151,8 +152,9 @@ def embedding_shards(data_dir: str | Path) -> list[EmbeddingShard]:
         if "caption" not in parquet.schema_arrow.names:
             raise ValueError(f"{metadata[number]}: no 'caption' column (columns: {parquet.schema_arrow.names})")
         caption_type = parquet.schema_arrow.field("caption").type
-        if not (pa.types.is_string(caption_type) or pa.types.is_large_string(caption_type)):
+        if not is_text(caption_type):
             raise ValueError(f"{metadata[number]}: the 'caption' column holds {caption_type}, not text (string)")
+        # Named before the two counts are compared: an empty file is the problem, not a count that differs.
         for path, rows, partner in ((embeddings[number], array.rows, metadata[number]),
                                     (metadata[number], parquet.metadata.num_rows, embeddings[number])):
             if rows == 0:
@@ -215,7 +217,7 @@ def read_manifest(folder: str | Path) -> dict:
     """`prepared.json` of a folder prepared from WebDataset shards (`recipes/prepare_data.py --shards`): the shards
     given (`shards_given`) and what every finished one recorded (`shards`, by number), or an empty record."""
     path = Path(folder) / MANIFEST_NAME
-    if not path.is_file():
+    if not path.exists():  # is_file would take a FIFO for no file; regular_file below names it
         return {"shards": {}}
     try:
         manifest = json.loads(regular_file(path).read_text(encoding="utf-8"))
@@ -334,9 +336,8 @@ def write_embedding_shards(folder: str | Path, shards: Iterable[tuple[Sequence[s
     for number, (captions, embeddings) in enumerate(shards):
         if len(captions) != len(embeddings):
             raise ValueError(f"shard {number}: {len(captions)} captions but {len(embeddings)} embeddings")
-        with replaced_atomically(folder / "img_emb" / f"img_emb_{number}.npy") as partial:
-            with open(partial, "wb") as stream:  # np.save given a path would add ".npy" to its name
-                np.save(stream, embeddings)
+        with open_for_writing(folder / "img_emb" / f"img_emb_{number}.npy", binary=True) as stream:
+            np.save(stream, embeddings)  # given a path, np.save would add ".npy" to its name
         with replaced_atomically(folder / "metadata" / f"metadata_{number}.parquet") as partial:
             pq.write_table(pa.table({"caption": list(captions)}), partial)
         written.append(folder / "img_emb" / f"img_emb_{number}.npy")

@@ -29,7 +29,7 @@ from datasets import Dataset, IterableDataset, load_dataset, load_dataset_builde
 from huggingface_hub import DatasetCard, DatasetCardData, HfApi
 
 from ..files import write_text
-from .schema import SPLITS
+from .schema import SPLITS, is_text
 from .validation import regular_file
 
 
@@ -253,7 +253,7 @@ def _refuse_card_urls(folder: str) -> None:
     """An error naming the first data file that the card of the local dataset `folder` names by a URL, read from the
     card itself before `datasets` resolves (and fetches) anything."""
     card = Path(folder) / "README.md"
-    if not card.is_file():
+    if not card.exists():  # is_file would take a FIFO for no card; regular_file below names it
         return
     configs = DatasetCard.load(regular_file(card)).data.to_dict().get("configs") or []
     for config in configs if isinstance(configs, list) else [configs]:
@@ -298,15 +298,11 @@ def _confined(folder: str, file: str) -> Path:
     return real
 
 
-def _is_text(column_type: pa.DataType) -> bool:
-    return pa.types.is_string(column_type) or pa.types.is_large_string(column_type)
-
-
 # Each pair column's types and, for errors, what they are in words; the integer image ids of a dataset written
 # another way are read as well as the written text ones.
 _COLUMN_TYPES = (
-    ("caption", _is_text, "text (string)"),
-    ("image_id", lambda column_type: _is_text(column_type) or pa.types.is_integer(column_type), "text or integers"),
+    ("caption", is_text, "text (string)"),
+    ("image_id", lambda column_type: is_text(column_type) or pa.types.is_integer(column_type), "text or integers"),
     ("image_index", pa.types.is_integer, "integers"),
     ("embedding", lambda column_type: pa.types.is_fixed_size_list(column_type)
      and pa.types.is_floating(column_type.value_type), "a fixed-size list of floats"),

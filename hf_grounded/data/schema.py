@@ -2,9 +2,15 @@
 
 from collections.abc import Iterable
 
+import pyarrow as pa
 from datasets import Dataset, DatasetDict, Features, Image, Sequence, Value
 
 SPLITS = ("train", "validation", "test")
+
+
+def is_text(column_type: pa.DataType) -> bool:
+    """Whether a parquet column of `column_type` holds text (a caption, an id)."""
+    return pa.types.is_string(column_type) or pa.types.is_large_string(column_type)
 
 
 def image_features_schema(with_images: bool = True) -> Features:
@@ -59,5 +65,5 @@ def one_row_per_caption(dataset: Dataset) -> Dataset:
     return exploded
 
 
-__all__ = ["SPLITS", "build_dataset_dict", "build_split", "image_features_schema", "one_row_per_caption",
+__all__ = ["SPLITS", "build_dataset_dict", "build_split", "image_features_schema", "is_text", "one_row_per_caption",
            "video_features_schema"]

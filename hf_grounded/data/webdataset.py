@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..files import refuse_symlink, replaced_atomically, write_json
+from ..files import open_for_writing, refuse_symlink, replaced_atomically, write_json
 from .embeddings import MANIFEST_NAME, RECORD_KEY, numbered_files, written_record
 from .validation import InvalidSampleError, read_image, regular_file
 
@@ -196,9 +196,8 @@ def write_shard(folder: Path, number: int, captions: list[str], keys: list[str],
         {RECORD_KEY: json.dumps(record, sort_keys=True)})
     # Both files are whole before either is renamed into place; the inner block ends first, so the metadata goes last.
     with replaced_atomically(targets[1]) as metadata_file:
-        with replaced_atomically(targets[0]) as embeddings_file:
-            with open(embeddings_file, "wb") as stream:  # np.save given a path would add ".npy" to its name
-                np.save(stream, embeddings)
+        with open_for_writing(targets[0], binary=True) as stream:
+            np.save(stream, embeddings)  # given a path, np.save would add ".npy" to its name
             pq.write_table(table, metadata_file)
 
 

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..files import LOCK_NAME, MARKER_NAME, is_library_folder, refuse_foreign_folder
+from ..files import LOCK_NAME, MARKER_NAME, refuse_foreign_folder
 
 logger = logging.getLogger(__name__)
 
@@ -162,4 +162,4 @@ def _is_alive(pid: int) -> bool:
     return True
 
 
-__all__ = ["MARKER_NAME", "OutputFolder", "check_output_folder", "claim_output_folder", "is_library_folder"]
+__all__ = ["MARKER_NAME", "OutputFolder", "check_output_folder", "claim_output_folder"]
