@@ -62,6 +62,9 @@ class StreamLoss(nn.Module, ABC):
     # Whether its forward reaches every parameter; if any term's does not, DistributedDataParallel must look for
     # unused ones (SkipThought's decoders in a caption step, an image map under the caption-group objectives).
     uses_every_parameter: bool = False
+    # Whether its positives are two dropout views of one input through the whole model (SimCSE's): a frozen part
+    # computed once (hf_grounded.training.frozen_layers) would take their difference away.
+    reads_dropout_views: bool = False
 
     @property
     def stream(self) -> str:
@@ -102,6 +105,7 @@ class MCSELoss(ImageTextLoss):
         self.simcse = SimCSEObjective(temperature)
         # SimCSE alone leaves the projection heads out of the graph.
         self.uses_every_parameter = mcse_lambda > 0
+        self.reads_dropout_views = simcse_weight > 0
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         twice = {name: torch.cat([batch[name], batch[name]]) for name in ("input_ids", "attention_mask")}

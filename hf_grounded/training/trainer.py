@@ -3,6 +3,7 @@
 import logging
 import math
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -47,6 +48,7 @@ from .checkpoints import (
     resolve_checkpoint,
     save_checkpoint,
 )
+from .frozen_layers import FrozenLayerCache, frozen_layer_cache
 from .losses import term_batch_size
 from .model_setup import model_and_tokenizer
 from .output_folder import OutputFolder, claim_output_folder
@@ -101,6 +103,7 @@ class Run:
     selection: SelectionMetric
     stsb_dev: SentencePairs | None = None  # STS Benchmark's dev pairs, with --stsb_dir
     optimizer: torch.optim.Optimizer | None = None
+    frozen_layer_cache: FrozenLayerCache | None = None  # with --trainable_layers (hf_grounded.training.frozen_layers)
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
     total_steps: int = 0
     num_epochs: int = 0
@@ -130,8 +133,9 @@ def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str
     while progress.epoch < run.num_epochs:
         epoch_started = time.perf_counter()
         _train_one_epoch(run, bar)
-        training_s += time.perf_counter() - epoch_started
-        _validate_epoch(run)
+        epoch_s = time.perf_counter() - epoch_started
+        training_s += epoch_s
+        _validate_epoch(run, epoch_s)
         if progress.step >= run.total_steps:
             break
     if progress.interval_steps:
@@ -279,6 +283,7 @@ def _prepare_optimisation(run: Run, report_to: str | None) -> None:
     # The sampler already gives each process its share of every global batch, and the schedule counts global
     # steps, so neither the loader nor the scheduler goes through Accelerate's wrappers.
     run.model, run.optimizer = accelerator.prepare(run.model, optimizer)
+    run.frozen_layer_cache = _frozen_layer_cache(run)
     run.stateful = {"scheduler": run.scheduler, "progress": run.progress,
                     **{f"loss-{loss.name}": loss for loss in run.losses}}
     # The data's files are compared on a resume like the arguments: the same --data_dir may hold other data by then.
@@ -307,6 +312,22 @@ def _prepare_optimisation(run: Run, report_to: str | None) -> None:
     logger.info("training on %s for %d steps (%d epochs)", data, run.total_steps, run.num_epochs)
 
 
+def _frozen_layer_cache(run: Run) -> FrozenLayerCache | None:
+    """The cache of the frozen layers' outputs, when the model has frozen layers, the limit is above 0 and no
+    term reads dropout views (which need the whole encoder's dropout each step)."""
+    limit_gb = run.training_args.frozen_layer_cache_gb
+    if limit_gb == 0:
+        return None
+    dropout_terms = [type(loss).__name__ for loss in run.losses if loss.reads_dropout_views]
+    model = run.accelerator.unwrap_model(run.model)
+    if dropout_terms:
+        if getattr(model.config, "trainable_layers", None) is not None:
+            logger.info("frozen layers recomputed each step: %s reads two dropout views through them",
+                        ", ".join(dropout_terms))
+        return None
+    return frozen_layer_cache(model, int(limit_gb * 1e9))
+
+
 def _fused_adam_runs(model: nn.Module) -> bool:
     """Whether torch's fused Adam takes every parameter of `model`: floating point, on a CPU or a CUDA device."""
     return all(parameter.is_floating_point() and parameter.device.type in ("cpu", "cuda")
@@ -315,23 +336,32 @@ def _fused_adam_runs(model: nn.Module) -> bool:
 
 def _train_one_epoch(run: Run, bar: tqdm) -> None:
     """The steps of the current epoch, from where a resumed run stopped, up to the run's last step."""
-    progress, training_args = run.progress, run.training_args
+    progress = run.progress
     run.model.train()
     run.streams.sampler.set_epoch(progress.epoch, start_batch=progress.batch_in_epoch)
-    for batch in run.streams.loader:
-        if progress.step >= run.total_steps:
-            break
-        loss_value = _training_step(run, batch)
-        progress.step += 1
-        progress.batch_in_epoch += 1
-        progress.epoch_loss += loss_value
-        progress.interval_loss += loss_value
-        progress.interval_steps += 1
-        bar.update(1)
-        if progress.step % training_args.logging_steps == 0:
-            _log_interval(progress, run.scheduler.get_last_lr()[0], run.accelerator, bar)
-        if training_args.save_steps and progress.step % training_args.save_steps == 0:
-            run.checkpoint()
+    with run.frozen_layer_cache.active() if run.frozen_layer_cache is not None else nullcontext():
+        for batch in run.streams.loader:
+            if progress.step >= run.total_steps:
+                break
+            _train_on_batch(run, batch, bar)
+    if run.frozen_layer_cache is not None:
+        logger.info("%s", run.frozen_layer_cache.describe())
+
+
+def _train_on_batch(run: Run, batch: dict[str, torch.Tensor], bar: tqdm) -> None:
+    """One step, then its bookkeeping: progress, the log's interval and a checkpoint when one is due."""
+    progress, training_args = run.progress, run.training_args
+    loss_value = _training_step(run, batch)
+    progress.step += 1
+    progress.batch_in_epoch += 1
+    progress.epoch_loss += loss_value
+    progress.interval_loss += loss_value
+    progress.interval_steps += 1
+    bar.update(1)
+    if progress.step % training_args.logging_steps == 0:
+        _log_interval(progress, run.scheduler.get_last_lr()[0], run.accelerator, bar)
+    if training_args.save_steps and progress.step % training_args.save_steps == 0:
+        run.checkpoint()
 
 
 def _training_step(run: Run, batch: dict[str, torch.Tensor]) -> float:
@@ -361,14 +391,15 @@ def _training_step(run: Run, batch: dict[str, torch.Tensor]) -> float:
     return loss_value
 
 
-def _validate_epoch(run: Run) -> None:
-    """Validation at the end of an epoch, the cycle's snapshot when one ends, and the epoch's checkpoint."""
+def _validate_epoch(run: Run, training_s: float) -> None:
+    """Validation at the end of an epoch, the cycle's snapshot when one ends, and the epoch's checkpoint;
+    `training_s` is how long the epoch's steps took (this session's, when it resumed within the epoch)."""
     accelerator, progress, training_args = run.accelerator, run.progress, run.training_args
     validation = _validate(run, run.model)
     progress.history.append({
         "epoch": progress.epoch + 1, "step": progress.step,
         "train_loss": progress.epoch_loss / max(progress.batch_in_epoch, 1),
-        "learning_rate": run.scheduler.get_last_lr()[0], "validation": validation,
+        "learning_rate": run.scheduler.get_last_lr()[0], "training_s": round(training_s, 1), "validation": validation,
     })
     if training_args.lr_scheduler_type == "cyclic_cosine" and (progress.epoch + 1) % training_args.cycle_epochs == 0:
         progress.history[-1]["snapshot"] = snapshot_path((progress.epoch + 1) // training_args.cycle_epochs)

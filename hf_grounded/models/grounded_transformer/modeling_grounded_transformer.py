@@ -246,9 +246,14 @@ class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrain
         self.text_model.requires_grad_(False)
         if self.config.trainable_layers == 0:
             return
-        for layer_list in _encoder_layer_lists(self.text_model, self.config.text_config):
+        for layer_list in self.encoder_layer_lists():
             for layer in layer_list[len(layer_list) - self.config.trainable_layers:]:
                 layer.requires_grad_(True)
+
+    def encoder_layer_lists(self) -> list[nn.ModuleList]:
+        """The module lists that hold the text encoder's layers, entry i of each being part of layer i (one list in
+        most architectures); what `trainable_layers` counts from the end."""
+        return _encoder_layer_lists(self.text_model, self.config.text_config)
 
     def get_input_embeddings(self) -> nn.Module:
         return self.text_model.get_input_embeddings()
