@@ -15,6 +15,8 @@ from pathlib import Path
 import torch
 from datasets import Dataset
 
+from hf_grounded.training.precision import cpu_flags
+
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 FLICKR8K = SHARED / "data" / "flickr8k_sample"
 STSB = SHARED / "data" / "stsbenchmark"
@@ -25,8 +27,13 @@ EFFICIENTNET = SHARED / "models" / "efficientnet_lite0.safetensors"
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+# The CPU flags that decide which kernels oneDNN and torch can use: developers', CI's and users' CPUs differ in them.
+CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
+             "amx_bf16", "amx_int8")
+
+
 def hardware() -> dict:
-    """CPU model, threads torch uses, and the GPU if there is one."""
+    """CPU model and the flags of `CPU_FLAGS` it has, threads torch uses, and the GPU if there is one."""
     cpu = platform.processor() or "unknown"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -36,8 +43,9 @@ def hardware() -> dict:
     except OSError:
         pass
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"cpu": cpu, "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(), "gpu": gpu,
-            "torch": torch.__version__}
+    flags = cpu_flags()
+    return {"cpu": cpu, "cpu_flags": [flag for flag in CPU_FLAGS if flag in flags], "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(), "gpu": gpu, "torch": torch.__version__}
 
 
 def alternate(arms: dict[str, Callable[[], float]], repeats: int, warmup: bool = True) -> dict[str, dict]:

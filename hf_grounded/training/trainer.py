@@ -40,7 +40,12 @@ from ..objectives import (
     trains_text_objective,
 )
 from ..tables import format_retrieval_comparison, format_retrieval_table
-from .arguments import ModelArguments, TrainingArguments, changed_arguments, recorded_arguments
+from .arguments import (
+    ModelArguments,
+    TrainingArguments,
+    changed_arguments,
+    recorded_arguments,
+)
 from .checkpoints import (
     TrainingProgress,
     checkpoint_arguments,
@@ -52,12 +57,17 @@ from .frozen_layers import FrozenLayerCache, frozen_layer_cache
 from .losses import term_batch_size
 from .model_setup import model_and_tokenizer
 from .output_folder import OutputFolder, claim_output_folder
-from .precision import resolve_mixed_precision
 from .plots import plot_training
+from .precision import resolve_mixed_precision
 from .saving import save_model, save_model_folder
 from .schedules import create_scheduler
 from .selection import STSB_VALIDATION, SelectionMetric
-from .snapshots import best_snapshots, load_snapshot_ensemble, snapshot_path, validation_summary
+from .snapshots import (
+    best_snapshots,
+    load_snapshot_ensemble,
+    snapshot_path,
+    validation_summary,
+)
 from .streams import TrainingStreams, streamed_training_streams, training_streams
 
 logger = logging.getLogger(__name__)
