@@ -40,12 +40,7 @@ from ..objectives import (
     trains_text_objective,
 )
 from ..tables import format_retrieval_comparison, format_retrieval_table
-from .arguments import (
-    ModelArguments,
-    TrainingArguments,
-    changed_arguments,
-    recorded_arguments,
-)
+from .arguments import ModelArguments, TrainingArguments, changed_arguments, recorded_arguments
 from .checkpoints import (
     TrainingProgress,
     checkpoint_arguments,
@@ -62,12 +57,7 @@ from .precision import resolve_mixed_precision
 from .saving import save_model, save_model_folder
 from .schedules import create_scheduler
 from .selection import STSB_VALIDATION, SelectionMetric
-from .snapshots import (
-    best_snapshots,
-    load_snapshot_ensemble,
-    snapshot_path,
-    validation_summary,
-)
+from .snapshots import best_snapshots, load_snapshot_ensemble, snapshot_path, validation_summary
 from .streams import TrainingStreams, streamed_training_streams, training_streams
 
 logger = logging.getLogger(__name__)
