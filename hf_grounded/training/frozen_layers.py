@@ -80,8 +80,8 @@ class FrozenLayerCache:
 
     def describe(self) -> str:
         """One line for the log: what is cached and how much memory it holds."""
-        return (f"frozen-layer cache: {len(self)} captions, {self.nbytes / 1e9:.2f} GB of the "
-                f"{self.max_bytes / 1e9:.2f} GB allowed (--frozen_layer_cache_gb)")
+        return (f"frozen-layer cache: {len(self)} captions, {self.nbytes / 1e6:,.1f} MB of the "
+                f"{self.max_bytes / 1e6:,.1f} MB allowed (--frozen_layer_cache_gb)")
 
     @property
     def _all_frozen(self) -> bool:
