@@ -202,6 +202,9 @@ class SentenceEncoderMixin:
     joint_is_sentence_space: ClassVar[bool] = True
     #: The graph's outputs, in the order `_onnx_outputs` returns them: the sentence space's first.
     onnx_output_names: ClassVar[tuple[str, ...]] = ("sentence_embedding",)
+    #: Whether ONNX Runtime's int8 graph keeps in float32 the matrix products that narrow the width (a transformer's
+    #: feed-forward down-projections), whose inputs carry outlier activations that one int8 scale per batch loses.
+    onnx_int8_keeps_narrowing_products: ClassVar[bool] = False
 
     @torch.inference_mode()
     def encode(
@@ -241,10 +244,11 @@ class SentenceEncoderMixin:
         with no token at all is embedded as if it were one unknown token: a fixed, finite, unit-length vector, the
         same alone and in any batch.
 
-        `quantize=True` (CPU only) runs an int8 copy of the model whose recurrent and linear layers are dynamically
-        quantised (`torch.ao.quantization.quantize_dynamic`): several times faster for wide recurrent encoders, at
-        the cost of small changes in the embeddings (see docs/performance.md for what it keeps); as
-        activations are quantised with one range per batch, an int8 embedding also moves a little with its batch.
+        `quantize=True` (CPU only) runs an int8 copy of the model: its linear layers compute in int8 with a scale
+        per token and per output channel (`Int8Linear`), its recurrent layers are dynamically quantised
+        (`torch.ao.quantization.quantize_dynamic`, one activation range per batch, so an embedding of a recurrent
+        encoder moves a little with its batch). Several times faster for wide recurrent encoders, at the cost of
+        small changes in the embeddings (see docs/performance.md for what it keeps).
 
         `backend="onnx"` (CPU only; `pip install hf_grounded[onnx]`) runs the text encoder exported beside the
         model (`onnx/model.onnx`, or its int8 copy `onnx/model_qint8.onnx` with `quantize=True`; see
@@ -399,19 +403,13 @@ class SentenceEncoderMixin:
         # Kept out of the module tree (no submodule, no state_dict entry) and out of the deep copy below.
         cached = self.__dict__.pop("_int8_cache", None)
         if cached is None or cached[0] != weights_version:
+            quantized = _with_int8_linears(copy.deepcopy(self).eval())
             with warnings.catch_warnings():
                 # torch.ao.quantization warns that it moves to torchao; it is still torch's own dynamic quantiser.
                 warnings.simplefilter("ignore")
-                # Linear weights get a scale per output channel: as fast as one per tensor, and a grounded MiniLM's
-                # embeddings moved to a cosine of 0.96 with the float32 ones instead of 0.90 (the minimum over
-                # Flickr8k captions, benchmarks/quantization_accuracy.py).
                 quantized = torch.ao.quantization.quantize_dynamic(
-                    copy.deepcopy(self).eval(),
-                    {nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig,
-                     nn.GRU: torch.ao.quantization.default_dynamic_qconfig,
-                     nn.LSTM: torch.ao.quantization.default_dynamic_qconfig},
-                    dtype=torch.qint8,
-                )
+                    quantized, {nn.GRU: torch.ao.quantization.default_dynamic_qconfig,
+                                nn.LSTM: torch.ao.quantization.default_dynamic_qconfig}, dtype=torch.qint8)
             cached = (weights_version, quantized)
         self.__dict__["_int8_cache"] = cached
         return cached[1]
@@ -469,6 +467,42 @@ class SentenceEncoderMixin:
             cached = (state, digest.hexdigest())
             self.__dict__["_weights_fingerprint"] = cached
         return cached[1]
+
+
+class Int8Linear(nn.Module):
+    """A linear layer computed in int8 for `encode(quantize=True)`: its weights with a scale per output channel,
+    each row of its input (a token) with a scale of its own, both symmetric over [-127, 127], multiplied by torch's
+    int8 matrix product with int32 sums (`torch._int_mm`) and scaled back.
+
+    torch's dynamic int8 linear takes one scale for the whole batch's activations (and 7 of their 8 bits on x86),
+    so one token's outlier feature coarsens every other token: a grounded MiniLM's embeddings fell to a cosine of
+    0.96 with the float32 ones; with a scale per token, 0.995, and an embedding barely moves with its batch
+    (benchmarks/quantization_accuracy.py).
+    """
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        weight = linear.weight.detach().float()
+        scale = weight.abs().amax(dim=1).clamp(min=torch.finfo(torch.float32).tiny) / 127
+        self.register_buffer("weight_int8", torch.round(weight / scale[:, None]).to(torch.int8).t().contiguous())
+        self.register_buffer("weight_scale", scale)
+        self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().float())
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        rows = inputs.reshape(-1, inputs.size(-1)).float()
+        scale = rows.abs().amax(dim=1, keepdim=True).clamp_(min=torch.finfo(torch.float32).tiny) / 127
+        outputs = torch._int_mm(torch.round(rows / scale).to(torch.int8), self.weight_int8).float()
+        outputs.mul_(scale).mul_(self.weight_scale)
+        if self.bias is not None:
+            outputs.add_(self.bias)
+        return outputs.reshape(*inputs.shape[:-1], outputs.size(-1))
+
+
+def _with_int8_linears(module: nn.Module) -> nn.Module:
+    """`module` with each of its `nn.Linear` layers replaced by an `Int8Linear`."""
+    for name, child in module.named_children():
+        setattr(module, name, Int8Linear(child) if type(child) is nn.Linear else _with_int8_linears(child))
+    return module
 
 
 def graph_sha256(exported: "onnx.ModelProto", weights_sha256: str) -> str:
@@ -676,6 +710,7 @@ def _tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase, version: int = 2)
 __all__ = [
     "CAPABILITIES",
     "EncoderPreTrainedMixin",
+    "Int8Linear",
     "GroundedSentenceEncoder",
     "SentenceEncoder",
     "SentenceEncoderMixin",
