@@ -4,7 +4,10 @@ import subprocess
 import sys
 
 import pytest
+import torch
+from tokenizers import normalizers, pre_tokenizers, processors
 
+from hf_grounded.models.sentence_encoding import _padded_batch, _word_lookup
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
 TRAIN = ["A dog runs on the grass.", "Two dogs run.", "a DOG sleeps", "The grass is green ."]
@@ -47,3 +50,40 @@ def test_auto_tokenizer_loads_it_in_a_process_without_hf_grounded(tmp_path):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "['<S>', 'dogs', 'run', '<unk>', '</S>']"
+
+
+# encode()'s path for word-level tokenizers (`_padded_batch`): a dictionary lookup on printable ASCII text.
+LOOKED_UP = ["The DOG runs.", "a cat, sleeping!", "x_y 3.5 $%^ ()", "", "   ", "UPPER lower MiXeD!!", "dog-dog", "It's"]
+OWN_PATH = ["a <S> dog", "dog </S>", "Ünïcode café", "ﬁne", "tab\there", "new\nline", "a\x1cb", "a\x00b"]
+
+
+@pytest.mark.parametrize("batch", [LOOKED_UP, OWN_PATH, LOOKED_UP + OWN_PATH, OWN_PATH[:1] + LOOKED_UP])
+def test_encode_reads_a_word_tokenizers_ids_by_lookup_and_they_equal_its_own(batch):
+    tokenizer = train_word_tokenizer(TRAIN + LOOKED_UP + OWN_PATH)
+    padded = _padded_batch(tokenizer, batch)
+    expected = tokenizer(batch, padding=True, padding_side="right", return_tensors="pt")
+    assert torch.equal(padded["input_ids"], expected["input_ids"])
+    assert torch.equal(padded["attention_mask"], expected["attention_mask"])
+
+
+def test_only_printable_ascii_text_without_an_added_token_is_looked_up():
+    lookup = _word_lookup(train_word_tokenizer(TRAIN))
+    assert all(lookup.ids(text) is not None for text in LOOKED_UP)
+    assert all(lookup.ids(text) is None for text in OWN_PATH)
+
+
+def test_another_pipeline_is_never_taken_for_a_word_lookup():
+    tokenizer = train_word_tokenizer(TRAIN)
+    assert _word_lookup(tokenizer) is not None
+    tokenizer.split_special_tokens = True  # "<S>" in a text would then be split, not read as the token
+    assert _word_lookup(tokenizer) is None
+    for change in (lambda backend: setattr(backend, "normalizer", normalizers.Lowercase()),
+                   lambda backend: setattr(backend, "pre_tokenizer", pre_tokenizers.WhitespaceSplit()),
+                   lambda backend: setattr(backend, "post_processor", processors.TemplateProcessing(
+                       single="<S> $A $A </S>", special_tokens=[("<S>", 2), ("</S>", 3)]))):
+        other = train_word_tokenizer(TRAIN)
+        change(other.backend_tokenizer)
+        assert _word_lookup(other) is None
+    other = train_word_tokenizer(TRAIN)
+    other.add_tokens(["grass dog"])  # a longer vocabulary is read again
+    assert _word_lookup(other).added[-1] == "grass dog" and _word_lookup(other).ids("the grass dog") is None
