@@ -4,9 +4,9 @@ paper widths: the library's batches against a naive loop, measured side by side.
     python benchmarks/training_throughput.py [--quick] [--output training.json]
 
 The library's arm draws `CaptionBatchSampler` batches grouped by length (as `recipes/train.py` does with
-`group_by_length`), so a batch carries little padding; the naive arm draws random batches padded to their
-longest caption. Both train the same model from the same weights with the same loss (the char-GRU's hinge,
-VETE's Pearson), on ../shared's Flickr8k training captions (the embedded synthetic set without it) and random
+`group_by_length`), so a batch carries little padding, and steps Adam's fused kernel, as the trainer does; the
+naive arm draws random batches padded to their longest caption and steps Adam's default (foreach) kernel. Both
+train the same model from the same weights with the same loss (the char-GRU's hinge, VETE's Pearson), on ../shared's Flickr8k training captions (the embedded synthetic set without it) and random
 image features, whose values do not change the cost of a step. Arms alternate in rounds.
 """
 
@@ -43,8 +43,8 @@ def configurations(quick: bool) -> dict:
     }
 
 
-def make_arm(model, loader, steps: int):
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+def make_arm(model, loader, steps: int, fused: bool):
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, fused=fused)
     batches = iter(loader)
 
     def arm() -> int:
@@ -81,8 +81,7 @@ def main(argv: list[str] | None = None) -> None:
               for kind, tokenizer in tokenizers.items()}
     rows = []
     print(f"{data_name}: {len(splits['char'].input_ids)} captions, batch {args.batch_size}, {args.rounds} rounds")
-    print("| model | naive loop captions/s | library captions/s | speed-up | padding naive / library |")
-    print("|---|---|---|---|---|")
+    print(HEADER)
     for name, (build, kind, steps) in configurations(args.quick).items():
         split = splits[kind]
         lengths = [len(ids) for ids in split.input_ids]
@@ -95,15 +94,31 @@ def main(argv: list[str] | None = None) -> None:
             loader = DataLoader(CaptionImagePairs(split), batch_sampler=sampler, collate_fn=collate_captions)
             masks = [batch["attention_mask"] for batch, _ in zip(loader, range(50))]
             padding[arm_name] = 100 * (1 - sum(int(m.sum()) for m in masks) / sum(m.numel() for m in masks))
-            arms[arm_name] = make_arm(model, loader, steps)
+            arms[arm_name] = make_arm(model, loader, steps, fused=grouped)
         results = alternate(arms, args.rounds)
         speedup = results["library"]["median"] / results["naive"]["median"]
         rows.append({"model": name, **results, "speedup": speedup, "padding_percent": padding})
-        print(f"| {name} | {rate_cell(results['naive'], 1)} | {rate_cell(results['library'], 1)} | {speedup:.2f}x | "
-              f"{padding['naive']:.0f} % / {padding['library']:.0f} % |", flush=True)
+        print(table_row(rows[-1]), flush=True)
     write_results(args.output, "training_throughput", rows, {"data": data_name, "batch_size": args.batch_size,
                                                               "mean_caption_chars": statistics.mean(
                                                                   len(ids) for ids in splits["char"].input_ids)})
+
+
+HEADER = ("| model | naive loop captions/s | library captions/s | speed-up | padding naive / library |\n"
+          "|---|---|---|---|---|")
+
+
+def table_row(row: dict) -> str:
+    return (f"| {row['model']} | {rate_cell(row['naive'], 1)} | {rate_cell(row['library'], 1)} | "
+            f"{row['speedup']:.2f}× | {row['padding_percent']['naive']:.0f} % / {row['padding_percent']['library']:.0f} % |")
+
+
+def format_result(result: dict) -> str:
+    """The table of a results file this benchmark wrote (`utils/render_docs.py`)."""
+    notes = result["notes"]
+    return "\n".join([HEADER, *map(table_row, result["rows"]), "",
+                      f"{notes['data']} training captions, batch {notes['batch_size']}, "
+                      f"{notes['mean_caption_chars']:.0f} characters a caption on average."])
 
 
 if __name__ == "__main__":

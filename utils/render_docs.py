@@ -34,7 +34,7 @@ BACKENDS = ("torch float32", "torch int8", "onnx float32", "onnx int8")
 # is run, so only these are.
 BENCHMARKS = ("ablation_char_gru", "demo_load", "fidelity_char_gru", "grounded_skipthought", "grounded_transformer",
               "grounded_transformer_epoch", "quantization_accuracy", "roofline", "run_all", "training_levers",
-              "vete_flickr8k", "vete_search_flickr8k")
+              "training_throughput", "vete_flickr8k", "vete_search_flickr8k")
 # What markdown or HTML would read in a value rather than show: made a character reference, which both show as text.
 _ACTIVE = re.compile(r"[&<>`|\[\]\\*\x00-\x1f\x7f]")
 
