@@ -105,7 +105,7 @@ def test_int8_embeddings_stay_close_to_float_ones(name):
     model, _ = tiny(name)
     exact, quantized = model.encode(SENTENCES), model.encode(SENTENCES, quantize=True)
     np.testing.assert_allclose(np.linalg.norm(quantized, axis=1), 1, atol=1e-5)
-    assert (exact * quantized).sum(axis=1).min() > 0.98
+    assert (exact * quantized).sum(axis=1).min() >= 0.99
     assert not any("_packed_params" in key for key in model.state_dict())
 
 
@@ -118,7 +118,7 @@ def test_the_export_recipe_writes_graphs_that_embed_as_torch_does(saved, tmp_pat
     model = AutoModel.from_pretrained(folder).eval()
     np.testing.assert_allclose(model.encode(SENTENCES, backend="onnx"), model.encode(SENTENCES), atol=1e-5)
     int8 = model.encode(SENTENCES, backend="onnx", quantize=True)
-    assert (int8 * model.encode(SENTENCES)).sum(axis=1).min() > 0.95
+    assert (int8 * model.encode(SENTENCES)).sum(axis=1).min() >= 0.99
 
 
 @pytest.mark.parametrize("name", families())

@@ -62,8 +62,9 @@ def test_int8_embeddings_stay_close_to_float_ones_alone_and_in_a_batch(name):
     alone = np.stack([model.encode(sentence, tokenizer=tokenizer, quantize=True) for sentence in SENTENCES])
     np.testing.assert_allclose(np.linalg.norm(quantized, axis=1), 1, atol=1e-5)
     cosines = (exact * quantized).sum(axis=1)
-    assert cosines.min() > 0.98 and not np.array_equal(exact, quantized), cosines
-    # Dynamic quantisation takes one activation range per batch, so a batch moves an embedding, if only a little.
+    assert cosines.min() >= 0.99 and not np.array_equal(exact, quantized), cosines
+    # A recurrent layer's dynamic quantisation takes one activation range per batch, so a batch moves an embedding,
+    # if only a little.
     assert (alone * quantized).sum(axis=1).min() > 0.99
     assert not any("int8" in key or "_packed_params" in key for key in model.state_dict())
 
