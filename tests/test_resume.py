@@ -49,8 +49,12 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
     # The saved model is the ensemble of the best two of the three cycle-end snapshots.
     for weights in ("model.safetensors", "snapshots/cycle-1/model.safetensors", "snapshots/cycle-3/model.safetensors"):
         assert (interrupted / weights).read_bytes() == (tmp_path / "reference" / weights).read_bytes(), weights
-    assert json.loads((interrupted / "training_history.json").read_text()) == json.loads(
-        (tmp_path / "reference" / "training_history.json").read_text())
+    histories = [json.loads((folder / "training_history.json").read_text())
+                 for folder in (interrupted, tmp_path / "reference")]
+    for history in histories:  # how long each epoch's steps took is this machine's, not the run's
+        for entry in history["epochs"]:
+            del entry["training_s"]
+    assert histories[0] == histories[1]
     results = [json.loads((folder / "results.json").read_text()) for folder in (interrupted, tmp_path / "reference")]
     for result in results:
         del result["run"]["wall_time_s"], result["run"]["training_steps_s"]
