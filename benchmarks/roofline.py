@@ -27,11 +27,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from common import CPU_FLAGS, RESULTS, flickr8k_captions, hardware, write_results
-from encoding_throughput import encoders
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 from torch.utils.flop_counter import FlopCounterMode
+
+from common import CPU_FLAGS, RESULTS, flickr8k_captions, hardware, write_results
+from encoding_throughput import encoders
 
 BATCHES = (1, 32, 512)
 TRAINING_BATCH = 64
@@ -39,7 +40,7 @@ PLOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "roofline.png"
 
 
 def cpu_description() -> dict:
-    """The CPU's model, the flags of `FLAGS` it has, and torch's view of it."""
+    """The CPU's model, the flags of `common.CPU_FLAGS` it has, and torch's view of it."""
     machine = hardware()
     return {"model": machine["cpu"], "flags": machine["cpu_flags"],
             "torch_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads()}

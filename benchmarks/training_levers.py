@@ -20,9 +20,9 @@ import sys
 from contextlib import nullcontext
 
 import torch
+
 from common import alternate, flickr8k_captions, rate_cell, write_results
 from encoding_throughput import minilm_path
-
 from hf_grounded import GroundedTransformerModel
 from hf_grounded.training.frozen_layers import FrozenLayerCache, frozen_layer_cache
 from hf_grounded.training.precision import cpu_flags

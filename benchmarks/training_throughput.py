@@ -6,8 +6,9 @@ paper widths: the library's batches against a naive loop, measured side by side.
 The library's arm draws `CaptionBatchSampler` batches grouped by length (as `recipes/train.py` does with
 `group_by_length`), so a batch carries little padding, and steps Adam's fused kernel, as the trainer does; the
 naive arm draws random batches padded to their longest caption and steps Adam's default (foreach) kernel. Both
-train the same model from the same weights with the same loss (the char-GRU's hinge, VETE's Pearson), on ../shared's Flickr8k training captions (the embedded synthetic set without it) and random
-image features, whose values do not change the cost of a step. Arms alternate in rounds.
+train the same model from the same weights with the same loss (the char-GRU's hinge, VETE's Pearson), on
+../shared's Flickr8k training captions (the embedded synthetic set without it) and random image features, whose
+values do not change the cost of a step. Arms alternate in rounds.
 """
 
 import argparse
@@ -109,8 +110,9 @@ HEADER = ("| model | naive loop captions/s | library captions/s | speed-up | pad
 
 
 def table_row(row: dict) -> str:
+    padding = row["padding_percent"]
     return (f"| {row['model']} | {rate_cell(row['naive'], 1)} | {rate_cell(row['library'], 1)} | "
-            f"{row['speedup']:.2f}× | {row['padding_percent']['naive']:.0f} % / {row['padding_percent']['library']:.0f} % |")
+            f"{row['speedup']:.2f}× | {padding['naive']:.0f} % / {padding['library']:.0f} % |")
 
 
 def format_result(result: dict) -> str:

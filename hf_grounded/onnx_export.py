@@ -94,9 +94,10 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
     with 8-bit weights, ONNX Runtime's int8 kernels saturate on CPUs without VNNI (AVX2 only), which moved an
     untrained LSTM's embeddings to a cosine of 0.92 with the float32 ones. Each weight's output channels get a scale
     of their own (`per_channel`): with one per tensor, a grounded MiniLM's embeddings fell to a cosine of 0.78 with
-    the float32 ones, per channel 0.985 (the minimum over Flickr8k captions; benchmarks/quantization_accuracy.py).
-    A model that sets `onnx_int8_keeps_narrowing_products` (the grounded transformer) keeps its feed-forward
-    down-projections in float32, which raised that minimum to 0.992 at 0.8x the all-int8 graph's speed. ONNX Runtime
+    the float32 ones, per channel 0.988 (the minimum over Flickr8k captions; benchmarks/quantization_accuracy.py).
+    A model that sets `onnx_int8_keeps_narrowing_products` (the grounded transformer) keeps every product by a weight
+    that narrows the width in float32 (its feed-forward down-projections, and its text head), which raised that
+    minimum to 0.993 at 0.83x the all-int8 graph's speed. ONNX Runtime
     does not quantise GRU nodes, so a GRU encoder's int8 graph gains little; an LSTM, convolution or projection
     does.
     """

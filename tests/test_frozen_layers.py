@@ -62,7 +62,10 @@ def test_a_step_through_the_cache_gives_the_loss_and_gradients_of_recomputing(mo
         second, second_gradients = _loss_and_gradients(model, batch)  # reads it
     assert first == pytest.approx(recomputed, rel=1e-5) and second == pytest.approx(recomputed, rel=1e-5)
     assert first_gradients.keys() == recomputed_gradients.keys() == second_gradients.keys()
-    assert all(name.startswith(("text_projection", "image_projection", "text_model")) for name in first_gradients)
+    trained_layers = {int(part) for name in first_gradients if name.startswith("text_model")
+                      for part in name.split(".") if part.isdigit()}
+    assert trained_layers == set(range(3 - trainable_layers, 3))  # the last K layers, nothing below
+    assert all(module.training for module in model.modules())  # the cache's evaluation mode stayed inside it
     for name, gradient in recomputed_gradients.items():
         torch.testing.assert_close(second_gradients[name], gradient, rtol=1e-4, atol=1e-6)
 
@@ -92,6 +95,7 @@ def test_a_full_cache_stores_no_more_and_the_rest_is_computed_each_time(caplog):
     batch = _batch()
     expected = model(**batch, return_loss=True).loss
     cache = frozen_layer_cache(model, 10 * 32 * 4)  # room for 10 tokens' states: the 7- and 2-token captions
+    caplog.clear()
     with caplog.at_level(logging.WARNING), cache.active():
         for _ in range(2):
             assert model(**batch, return_loss=True).loss.item() == pytest.approx(expected.item(), rel=1e-5)
@@ -121,14 +125,46 @@ def test_the_encoder_holds_all_its_layers_between_forward_passes_even_after_one_
 
 def test_dropout_in_the_frozen_layers_is_what_the_cache_leaves_out():
     model = _model(trainable_layers=1, dropout=0.5).train()
+    model.text_model.encoder.layer[2].eval()  # dropout in the frozen part only
     batch = _batch()
     cache = frozen_layer_cache(model, 2**20)
     with cache.active():
         cached = model(**batch, return_loss=True).loss.item()
     with torch.no_grad():
-        torch.manual_seed(1)
         recomputed_with_dropout = model(**batch, return_loss=True).loss.item()
+        model.text_model.eval()
+        recomputed_without_dropout = model(**batch, return_loss=True).loss.item()
+    assert cached == pytest.approx(recomputed_without_dropout, rel=1e-5)
     assert cached != pytest.approx(recomputed_with_dropout, rel=1e-3)
+
+
+def test_the_cached_states_live_in_host_memory_and_a_caption_twice_in_a_batch_is_stored_once():
+    model = _model(trainable_layers=1)
+    cache = frozen_layer_cache(model, 2**20)
+    batch = _batch()
+    twice = {name: torch.cat([tensor, tensor]) for name, tensor in batch.items()}
+    with cache.active():
+        model(**twice, return_loss=True)
+    assert len(cache) == 4 and cache.nbytes == (7 + 4 + 2 + 6) * 32 * 4
+    assert all(states.device.type == "cpu" for states in cache._states.values())
+
+
+def test_an_encoder_called_with_other_inputs_than_ids_and_mask_is_refused_not_looked_up():
+    model = _model(trainable_layers=1)
+    cache = frozen_layer_cache(model, 2**20)
+    batch = _batch()
+    with cache.active(), pytest.raises(ValueError, match="token_type_ids"):
+        model.text_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                         token_type_ids=torch.ones_like(batch["input_ids"]))
+    assert len(model.text_model.encoder.layer) == 3
+
+
+def test_gradient_checkpointing_turns_the_cache_off(caplog):
+    model = _model(trainable_layers=1)
+    model.gradient_checkpointing_enable()
+    with caplog.at_level(logging.INFO):
+        assert frozen_layer_cache(model, 2**20) is None
+    assert "gradient checkpointing" in caplog.text
 
 
 def test_an_encoder_the_cached_path_cannot_reproduce_trains_without_it(caplog):

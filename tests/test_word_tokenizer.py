@@ -85,5 +85,19 @@ def test_another_pipeline_is_never_taken_for_a_word_lookup():
         change(other.backend_tokenizer)
         assert _word_lookup(other) is None
     other = train_word_tokenizer(TRAIN)
-    other.add_tokens(["grass dog"])  # a longer vocabulary is read again
-    assert _word_lookup(other).added[-1] == "grass dog" and _word_lookup(other).ids("the grass dog") is None
+    assert _word_lookup(other).ids("the grass dog") is not None
+    other.add_tokens(["Grass Dog"])  # read again: the added token, normalised, is matched in the lowercased text
+    assert _word_lookup(other).ids("the GRASS DOG") is None
+    changed = train_word_tokenizer(TRAIN)
+    assert _word_lookup(changed) is not None
+    changed.backend_tokenizer.normalizer = normalizers.Lowercase()  # the pipeline changed in place: read again
+    assert _word_lookup(changed) is None
+
+
+def test_a_text_holding_an_added_token_in_any_case_gets_the_tokenizers_own_ids():
+    tokenizer = train_word_tokenizer(TRAIN)
+    tokenizer.add_tokens(["grass dog", "Sofa"])
+    batch = ["the GRASS DOG runs", "a sofa", "A dog."]
+    padded = _padded_batch(tokenizer, batch)
+    expected = tokenizer(batch, padding=True, padding_side="right", return_tensors="pt")
+    assert torch.equal(padded["input_ids"], expected["input_ids"])

@@ -217,9 +217,9 @@ class TrainingArguments:
                                                              "help": "cyclic_cosine: the rate at cycle ends."})
     frozen_layer_cache_gb: float = field(
         default=4.0, metadata={"minimum": 0, "help": "With --trainable_layers, keep each training caption's output of "
-                               "the frozen layers (computed once, without dropout) up to this many GB, so that steps "
-                               "run the trainable layers alone; 0 recomputes them every step. Not used with "
-                               "SimCSE's dropout views (--objective mcse)."}
+                               "the frozen layers (computed once, without dropout) up to this many GB of host memory "
+                               "per process, so that steps run the trainable layers alone; 0 recomputes them every "
+                               "step. Not used with SimCSE's dropout views (--objective mcse)."}
     )
     max_grad_norm: float = field(default=0.0, metadata={"minimum": 0,
                                                         "help": "Clip gradients to this norm; 0 disables."})

@@ -10,6 +10,11 @@ What it changes: the frozen part runs as in evaluation, without dropout. Trainin
 training without it whose frozen layers compute without dropout (the test compares the two losses), and objectives
 whose positives are dropout views through the whole encoder (SimCSE's, in MCSE) are trained without it.
 
+The states are kept in host memory, up to the limit, in each process (each caches the captions it draws). A run
+resumed from a checkpoint computes them again, in other batches, so its numbers equal an uninterrupted run's to
+float rounding rather than bit for bit; gradient checkpointing, which re-runs layers in the backward pass, turns the
+cache off.
+
 It works through hooks on the layers the model names (`GroundedTransformerModel.encoder_layer_lists`), so it knows
 no architecture; before training, `frozen_layer_cache` checks that the cached path gives the encoder's own output
 (both in evaluation mode), and an encoder for which it does not is trained without the cache, with a warning.
@@ -102,6 +107,9 @@ class FrozenLayerCache:
         finally:
             for handle in handles:
                 handle.remove()
+            # A forward pass stopped by KeyboardInterrupt skips the hook that puts the layers back.
+            for layer_list, layers in zip(self.layer_lists, self._layers):
+                _set_layers(layer_list, layers)
 
     @contextmanager
     def _whole_encoder(self) -> Iterator[None]:
@@ -121,7 +129,13 @@ class FrozenLayerCache:
         computed now."""
         if self._bypassed:
             return
-        input_ids = kwargs.get("input_ids", args[0] if args else None)
+        other_inputs = sorted(name for name, value in kwargs.items()
+                              if value is not None and name not in ("input_ids", "attention_mask"))
+        if args or other_inputs:
+            raise ValueError(f"FrozenLayerCache: the text encoder was called with "
+                             f"{other_inputs or 'positional arguments'}; only input_ids and attention_mask, by name, "
+                             f"are what a cached caption is known by")
+        input_ids = kwargs.get("input_ids")
         if input_ids is None:
             raise ValueError("FrozenLayerCache: the text encoder was called without input_ids (inputs_embeds?); "
                              "only token ids can be looked up in the cache")
@@ -155,8 +169,8 @@ class FrozenLayerCache:
 
     def _take_batch_states(self) -> torch.Tensor:
         if self._batch_states is None:
-            raise RuntimeError("FrozenLayerCache: the first trainable layer ran before its batch's frozen states "
-                               "were prepared")
+            raise RuntimeError("FrozenLayerCache: the cached states were asked for twice or before they were "
+                               "prepared (gradient checkpointing re-runs a layer, which the cache cannot serve)")
         states, self._batch_states = self._batch_states, None
         return states
 
@@ -164,9 +178,10 @@ class FrozenLayerCache:
 
     def _frozen_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """`(batch, length, hidden)`: each caption's frozen states at its tokens, zeros at its padding (which the
-        trainable layers' attention and the pooling mask out)."""
+        trainable layers' attention and the pooling mask out), on the encoder's device."""
         lengths = attention_mask.sum(dim=1).tolist()
-        keys = [input_ids[row, :length].cpu().numpy().tobytes() for row, length in enumerate(lengths)]
+        rows_on_cpu = input_ids.cpu().numpy()
+        keys = [rows_on_cpu[row, :length].tobytes() for row, length in enumerate(lengths)]
         found = {row: self._states[key] for row, key in enumerate(keys) if key in self._states}
         missing = [row for row in range(len(keys)) if row not in found]
         if missing:
@@ -174,15 +189,19 @@ class FrozenLayerCache:
             width = max(lengths[row] for row in missing)
             computed = self.compute(input_ids[rows, :width], attention_mask[rows, :width])
             for index, row in enumerate(missing):
-                found[row] = computed[index, :lengths[row]]
+                found[row] = computed[index, :lengths[row]].cpu()
                 self._store(keys[row], found[row])
         first = found[0]
         batch = first.new_zeros(len(keys), input_ids.size(1), first.size(-1))
         for row, states in found.items():
             batch[row, :lengths[row]] = states
-        return batch
+        return batch.to(input_ids.device, non_blocking=True)
 
     def _store(self, key: bytes, states: torch.Tensor) -> None:
+        """Keep a caption's states in host memory (not the accelerator's), unless it is there already (one caption
+        twice in a batch) or the limit is reached."""
+        if key in self._states:
+            return
         size = states.numel() * states.element_size()
         if self.nbytes + size > self.max_bytes:
             if not self._warned_full:
@@ -190,7 +209,7 @@ class FrozenLayerCache:
                 logger.warning("%s: full; the captions not in it have their frozen layers computed each time",
                                self.describe())
             return
-        self._states[key] = states.clone()
+        self._states[key] = states.to("cpu", copy=True)
         self.nbytes += size
 
     def compute(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -230,11 +249,11 @@ class FrozenLayerCache:
                 with self.active():
                     cached = self.text_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
                 whole = self.text_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        except (RuntimeError, TypeError, IndexError, KeyError) as error:
+        except Exception as error:  # any failure of an architecture's forward pass through the hooks
             return f"the encoder fails through it ({type(error).__name__}: {error})"
         finally:
             self._states.clear()
-            self.nbytes = 0
+            self.nbytes, self._warned_full = 0, False
         mask = attention_mask.bool()
         difference = (cached[mask] - whole[mask]).abs().max().item()
         if not difference <= CHECK_TOLERANCE * max(1.0, whole[mask].abs().max().item()):
@@ -246,6 +265,10 @@ def frozen_layer_cache(model: nn.Module, max_bytes: int) -> FrozenLayerCache | N
     """A checked `FrozenLayerCache` of `model`'s frozen part, or None (logged) when the model has none or the
     cached path does not reproduce its encoder."""
     if getattr(model.config, "trainable_layers", None) is None:
+        return None
+    if getattr(model.text_model, "is_gradient_checkpointing", False):
+        logger.info("frozen-layer cache off: gradient checkpointing re-runs the trainable layers in the backward "
+                    "pass, which the cache cannot serve")
         return None
     cache = FrozenLayerCache(model, max_bytes)
     if cache.num_frozen == 0:

@@ -268,7 +268,7 @@ def _prepare_optimisation(run: Run, report_to: str | None) -> None:
     else:
         run.num_epochs = training_args.num_train_epochs
         run.total_steps = run.num_epochs * steps_per_epoch
-    # Adam's fused kernel: one pass over each parameter instead of a dozen; 1.19x a grounded MiniLM step on 2 cores
+    # Adam's fused kernel: one pass over each parameter instead of a dozen; 1.20x a grounded MiniLM step on 2 cores
     # (benchmarks/results/training_levers.json), the same update.
     optimizer = torch.optim.Adam(_parameter_groups(run.model, run.family, training_args.head_learning_rate),
                                  lr=training_args.learning_rate, fused=_fused_adam_runs(run.model))

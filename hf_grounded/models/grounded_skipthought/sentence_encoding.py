@@ -477,7 +477,7 @@ class Int8Linear(nn.Module):
 
     torch's dynamic int8 linear takes one scale for the whole batch's activations (and 7 of their 8 bits on x86),
     so one token's outlier feature coarsens every other token: a grounded MiniLM's embeddings fell to a cosine of
-    0.96 with the float32 ones; with a scale per token, 0.995, and an embedding barely moves with its batch
+    0.96 with the float32 ones; with a scale per token, 0.996, and an embedding barely moves with its batch
     (benchmarks/quantization_accuracy.py).
     """
 
@@ -574,8 +574,8 @@ def _padded_batch(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> dict[
     same ids, without building an `Encoding` object for each text, which limited VETE's bag of words to about a
     third of the rate."""
     lookup = _word_lookup(tokenizer)
-    rows = [lookup.ids(text) for text in texts] if lookup is not None else [None]
-    if any(row is None for row in rows):
+    rows = [lookup.ids(text) for text in texts] if lookup is not None else None
+    if rows is None or any(row is None for row in rows):
         return tokenizer(texts, padding=True, truncation=False, padding_side="right", verbose=False,
                          return_tensors="pt")
     lengths = np.array([len(row) for row in rows])
@@ -583,7 +583,8 @@ def _padded_batch(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> dict[
     for index, row in enumerate(rows):
         input_ids[index, :len(row)] = row
     attention_mask = np.arange(input_ids.shape[1]) < lengths[:, None]
-    return {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(attention_mask.astype(np.int64))}
+    return {"input_ids": torch.from_numpy(input_ids),
+            "attention_mask": torch.from_numpy(attention_mask.astype(np.int64))}
 
 
 # What a `tokenizers` pipeline of NFKC, lowercasing, the Whitespace pre-tokenizer and a word-level vocabulary does
@@ -596,34 +597,41 @@ _WORD_LEVEL_NORMALIZER = {"type": "Sequence", "normalizers": [{"type": "NFKC"}, 
 @dataclass(frozen=True)
 class _WordLookup:
     """A word-level tokenizer as a dictionary lookup: its vocabulary, unknown id, the special ids its template puts
-    before and after a text, and its added tokens (a text containing one takes the tokenizer's own path)."""
+    before and after a text, and its added tokens, matched in the raw text (`added`) or, lowercased, in the
+    lowercased text (`added_normalized`): a text containing one takes the tokenizer's own path."""
 
     vocabulary: dict[str, int]
     unknown: int
     prefix: tuple[int, ...]
     suffix: tuple[int, ...]
     added: tuple[str, ...]
+    added_normalized: tuple[str, ...]
 
     def ids(self, text: str) -> list[int] | None:
-        """The text's ids, or None for a text outside printable ASCII or holding an added token's content."""
+        """The text's ids, or None for a text outside printable ASCII or holding an added token."""
         if not (text.isascii() and text.isprintable()) or any(token in text for token in self.added):
             return None
-        words = _WORDS.findall(text.lower())
+        lowered = text.lower()
+        if any(token in lowered for token in self.added_normalized):
+            return None
+        words = _WORDS.findall(lowered)
         return [*self.prefix, *(self.vocabulary.get(word, self.unknown) for word in words), *self.suffix]
 
 
 def _word_lookup(tokenizer: PreTrainedTokenizerBase) -> _WordLookup | None:
     """`tokenizer` as a `_WordLookup` when its pipeline is exactly NFKC + lowercase, Whitespace, a word-level
     vocabulary with an unknown token and a template of special tokens around one text (`train_word_tokenizer`'s),
-    with a padding token and no splitting of special tokens; else None. Read once per tokenizer and vocabulary
-    size."""
+    with a padding token and no splitting of special tokens; else None. Read again whenever the tokenizer's size or
+    pipeline changes."""
     if not isinstance(tokenizer, PreTrainedTokenizerFast) or tokenizer.pad_token_id is None \
             or tokenizer.split_special_tokens:
         return None
+    backend = tokenizer.backend_tokenizer
+    version = (len(tokenizer), repr(backend.normalizer), repr(backend.pre_tokenizer), repr(backend.post_processor))
     cached = _WORD_LOOKUPS.get(tokenizer)
-    if cached is not None and cached[0] == len(tokenizer):
+    if cached is not None and cached[0] == version:
         return cached[1]
-    spec = json.loads(tokenizer.backend_tokenizer.to_str())
+    spec = json.loads(backend.to_str())
     model, template = spec.get("model") or {}, spec.get("post_processor")
     lookup = None
     if (spec.get("normalizer") == _WORD_LEVEL_NORMALIZER and spec.get("pre_tokenizer") == {"type": "Whitespace"}
@@ -636,10 +644,13 @@ def _word_lookup(tokenizer: PreTrainedTokenizerBase) -> _WordLookup | None:
                                    for index, piece in enumerate(pieces) if index != texts[0]):
             ids = [tuple(special[piece["SpecialToken"]["id"]]["ids"]) if "SpecialToken" in piece else ()
                    for piece in pieces]
+            added = spec.get("added_tokens", [])
             lookup = _WordLookup(model["vocab"], model["vocab"][model["unk_token"]],
                                  sum(ids[:texts[0]], ()), sum(ids[texts[0] + 1:], ()),
-                                 tuple(token["content"] for token in spec.get("added_tokens", [])))
-    _WORD_LOOKUPS[tokenizer] = (len(tokenizer), lookup)
+                                 tuple(token["content"] for token in added),
+                                 tuple(backend.normalizer.normalize_str(token["content"]) for token in added
+                                       if token.get("normalized")))
+    _WORD_LOOKUPS[tokenizer] = (version, lookup)
     return lookup
 
 
@@ -746,7 +757,7 @@ def _load_tokenizer(load, source: str) -> PreTrainedTokenizerBase:
 
 
 _TOKENIZATION = threading.Lock()
-_WORD_LOOKUPS: "weakref.WeakKeyDictionary[PreTrainedTokenizerBase, tuple[int, _WordLookup | None]]" = \
+_WORD_LOOKUPS: "weakref.WeakKeyDictionary[PreTrainedTokenizerBase, tuple[tuple, _WordLookup | None]]" = \
     weakref.WeakKeyDictionary()
 _MODE_SWITCH = threading.Lock()
 # Real text averages 3-6 characters a token; 32 leaves room for long words while bounding a megabyte-long one.
@@ -788,8 +799,8 @@ def _tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase, version: int = 2)
 __all__ = [
     "CAPABILITIES",
     "EncoderPreTrainedMixin",
-    "Int8Linear",
     "GroundedSentenceEncoder",
+    "Int8Linear",
     "SentenceEncoder",
     "SentenceEncoderMixin",
     "exported_session",
