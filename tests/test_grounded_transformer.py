@@ -3,6 +3,7 @@ through the recipe's code path from a tiny random BERT saved locally (no downloa
 all-MiniLM-L6-v2 when it is installed."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -165,7 +166,9 @@ def test_the_family_trains_from_a_random_transformer_through_the_recipe(tmp_path
     initial = BertModel.from_pretrained(tiny_bert).state_dict()["encoder.layer.1.output.dense.weight"]
     assert not torch.equal(model.text_model.encoder.layer[1].output.dense.weight, initial)
     assert model.config.text_config.hidden_size == 32
-    assert model.default_tokenizer().model_max_length == 16  # --max_length caps the text encoder's own limit
+    # --max_length 16 cut the training captions; the saved model encodes up to the encoder's own limit.
+    assert model.default_tokenizer().model_max_length == 64
+    assert json.loads((output_dir / "sentence_bert_config.json").read_text())["max_seq_length"] == 64
     card = (output_dir / "README.md").read_text()
     assert "grounded transformer" in card and "(bert, 2 layers, 32-d)" in card
     sentences = ["a red square", "two blue circles and a green triangle"]
@@ -192,7 +195,22 @@ def test_packaged_minilm_embeds_as_sentence_transformers_and_trains_through_the_
     sentences = ["A dog runs on the grass.", "Two people are playing a guitar on a stage while a crowd watches."]
     reference = sentence_transformers.SentenceTransformer(path, device="cpu").encode(sentences)
     np.testing.assert_allclose(model.encode(sentences), reference, atol=1e-5)
+    # A sentence past 256 word pieces is cut where sentence-transformers cuts it (its max_seq_length).
+    long = " ".join(["word"] * 400)
+    np.testing.assert_allclose(model.encode(long), sentence_transformers.SentenceTransformer(path, device="cpu").encode(
+        long), atol=1e-5)
     run_recipe_in_process("train.py", _recipe_arguments(tmp_path, path, "--objective", "mcse", "--max_steps", "3",
                                                        "--trainable_layers", "1"))
     trained = AutoModel.from_pretrained(tmp_path / "model")
     assert trained.config.trainable_layers == 1 and trained.encode(sentences).shape == (2, 384)
+
+
+def test_a_sentence_transformers_encoders_own_limit_is_where_encode_cuts(tmp_path, tiny_bert):
+    """all-MiniLM-L6-v2 cuts at 256 word pieces (its sentence_bert_config.json), not at its tokenizer's 512."""
+    folder = tmp_path / "with-limit"
+    shutil.copytree(tiny_bert, folder)
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 20, "do_lower_case": False}))
+    assert GroundedTransformerModel.from_text_model(str(folder), image_feature_dim=16).default_tokenizer() \
+        .model_max_length == 20
+    assert GroundedTransformerModel.from_text_model(tiny_bert, image_feature_dim=16).default_tokenizer() \
+        .model_max_length == 64

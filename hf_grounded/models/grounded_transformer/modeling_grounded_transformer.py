@@ -26,7 +26,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 from transformers import initialization as init
-from transformers.utils import ModelOutput
+from transformers.utils import ModelOutput, cached_file
 
 from .configuration_grounded_transformer import GroundedTransformerConfig
 from .sentence_encoding import EncoderPreTrainedMixin, SentenceEncoderMixin, _check_right_padded, _load_tokenizer
@@ -108,6 +108,18 @@ def _encoder_layer_lists(text_model: nn.Module, text_config: PreTrainedConfig) -
                          f"whole, or set it to 0 to train the projection heads alone")
     return max(groups.values(), key=lambda lists: sum(parameter.numel() for layer_list in lists
                                                       for parameter in layer_list.parameters()))
+
+
+def _sentence_transformers_limit(text_model_name_or_path: str) -> int | None:
+    """The `max_seq_length` of a sentence-transformers model's `sentence_bert_config.json` (all-MiniLM-L6-v2: 256),
+    so that `encode()` cuts sentences where it does; None for a model without one."""
+    path = cached_file(text_model_name_or_path, "sentence_bert_config.json",
+                       _raise_exceptions_for_missing_entries=False, _raise_exceptions_for_connection_errors=False)
+    if path is None:
+        return None
+    with open(path, encoding="utf-8") as handle:
+        limit = json.load(handle).get("max_seq_length")
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
 
 
 class GroundedTransformerPreTrainedModel(EncoderPreTrainedMixin, PreTrainedModel):
@@ -221,14 +233,19 @@ class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrain
     def from_text_model(cls, text_model_name_or_path: str, **config_values) -> "GroundedTransformerModel":
         """A new model around the pretrained text encoder `text_model_name_or_path` (a Hub name or a folder), with
         new projection heads; `config_values` set the other [`GroundedTransformerConfig`] fields. Its tokenizer
-        (`AutoTokenizer`) becomes the model's own."""
+        (`AutoTokenizer`) becomes the model's own, cutting sentences where the encoder's sentence-transformers
+        config does when it has one (`max_seq_length`)."""
         # The config first: an unsupported architecture is refused before any weights load.
         text_config = AutoConfig.from_pretrained(text_model_name_or_path)
         model = cls(GroundedTransformerConfig(text_config=text_config.to_dict(), **config_values))
         text_model = AutoModel.from_pretrained(text_model_name_or_path)
         weights = {name: tensor for name, tensor in text_model.state_dict().items() if not name.startswith("pooler.")}
         model.text_model.load_state_dict(weights)
-        model.set_tokenizer(AutoTokenizer.from_pretrained(text_model_name_or_path))
+        tokenizer = AutoTokenizer.from_pretrained(text_model_name_or_path)
+        limit = _sentence_transformers_limit(text_model_name_or_path)
+        if limit is not None:
+            tokenizer.model_max_length = min(tokenizer.model_max_length, limit)
+        model.set_tokenizer(tokenizer)
         return model
 
     @classmethod
