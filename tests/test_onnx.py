@@ -28,37 +28,42 @@ HOSTILE = ["", "   ", "run", "a lone \ud800 surrogate", "naïve café 🐕 ÅÄ�
            "<pad> <unk> [CLS]", "dog " * 400, "A" * 3000, "the the the the the the the the the the"]
 
 
+def _char_gru(rnn_type: str = "gru", pooling: str = "attention", ensemble: bool = False):
+    config = CharGRUConfig(hidden_size=24, image_feature_dim=6, rnn_type=rnn_type, pooling=pooling, attention_heads=2)
+    model = (CharGRUEnsembleModel.from_members([CharGRUModel(config) for _ in range(3)]) if ensemble
+             else CharGRUModel(config))
+    return model, CharTokenizer()
+
+
+def _vete(**options):
+    tokenizer = train_word_tokenizer(CAPTIONS)
+    return VETEModel(VETEConfig(vocab_size=len(tokenizer), image_feature_dim=6, embed_dim=16, word_embedding_size=12,
+                                rnn_hidden_size=20, **options)), tokenizer
+
+
+# The variants of the recurrent and convolutional encoders that the registry's small models leave out; every family
+# of the registry is tried too (its small model).
+VARIANTS = {
+    "char_gru_lstm_max": lambda: _char_gru(rnn_type="lstm", pooling="max"),
+    "char_gru_ensemble": lambda: _char_gru(ensemble=True),
+    "vete_bow": lambda: _vete(text_encoder="bow"),
+    "vete_rnn": lambda: _vete(text_encoder="rnn", rnn_num_layers=2),
+    "vete_rnn_lstm": lambda: _vete(text_encoder="rnn", rnn_type="lstm", rnn_num_layers=2),
+    "vete_cnn": lambda: _vete(text_encoder="cnn", cnn_filter_widths=[2, 3, 5]),
+}
+
+
 def tiny_model(name: str):
-    """A small model of the family whose every parameter, biases included, is random: with the default zero biases
-    and zero padding row an RNN's state stays 0 through padding, which would hide a direction that reads it."""
+    """A small model of the family (or of one of `VARIANTS`) whose every parameter, biases included, is random: with
+    the default zero biases and zero padding row an RNN's state stays 0 through padding, which would hide a
+    direction that reads it."""
     torch.manual_seed(0)
-    if name in FAMILIES:
-        model, tokenizer = FAMILIES[name].tiny_model(CAPTIONS, 6)
-    elif name.startswith("char_gru"):
-        rnn_type, pooling = ("lstm", "max") if name == "char_gru_lstm_max" else ("gru", "attention")
-        config = CharGRUConfig(hidden_size=24, image_feature_dim=6, rnn_type=rnn_type, pooling=pooling,
-                               attention_heads=2)
-        model = (CharGRUEnsembleModel.from_members([CharGRUModel(config) for _ in range(3)])
-                 if name == "char_gru_ensemble" else CharGRUModel(config))
-        tokenizer = CharTokenizer()
-    else:
-        tokenizer = train_word_tokenizer(CAPTIONS)
-        encoder = name.removeprefix("vete_")
-        options = {"rnn_lstm": {"text_encoder": "rnn", "rnn_type": "lstm", "rnn_num_layers": 2},
-                   "rnn": {"text_encoder": "rnn", "rnn_num_layers": 2},
-                   "cnn": {"text_encoder": "cnn", "cnn_filter_widths": [2, 3, 5]}}.get(encoder, {"text_encoder": encoder})
-        model = VETEModel(VETEConfig(vocab_size=len(tokenizer), image_feature_dim=6, embed_dim=16,
-                                     word_embedding_size=12, rnn_hidden_size=20, **options))
+    model, tokenizer = FAMILIES[name].tiny_model(CAPTIONS, 6) if name in FAMILIES else VARIANTS[name]()
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.normal_(0, 0.5)
     model.set_tokenizer(tokenizer)
     return model
-
-
-# Every family of the registry (its small model), and the variants of the recurrent and convolutional encoders
-# the registry's small models leave out.
-VARIANTS = ["char_gru_lstm_max", "char_gru_ensemble", "vete_bow", "vete_rnn", "vete_rnn_lstm", "vete_cnn"]
 
 
 @pytest.mark.parametrize("name", [*families(), *VARIANTS])
