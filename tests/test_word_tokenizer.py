@@ -60,7 +60,7 @@ OWN_PATH = ["a <S> dog", "dog </S>", "Ünïcode café", "ﬁne", "tab\there", "n
 @pytest.mark.parametrize("batch", [LOOKED_UP, OWN_PATH, LOOKED_UP + OWN_PATH, OWN_PATH[:1] + LOOKED_UP])
 def test_encode_reads_a_word_tokenizers_ids_by_lookup_and_they_equal_its_own(batch):
     tokenizer = train_word_tokenizer(TRAIN + LOOKED_UP + OWN_PATH)
-    padded = _padded_batch(tokenizer, batch)
+    padded = _padded_batch(tokenizer, batch, _word_lookup(tokenizer))
     expected = tokenizer(batch, padding=True, padding_side="right", return_tensors="pt")
     assert torch.equal(padded["input_ids"], expected["input_ids"])
     assert torch.equal(padded["attention_mask"], expected["attention_mask"])
@@ -98,6 +98,6 @@ def test_a_text_holding_an_added_token_in_any_case_gets_the_tokenizers_own_ids()
     tokenizer = train_word_tokenizer(TRAIN)
     tokenizer.add_tokens(["grass dog", "Sofa"])
     batch = ["the GRASS DOG runs", "a sofa", "A dog."]
-    padded = _padded_batch(tokenizer, batch)
+    padded = _padded_batch(tokenizer, batch, _word_lookup(tokenizer))
     expected = tokenizer(batch, padding=True, padding_side="right", return_tensors="pt")
     assert torch.equal(padded["input_ids"], expected["input_ids"])

@@ -333,6 +333,7 @@ class SentenceEncoderMixin:
         else:
             embed = (self._int8_copy() if quantize else self)._space_embeddings(space, normalize)
         order = np.argsort([-len(sentence) for sentence in sentences], kind="stable")
+        lookup = _word_lookup(tokenizer)  # read once a call, not once a batch
         chunks, truncated = [], 0
         for start in tqdm(range(0, len(sentences), batch_size), desc="Encoding", disable=not show_progress_bar):
             # A fast tokenizer keeps its truncation and padding settings in shared state, which concurrent calls
@@ -341,7 +342,7 @@ class SentenceEncoderMixin:
                 batch, cut = zip(*(_truncatable_prefix(sentences[index], tokenizer, max_length)
                                    for index in order[start : start + batch_size]))
                 truncated += sum(cut)
-                inputs = _padded_batch(tokenizer, list(batch))
+                inputs = _padded_batch(tokenizer, list(batch), lookup)
                 lengths = inputs["attention_mask"].sum(dim=1)
                 if inputs["input_ids"].size(1) > max_length:
                     truncated += int(((lengths > max_length) & ~torch.tensor(cut)).sum())
@@ -568,12 +569,12 @@ class _NotCopied(dict):
         return (type(self), ())
 
 
-def _padded_batch(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> dict[str, torch.Tensor]:
+def _padded_batch(tokenizer: PreTrainedTokenizerBase, texts: list[str],
+                  lookup: "_WordLookup | None") -> dict[str, torch.Tensor]:
     """`tokenizer(texts, padding=True, padding_side="right", return_tensors="pt")`'s ids and mask. A word-level
-    tokenizer such as `train_word_tokenizer`'s takes `_WordLookup`'s path when every text is printable ASCII: the
-    same ids, without building an `Encoding` object for each text, which limited VETE's bag of words to about a
-    third of the rate."""
-    lookup = _word_lookup(tokenizer)
+    tokenizer such as `train_word_tokenizer`'s, given as its `lookup` (`_word_lookup(tokenizer)`), takes that path
+    when every text is printable ASCII: the same ids, without building an `Encoding` object for each text, which
+    limited VETE's bag of words to about a third of the rate."""
     rows = [lookup.ids(text) for text in texts] if lookup is not None else None
     if rows is None or any(row is None for row in rows):
         return tokenizer(texts, padding=True, truncation=False, padding_side="right", verbose=False,
