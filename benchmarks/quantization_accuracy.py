@@ -39,30 +39,17 @@ def text_model_quantised(model, qconfig):
     return copied
 
 
-def onnx_all_int8(folder: str):
-    """`encode` through ONNX Runtime's int8 graph with every matrix product quantised (the export before the
-    down-projections were kept in float32)."""
-    import onnxruntime
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+def onnx_all_int8(model, folder: str):
+    """`encode(backend="onnx", quantize=True)` of `model` saved and exported to `folder` with every matrix product
+    quantised (the export before the down-projections were kept in float32)."""
+    from hf_grounded.onnx_export import export_onnx
 
-    path = f"{folder}/onnx/model_all_int8.onnx"
-    quantize_dynamic(f"{folder}/onnx/model.onnx", path, weight_type=QuantType.QInt8, reduce_range=True,
-                     per_channel=True)
-    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
-    tokenizer = GroundedTransformerModel.from_pretrained(folder).default_tokenizer()
-
-    def encode(texts: list[str]) -> np.ndarray:
-        order = np.argsort([-len(text) for text in texts], kind="stable")
-        chunks = []
-        for start in range(0, len(texts), BATCH):
-            inputs = tokenizer([texts[index] for index in order[start:start + BATCH]], padding=True,
-                               return_tensors="np")
-            chunks.append(session.run(["sentence_embedding"], {"input_ids": inputs["input_ids"].astype(np.int64),
-                                                               "attention_mask": inputs["attention_mask"].astype(
-                                                                   np.int64)})[0])
-        return np.concatenate(chunks)[np.argsort(order)]
-
-    return encode
+    model.save_pretrained(folder)
+    model.default_tokenizer().save_pretrained(folder)
+    exported = GroundedTransformerModel.from_pretrained(folder).eval()
+    exported.onnx_int8_keeps_narrowing_products = False
+    export_onnx(exported, folder)
+    return lambda texts: exported.encode(texts, batch_size=BATCH, backend="onnx", quantize=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -97,7 +84,8 @@ def main(argv: list[str] | None = None) -> None:
                           ("torch dynamic int8, a weight scale per channel", per_channel)):
         quantised = text_model_quantised(model, qconfig)
         schemes[name] = lambda texts, quantised=quantised: quantised.encode(texts, batch_size=BATCH)
-    schemes["ONNX Runtime int8, every matrix product"] = onnx_all_int8(folder)
+    schemes["ONNX Runtime int8, every matrix product"] = onnx_all_int8(
+        model, tempfile.mkdtemp(prefix="quantization-accuracy-all-int8-"))
     reference = schemes["float32 (reference)"](captions)
     rows = []
     for name, encode in schemes.items():
