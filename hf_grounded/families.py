@@ -193,6 +193,16 @@ def _grounded_transformer(options: GroundedTransformerArguments,
     return model, model.default_tokenizer()
 
 
+def _grounded_transformer_base(options: GroundedTransformerArguments, device: Any) -> Callable:
+    """The pretrained encoder `--text_model_name_or_path` as it was published, frozen and without dropout, pooled as
+    the model pools: loaded from its source, never from the model being trained, so a resumed run distils from the
+    base and not from its own checkpoint."""
+    with named_model("--text_model_name_or_path", options.text_model_name_or_path):
+        base = GroundedTransformerModel.from_text_model(options.text_model_name_or_path, pooling=options.pooling)
+    base.to(device).eval().requires_grad_(False)
+    return base.get_sentence_embeddings
+
+
 # Small random models for the contract tests (tests/test_family_contract.py) and examples: one per family, of the
 # family's own classes (`model_class`, so that a family registered with another model class builds that).
 def _tiny_char_gru(model_class: type[PreTrainedModel], corpus: Sequence[str],
@@ -340,6 +350,10 @@ class ModelFamily:
     attends_to_frames: bool = False
     # Its modules that are new on a pretrained encoder, which `--head_learning_rate` trains at a rate of their own.
     head_modules: tuple[str, ...] = ()
+    # For a family built on a pretrained text encoder: that encoder, frozen, from the family's options and a device,
+    # as a function of (input_ids, attention_mask) -> unit-length sentence embeddings, the teacher of distillation
+    # (`--distill_weight`); its options then include the base-keeping terms' (`BaseKeepingOptions`).
+    base_sentence_encoder: Callable[[Any, Any], Callable[[Any, Any], Any]] | None = None
     # A small random model of `model_class` and its tokenizer for a corpus and an image width: what the contract
     # tests (tests/test_family_contract.py) run the family on.
     tiny: Callable[[type[PreTrainedModel], Sequence[str], int],
@@ -402,8 +416,8 @@ FAMILIES: dict[str, ModelFamily] = {
         "a pretrained transformers text encoder grounded through projection heads (MCSE's setting)",
         GroundedTransformerModel, GroundedTransformerArguments, _grounded_transformer, "grounded_transformer.md",
         ("mcse", "grounded-transformer"), _grounded_transformer_card, _grounded_transformer_search_space,
-        head_modules=("text_projection", "image_projection"), tiny=_tiny_grounded_transformer,
-        tiny_training_options=_tiny_grounded_transformer_options,
+        head_modules=("text_projection", "image_projection"), base_sentence_encoder=_grounded_transformer_base,
+        tiny=_tiny_grounded_transformer, tiny_training_options=_tiny_grounded_transformer_options,
     ),
 }
 

@@ -6,6 +6,7 @@ every process, so any encoder trains with any objective through configuration al
 - `contrastive`: MCSE's InfoNCE terms (SimCSE's between dropout views, sentence-to-image);
 - `groundsent`: Kiela et al.'s GroundSent-Both, Bordes et al.'s baseline E (Cap2Img and Cap2Cap);
 - `text`: SkipThought's neighbouring-sentence likelihood;
+- `distillation`: terms that keep a pretrained text encoder's sentence space (its embeddings and their relations);
 - `functional`: the losses' maths, of which the model files carry generated copies for `forward(return_loss=True)`;
 - `terms`: the training terms, each an objective over a model's outputs on the batches it declares (`Batches`);
 - `options` and `registry`: each objective's options and its entry in `CAPTION_OBJECTIVES`, the one registry of
@@ -17,6 +18,7 @@ Objectives never import models, and models never import objectives (each model f
 from .caption_groups import ClusterObjective, ClusterPairObjective, PerceptualObjective, ProjectionObjective
 from .functional import hinge_loss, info_nce, last_pairs_max_margin, pearson_loss
 from .contrastive import SentenceToImageObjective, SimCSEObjective
+from .distillation import SentenceDistillation, SentenceTeacher, relational_kl
 from .gather import gather_with_local_grad
 from .groundsent import CaptionToCaptionObjective, CaptionToImageObjective
 from .image_text import (
@@ -29,6 +31,7 @@ from .image_text import (
     RankObjective,
 )
 from .options import (
+    BaseKeepingOptions,
     GroundingOptions,
     GroundSentOptions,
     HingeOptions,
@@ -42,6 +45,7 @@ from .options import (
 from .registry import (
     CAPTION_OBJECTIVES,
     CaptionObjective,
+    add_base_keeping_terms,
     create_objective,
     create_training_losses,
     image_text_objectives,
@@ -53,6 +57,7 @@ from .registry import (
 from .terms import (
     Batches,
     CaptionGroupLoss,
+    CaptionPairLoss,
     CaptionToCaptionLoss,
     CaptionToImageLoss,
     ClusterLoss,
@@ -66,8 +71,10 @@ from .text import SkipThoughtObjective
 
 __all__ = [
     "CAPTION_OBJECTIVES",
+    "BaseKeepingOptions",
     "Batches",
     "CaptionGroupLoss",
+    "CaptionPairLoss",
     "CaptionObjective",
     "CaptionToCaptionLoss",
     "CaptionToCaptionObjective",
@@ -96,12 +103,15 @@ __all__ = [
     "ProjectionOptions",
     "RankObjective",
     "RankOptions",
+    "SentenceDistillation",
+    "SentenceTeacher",
     "SentenceToImageObjective",
     "SimCSEObjective",
     "SkipThoughtLoss",
     "SkipThoughtObjective",
     "SkipThoughtOptions",
     "StreamLoss",
+    "add_base_keeping_terms",
     "create_objective",
     "create_training_losses",
     "gather_with_local_grad",
@@ -113,5 +123,6 @@ __all__ = [
     "needs_visual_vectors",
     "objective_description",
     "pearson_loss",
+    "relational_kl",
     "trains_text_objective",
 ]

@@ -135,6 +135,57 @@ class MCSEOptions(CheckedArguments):
 
 
 @dataclass
+class BaseKeepingOptions(CheckedArguments):
+    """Terms beside any objective that keep what a pretrained text encoder knew, for the families built on one
+    (`--model_type grounded_transformer`): distillation from the frozen base (`hf_grounded.objectives.distillation`)
+    on the objective's own caption batches, and captions of one image as each other's positives on batches of their
+    own."""
+
+    distill_weight: float = field(
+        default=0.0, metadata={"minimum": 0, "help": "Weight of 1 - cos(sentence embedding, the frozen base's "
+                                                     "embedding of the sentence), averaged over the batch; 0: off."}
+    )
+    distill_relational_weight: float = field(
+        default=0.0, metadata={"minimum": 0, "help": "Weight of the KL divergence from the frozen base's in-batch "
+                                                     "similarity distributions to the model's; 0: off."}
+    )
+    distill_temperature: float = field(
+        default=0.05, metadata={"positive": True, "help": "Temperature of the relational term's softmax."}
+    )
+    caption_pair_weight: float = field(
+        default=0.0, metadata={"minimum": 0, "help": "Weight of an InfoNCE between two captions of one image "
+                                                     "(sentence embeddings, other images' captions the negatives), "
+                                                     "on batches of its own; 0: off."}
+    )
+    caption_pair_batch_size: int = field(
+        default=32, metadata={"minimum": 2, "help": "Images per process in a caption-pair batch (two captions "
+                                                    "each)."}
+    )
+    caption_pair_temperature: float = field(
+        default=0.05, metadata={"positive": True, "help": "Temperature of the caption-pair InfoNCE."}
+    )
+
+    @property
+    def distills(self) -> bool:
+        return bool(self.distill_weight or self.distill_relational_weight)
+
+    @property
+    def description(self) -> str:
+        """What the model card adds to the objective's description; empty when every term is off."""
+        parts = []
+        if self.distill_weight:
+            parts.append(f"distillation from the frozen base's sentence embeddings (1 - cosine, weight "
+                         f"{self.distill_weight})")
+        if self.distill_relational_weight:
+            parts.append(f"relational distillation from the frozen base (KL of in-batch similarity distributions "
+                         f"at temperature {self.distill_temperature}, weight {self.distill_relational_weight})")
+        if self.caption_pair_weight:
+            parts.append(f"captions of one image as positives (InfoNCE at temperature "
+                         f"{self.caption_pair_temperature}, weight {self.caption_pair_weight})")
+        return "; ".join(parts)
+
+
+@dataclass
 class SkipThoughtOptions(CheckedArguments):
     text_weight: float = field(
         default=1.0,
@@ -143,5 +194,5 @@ class SkipThoughtOptions(CheckedArguments):
     )
 
 
-__all__ = ["GroundSentOptions", "GroundingOptions", "HingeOptions", "KendallOptions", "MCSEOptions", "NoOptions",
-           "ProjectionOptions", "RankOptions", "SkipThoughtOptions"]
+__all__ = ["BaseKeepingOptions", "GroundSentOptions", "GroundingOptions", "HingeOptions", "KendallOptions",
+           "MCSEOptions", "NoOptions", "ProjectionOptions", "RankOptions", "SkipThoughtOptions"]

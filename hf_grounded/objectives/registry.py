@@ -21,7 +21,9 @@ from .image_text import (
     PearsonObjective,
     RankObjective,
 )
+from .distillation import SentenceDistillation, SentenceTeacher
 from .options import (
+    BaseKeepingOptions,
     GroundingOptions,
     GroundSentOptions,
     HingeOptions,
@@ -34,6 +36,7 @@ from .options import (
 )
 from .terms import (
     CaptionGroupLoss,
+    CaptionPairLoss,
     CaptionToCaptionLoss,
     CaptionToImageLoss,
     ClusterLoss,
@@ -212,11 +215,14 @@ def image_text_objectives() -> list[str]:
     return sorted(name for name, entry in CAPTION_OBJECTIVES.items() if entry.image_text is not None)
 
 
-def objective_description(objective: str, options: Any) -> str:
-    """What the model card says of `--objective` with these options, and whom it cites."""
+def objective_description(objective: str, options: Any, base_options: BaseKeepingOptions | None = None) -> str:
+    """What the model card says of `--objective` with these options, and whom it cites, with the base-keeping terms
+    that train beside it."""
     entry = CAPTION_OBJECTIVES[objective]
     described = entry.description.format(**asdict(options), options=options)
-    return f"{described} ({entry.citation})" if entry.citation else described
+    described = f"{described} ({entry.citation})" if entry.citation else described
+    keeping = base_options.description if base_options is not None else ""
+    return f"{described}; with {keeping}" if keeping else described
 
 
 def needs_visual_vectors(objective: str, options: Any, has_image_map: bool) -> bool:
@@ -231,13 +237,17 @@ def trains_text_objective(text_options: SkipThoughtOptions | None) -> bool:
 
 
 def create_training_losses(objective: str, options: Any, text_options: SkipThoughtOptions | None, seed: int,
-                           has_image_map: bool) -> list[StreamLoss]:
-    """The terms `--objective` and the text objective ask for. `has_image_map`: whether the model maps visual
-    vectors into its space (the char-GRU and VETE always, SkipThought for the baseline P)."""
+                           has_image_map: bool, base_options: BaseKeepingOptions | None = None,
+                           base_teacher: SentenceTeacher | None = None) -> list[StreamLoss]:
+    """The terms `--objective`, the text objective and the base-keeping options ask for. `has_image_map`: whether
+    the model maps visual vectors into its space (the char-GRU and VETE always, SkipThought for the baseline P);
+    `base_teacher`: the frozen base's sentence embeddings, which distillation reads."""
     losses = CAPTION_OBJECTIVES[objective].build(options, seed, has_image_map)
     if not isinstance(losses, list) or not all(isinstance(loss, StreamLoss) for loss in losses):
         raise TypeError(f"CAPTION_OBJECTIVES[{objective!r}].build must return a list of StreamLoss terms, got "
                         f"{losses!r}")
+    if base_options is not None:
+        add_base_keeping_terms(losses, base_options, base_teacher, objective)
     if trains_text_objective(text_options):
         losses.append(SkipThoughtLoss(text_options.text_weight))
     if not losses:
@@ -250,16 +260,39 @@ def create_training_losses(objective: str, options: Any, text_options: SkipThoug
     return losses
 
 
-def leaves_parameters_unused(objective: str, options: Any, text_options: SkipThoughtOptions | None) -> bool:
+def add_base_keeping_terms(losses: list[StreamLoss], options: BaseKeepingOptions, teacher: SentenceTeacher | None,
+                           objective: str = "the objective") -> None:
+    """Distillation from the frozen base on the caption batches of the terms that read them (an image-text
+    objective's or MCSE's, through their own forward pass), and the caption-pair term, as `options` ask."""
+    if options.distills:
+        carriers = [loss for loss in losses if isinstance(loss, ImageTextLoss)]
+        if not carriers:
+            raise ValueError(f"--distill_weight and --distill_relational_weight ride on the caption batches of an "
+                             f"image-text objective or MCSE; --objective {objective} has none")
+        if teacher is None:
+            raise ValueError("distillation needs the frozen base's sentence embeddings (a SentenceTeacher)")
+        for loss in carriers:
+            loss.distillation = SentenceDistillation(teacher, options.distill_weight,
+                                                     options.distill_relational_weight, options.distill_temperature)
+    if options.caption_pair_weight:
+        losses.append(CaptionPairLoss(options.caption_pair_weight, options.caption_pair_batch_size,
+                                      options.caption_pair_temperature))
+
+
+def leaves_parameters_unused(objective: str, options: Any, text_options: SkipThoughtOptions | None,
+                             base_options: BaseKeepingOptions | None = None) -> bool:
     """Whether some step's terms leave parameters out of the graph, which DistributedDataParallel must be told of
-    before the terms exist: every caption objective but the image-text ones, and any run beside the books."""
+    before the terms exist: every caption objective but the image-text ones, any run beside the books, and the
+    caption-pair term (which reads no image head)."""
     caption_terms = CAPTION_OBJECTIVES[objective].build(options, 0, True)
     reaches_all = bool(caption_terms) and all(term.uses_every_parameter for term in caption_terms)
-    return not reaches_all or trains_text_objective(text_options)
+    pairs_captions = base_options is not None and base_options.caption_pair_weight > 0
+    return not reaches_all or trains_text_objective(text_options) or pairs_captions
 
 
 __all__ = [
     "CAPTION_OBJECTIVES",
+    "add_base_keeping_terms",
     "CaptionObjective",
     "create_objective",
     "create_training_losses",

@@ -18,6 +18,7 @@ from torch import nn
 
 from .caption_groups import ClusterObjective, ClusterPairObjective, PerceptualObjective, ProjectionObjective
 from .contrastive import SentenceToImageObjective, SimCSEObjective
+from .distillation import SentenceDistillation
 from .groundsent import CaptionToCaptionObjective, CaptionToImageObjective
 from .image_text import ImageTextObjective
 from .text import SkipThoughtObjective
@@ -76,7 +77,9 @@ class StreamLoss(nn.Module, ABC):
 
 
 class ImageTextLoss(StreamLoss):
-    """An image-text objective (hinge, Pearson, ...) over a batch of captions, one per image."""
+    """An image-text objective (hinge, Pearson, ...) over a batch of captions, one per image; with `distillation`
+    (`hf_grounded.objectives.registry.add_base_keeping_terms` sets it), distillation from the frozen base on the
+    same batch's sentence embeddings, through the same forward pass."""
 
     batches = Batches("captions")
     uses_every_parameter = True
@@ -84,11 +87,15 @@ class ImageTextLoss(StreamLoss):
     def __init__(self, objective: ImageTextObjective, name: str):
         super().__init__()
         self.objective, self.name = objective, name
+        self.distillation: SentenceDistillation | None = None
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         outputs = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                         image_features=batch["image_features"])
-        return self.objective(outputs.text_embeds, outputs.image_embeds)
+        loss = self.objective(outputs.text_embeds, outputs.image_embeds)
+        if self.distillation is not None:
+            loss = loss + self.distillation(outputs.sentence_embeds, batch["input_ids"], batch["attention_mask"])
+        return loss
 
 
 class MCSELoss(ImageTextLoss):
@@ -125,6 +132,9 @@ class MCSELoss(ImageTextLoss):
             # The text head ran in the forward pass: DistributedDataParallel, which finds unused parameters from
             # the outputs, would otherwise wait for its gradient. A zero term gives it one.
             loss = loss + 0.0 * outputs.text_embeds.sum()
+        if self.distillation is not None:
+            # The first view's: the second is the same captions under other dropout.
+            loss = loss + self.distillation(first, batch["input_ids"], batch["attention_mask"])
         return loss
 
 
@@ -241,6 +251,31 @@ class CaptionToCaptionLoss(StreamLoss):
         return self.weight * self.objective(outputs.paired_nll)
 
 
+class CaptionPairLoss(StreamLoss):
+    """Captions of one image as each other's positives: `pairs` images a batch, two of each one's captions on
+    consecutive rows; an InfoNCE between the first and the second captions' sentence embeddings (the other images'
+    captions the negatives), the supervised SimCSE of caption datasets. It reads the sentence space that `encode()`
+    gives (`sentence_embeds`, or `text_embeds` for a model without a separate one) and never the image heads."""
+
+    name = "caption_pairs"
+
+    def __init__(self, weight: float, pairs: int, temperature: float = 0.05):
+        super().__init__()
+        self.weight, self.pairs = weight, pairs
+        self.batches = Batches("caption_pairs", pairs)
+        self.objective = SimCSEObjective(temperature)
+
+    def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        outputs = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        sentences = outputs.sentence_embeds if getattr(outputs, "sentence_embeds", None) is not None \
+            else outputs.text_embeds
+        loss = self.weight * self.objective(sentences[0::2], sentences[1::2])
+        if outputs.text_embeds is not sentences:
+            # The text head ran in the forward pass; a zero term gives DistributedDataParallel its gradient.
+            loss = loss + 0.0 * outputs.text_embeds.sum()
+        return loss
+
+
 class SkipThoughtLoss(StreamLoss):
     """SkipThought's L_T over a batch of book triples."""
 
@@ -257,5 +292,5 @@ class SkipThoughtLoss(StreamLoss):
         return self.weight * self.objective(outputs.previous_nll, outputs.next_nll)
 
 
-__all__ = ["Batches", "CaptionGroupLoss", "CaptionToCaptionLoss", "CaptionToImageLoss", "ClusterLoss", "ImageTextLoss",
-           "MCSELoss", "PerceptualLoss", "SkipThoughtLoss", "StreamLoss"]
+__all__ = ["Batches", "CaptionGroupLoss", "CaptionPairLoss", "CaptionToCaptionLoss", "CaptionToImageLoss",
+           "ClusterLoss", "ImageTextLoss", "MCSELoss", "PerceptualLoss", "SkipThoughtLoss", "StreamLoss"]

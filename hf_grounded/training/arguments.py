@@ -18,7 +18,7 @@ from ..argument_values import ArgumentParser, check_argument_values
 from ..model_sources import named_model
 from ..families import FAMILIES
 from ..inputs import DataArguments
-from ..objectives import CAPTION_OBJECTIVES, SkipThoughtOptions
+from ..objectives import CAPTION_OBJECTIVES, BaseKeepingOptions, SkipThoughtOptions
 from .selection import STSB_METRICS, VALIDATION_METRICS, known_metric
 
 
@@ -52,17 +52,20 @@ class ModelChoice:
 
 
 def option_groups(model_type: str, objective: str) -> list[type]:
-    """The dataclasses of options that `--model_type` and `--objective` bring: the family's, the objective's and,
-    for a family with a text objective, SkipThought's."""
+    """The dataclasses of options that `--model_type` and `--objective` bring: the family's, the objective's, for a
+    family with a text objective SkipThought's, and for a family built on a pretrained text encoder the terms that
+    keep it (`BaseKeepingOptions`)."""
     family = FAMILIES[model_type]
     return [family.arguments, CAPTION_OBJECTIVES[objective].options,
-            *([SkipThoughtOptions] if family.has_text_objective else [])]
+            *([SkipThoughtOptions] if family.has_text_objective else []),
+            *([BaseKeepingOptions] if family.base_sentence_encoder is not None else [])]
 
 
 class ModelArguments:
     """What model a run trains and with which objective: `model_name_or_path`, `model_type` and `objective`, and
     the options they bring, each in its group (`family_options`, `objective_options`, `text_options`, None for a
-    family without a text objective). Options are given by name, as on the command line:
+    family without a text objective, and `base_options`, None for a family not built on a pretrained encoder).
+    Options are given by name, as on the command line:
 
     ```python
     >>> ModelArguments(model_type="vete", text_encoder="cnn", objective="pearson").family_options.text_encoder
@@ -81,7 +84,8 @@ class ModelArguments:
         chosen = [group(**{spec.name: options[spec.name] for spec in fields(group) if spec.name in options})
                   for group in groups]
         self.family_options, self.objective_options = chosen[:2]
-        self.text_options = chosen[2] if len(chosen) > 2 else None
+        self.text_options = next((group for group in chosen[2:] if isinstance(group, SkipThoughtOptions)), None)
+        self.base_options = next((group for group in chosen[2:] if isinstance(group, BaseKeepingOptions)), None)
 
     @property
     def model_name_or_path(self) -> str | None:
@@ -96,8 +100,8 @@ class ModelArguments:
         return self.choice.objective
 
     def groups(self) -> list:
-        return [group for group in (self.choice, self.family_options, self.objective_options, self.text_options)
-                if group is not None]
+        return [group for group in (self.choice, self.family_options, self.objective_options, self.text_options,
+                                    self.base_options) if group is not None]
 
     def to_dict(self) -> dict:
         """Every value by its argument's name, as training_args.json records them."""
@@ -106,7 +110,7 @@ class ModelArguments:
     def __getattr__(self, name: str):
         # Only reached for names that are not attributes: the options, by name (and, while copying or unpickling,
         # the groups themselves, before they are set).
-        if name in ("choice", "family_options", "objective_options", "text_options"):
+        if name in ("choice", "family_options", "objective_options", "text_options", "base_options"):
             raise AttributeError(name)
         for group in self.groups():
             if name in {spec.name for spec in fields(group)}:
@@ -132,6 +136,8 @@ def _option_homes() -> dict[str, list[str]]:
             homes.setdefault(spec.name, []).append(f"--objective {objective_name}")
     for spec in fields(SkipThoughtOptions):
         homes.setdefault(spec.name, []).append("a family with a text objective")
+    for spec in fields(BaseKeepingOptions):
+        homes.setdefault(spec.name, []).append("a family built on a pretrained text encoder")
     return homes
 
 

@@ -32,6 +32,7 @@ from ..inputs import (
 from ..inputs.fingerprint import training_data_fingerprint
 from ..model_card import write_model_card
 from ..objectives import (
+    SentenceTeacher,
     StreamLoss,
     create_training_losses,
     leaves_parameters_unused,
@@ -72,7 +73,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         project_dir=training_args.output_dir if report_to else None,
         kwargs_handlers=[DistributedDataParallelKwargs(
             find_unused_parameters=leaves_parameters_unused(model_args.objective, model_args.objective_options,
-                                                           model_args.text_options))],
+                                                           model_args.text_options, model_args.base_options))],
     )
     if accelerator.gradient_accumulation_steps > 1:
         raise ValueError(
@@ -229,7 +230,8 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
         raise ValueError(f"--visual_vectors none leaves nothing for --objective {model_args.objective} (with these "
                          f"weights) on a {model.config.model_type} model to read; use features or random")
     losses = create_training_losses(model_args.objective, model_args.objective_options, model_args.text_options,
-                                    training_args.seed, has_image_map)
+                                    training_args.seed, has_image_map, model_args.base_options,
+                                    _base_teacher(model_args, family, accelerator))
     triples = None
     if trains_text_objective(model_args.text_options):
         triples = EncodedTriples.from_dataset(book_triples, tokenizer, max_length)
@@ -241,6 +243,14 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     logger.info("training %s on %s", " + ".join(type(loss).__name__ for loss in losses), streams.describe())
     return Run(accelerator, model_args, data_args, training_args, model, tokenizer, family, splits, losses, streams,
                selection, stsb_dev)
+
+
+def _base_teacher(model_args: ModelArguments, family: ModelFamily, accelerator: Accelerator) -> SentenceTeacher | None:
+    """The frozen base's sentence embeddings, which distillation reads, when `--distill_weight` or
+    `--distill_relational_weight` asks for them."""
+    if model_args.base_options is None or not model_args.base_options.distills:
+        return None
+    return SentenceTeacher(family.base_sentence_encoder(model_args.family_options, accelerator.device))
 
 
 def _parameter_groups(model: nn.Module, family: ModelFamily, head_learning_rate: float | None) -> list[dict]:
@@ -554,7 +564,8 @@ def _write_outputs(model, tokenizer, results: dict, progress: TrainingProgress, 
     output_dir = Path(training_args.output_dir)
     save_model(model, tokenizer, output_dir)
     recorded = {**recorded_arguments(model_args, data_args, training_args),
-                "objective_description": objective_description(model_args.objective, model_args.objective_options)}
+                "objective_description": objective_description(model_args.objective, model_args.objective_options,
+                                                               model_args.base_options)}
     # The metric that chose the saved model, as the run resolved it (its default is the model's own score).
     recorded["training"].update(metric_for_best_model=results["selection"]["metric"],
                                 greater_is_better=results["selection"]["greater_is_better"])
