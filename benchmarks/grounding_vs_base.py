@@ -80,6 +80,8 @@ RUNS: dict[str, Run] = {
     "hinge-distill-1000": Run("hinge + distillation 1000", [*HINGE, "--distill_weight", "1000"]),
     "hinge-relational-100": Run("hinge + relational distillation 100", [*HINGE, "--distill_relational_weight",
                                                                          "100"]),
+    "hinge-relational-100-distill-300": Run("hinge + relational distillation 100 + distillation 300",
+                                            [*HINGE, "--distill_relational_weight", "100", "--distill_weight", "300"]),
     "mcse-distill-30": Run("MCSE + distillation 30", [*MCSE, "--distill_weight", "30"]),
     # Other levers.
     "hinge-top3-distill-1000": Run("hinge, last 3 layers trained, + distillation 1000",
@@ -101,19 +103,19 @@ SELECTION_RULE = ("the run with the highest STS-B dev Spearman among those whose
 
 
 @functools.cache
-def retrieval_splits(data_dir: str, features_file: str, tokenizer_name: str):
+def retrieval_splits(data_dir: str, features_file: str, text_model: str):
     """Flickr8k validation and test as the trainer encodes them (its visual vectors, captions cut at 32 tokens)."""
     from accelerate import Accelerator
 
     from hf_grounded.inputs import load_dataset, visual_vectors
     from transformers import AutoTokenizer
 
-    _, data_args, training_args = parse_arguments([
-        "--model_type", "grounded_transformer", "--dataset", "flickr8k", "--data_dir", data_dir,
-        "--image_features_file", features_file, "--max_length", "32"])
+    _, data_args, _ = parse_arguments([
+        "--model_type", "grounded_transformer", "--text_model_name_or_path", text_model, "--dataset", "flickr8k",
+        "--data_dir", data_dir, "--image_features_file", features_file, "--max_length", "32"])
     dataset = load_dataset(data_args, 0)
     features, _ = visual_vectors(dataset, data_args, 0, 0, Accelerator(cpu=True))
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_name)
+    tokenizer = AutoTokenizer.from_pretrained(text_model)
     return {split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, 32)
             for split in ("validation", "test")}
 

@@ -143,7 +143,9 @@ class BaseKeepingOptions(CheckedArguments):
 
     distill_weight: float = field(
         default=0.0, metadata={"minimum": 0, "help": "Weight of 1 - cos(sentence embedding, the frozen base's "
-                                                     "embedding of the sentence), averaged over the batch; 0: off."}
+                                                     "embedding of the sentence), averaged over the batch; 0: off. "
+                                                     "The base is --text_model_name_or_path as published (also "
+                                                     "when --model_name_or_path continues a saved model)."}
     )
     distill_relational_weight: float = field(
         default=0.0, metadata={"minimum": 0, "help": "Weight of the KL divergence from the frozen base's in-batch "
