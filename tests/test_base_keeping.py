@@ -144,13 +144,15 @@ def test_caption_pairs_reach_the_sentence_encoder_and_no_image_head():
 
 
 def test_the_registry_puts_distillation_on_the_caption_batches_and_refuses_objectives_without_them():
-    teacher = SentenceTeacher(lambda ids, mask: None)
+    teacher = SentenceTeacher(torch.nn.Linear(4, 4).forward)  # a module's method, as the trainer's base is
     options = BaseKeepingOptions(distill_weight=1.0, caption_pair_weight=0.5, caption_pair_batch_size=8)
     from hf_grounded.objectives import HingeOptions, MCSEOptions, GroundingOptions
 
     losses = create_training_losses("hinge", HingeOptions(), None, 0, True, options, teacher)
     assert [type(loss) for loss in losses] == [ImageTextLoss, CaptionPairLoss]
     assert losses[0].distillation.teacher is teacher and losses[1].batches.size == 8
+    # The base is no part of the terms' checkpoint states.
+    assert not losses[0].state_dict() and not losses[0].distillation.state_dict()
     mcse = create_training_losses("mcse", MCSEOptions(), None, 0, True, BaseKeepingOptions(distill_weight=1.0),
                                   teacher)
     assert isinstance(mcse[0], MCSELoss) and mcse[0].distillation is not None

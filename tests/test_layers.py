@@ -16,7 +16,8 @@ LAYERS = [
     # The evaluation gives its results; the cards write them (recipes/evaluate.py --update_model_card).
     ("evaluation", ["hf_grounded.evaluation", "hf_grounded.metrics"]),
     ("cards and export", ["hf_grounded.model_card", "hf_grounded.hub", "hf_grounded.onnx_export"]),
-    ("training", ["hf_grounded.training"]),
+    # Merging writes its result as the trainer saves a model.
+    ("training", ["hf_grounded.training", "hf_grounded.merging"]),
     ("search", ["hf_grounded.search"]),
     ("recipes' command line", ["hf_grounded.command_line"]),
     ("demo", ["hf_grounded.demo"]),

@@ -48,15 +48,52 @@ def test_alpha_0_gives_the_bases_embeddings_and_1_the_grounded_models(tiny_bert,
     torch.testing.assert_close(half.text_model.state_dict()[name], expected)
 
 
-@pytest.mark.parametrize("method, extra", [("slerp", {}), ("task_arithmetic", {}), ("ties", {"density": 0.5})])
-def test_every_method_merges_between_the_two(tiny_bert, grounded, method, extra):
-    base = GroundedTransformerModel.from_text_model(tiny_bert)
-    trained = AutoModel.from_pretrained(grounded)
-    merged = merge_grounded(MergeSpec(tiny_bert, (grounded,), method, 0.5, **extra))
-    name = "encoder.layer.1.output.dense.weight"
-    weights = [model.text_model.state_dict()[name] for model in (base, trained, merged)]
-    to_base, to_grounded = ((weights[2] - weights[0]).norm(), (weights[2] - weights[1]).norm())
-    assert 0 < to_base < (weights[1] - weights[0]).norm() and 0 < to_grounded
+def _text_weight(model: GroundedTransformerModel) -> torch.Tensor:
+    return model.text_model.state_dict()["encoder.layer.1.output.dense.weight"]
+
+
+@pytest.mark.parametrize("method, extra", [("task_arithmetic", {}), ("ties", {"density": 1.0})])
+def test_with_one_whole_task_vector_the_task_vector_methods_move_alpha_of_the_way(tiny_bert, grounded, method, extra):
+    base = _text_weight(GroundedTransformerModel.from_text_model(tiny_bert))
+    trained = _text_weight(AutoModel.from_pretrained(grounded))
+    for alpha in (0.25, 0.5):
+        merged = _text_weight(merge_grounded(MergeSpec(tiny_bert, (grounded,), method, alpha, **extra)))
+        torch.testing.assert_close(merged, base + alpha * (trained - base), atol=1e-6, rtol=0)
+
+
+def test_slerp_runs_from_the_base_to_the_grounded_model_along_the_sphere(tiny_bert, grounded):
+    base = _text_weight(GroundedTransformerModel.from_text_model(tiny_bert))
+    trained = _text_weight(AutoModel.from_pretrained(grounded))
+    ends = [_text_weight(merge_grounded(MergeSpec(tiny_bert, (grounded,), "slerp", t))) for t in (0.0, 0.5, 1.0)]
+    torch.testing.assert_close(ends[0], base)
+    torch.testing.assert_close(ends[2], trained)
+    assert 0 < (ends[1] - base).norm() < (trained - base).norm()
+    assert not torch.allclose(ends[1], (base + trained) / 2, atol=1e-4)  # not the straight line
+
+
+def test_ties_keeps_each_task_vectors_largest_entries(tiny_bert, grounded):
+    base = _text_weight(GroundedTransformerModel.from_text_model(tiny_bert))
+    trained = _text_weight(AutoModel.from_pretrained(grounded))
+    merged = _text_weight(merge_grounded(MergeSpec(tiny_bert, (grounded,), "ties", 1.0, density=0.3)))
+    moved = (merged - base).abs() > 0
+    assert 0.25 < moved.float().mean() < 0.35
+    torch.testing.assert_close(merged[moved], trained[moved])
+    # The entries kept are the largest by magnitude.
+    assert (trained - base)[moved].abs().min() >= (trained - base)[~moved].abs().max()
+
+
+def test_several_grounded_models_merge_their_text_encoders_and_average_their_heads(tmp_path, tiny_bert, grounded):
+    other = AutoModel.from_pretrained(grounded)
+    with torch.no_grad():
+        other.text_projection.dense.weight.add_(1.0)
+        _text_weight(other).add_(0.5)
+    other.save_pretrained(tmp_path / "other")
+    other.default_tokenizer().save_pretrained(tmp_path / "other")
+    first = AutoModel.from_pretrained(grounded)
+    merged = merge_grounded(MergeSpec(tiny_bert, (grounded, str(tmp_path / "other")), "task_arithmetic", 1.0))
+    base = _text_weight(GroundedTransformerModel.from_text_model(tiny_bert))
+    torch.testing.assert_close(_text_weight(merged), base + (_text_weight(first) - base) + (_text_weight(other) - base))
+    torch.testing.assert_close(merged.text_projection.dense.weight, first.text_projection.dense.weight + 0.5)
 
 
 def test_the_recipe_saves_a_model_that_auto_model_and_sentence_transformers_load(tmp_path, tiny_bert, grounded):

@@ -3,8 +3,8 @@ teach the rest (the ideas of KDMCSE, Nguyen et al., 2024, and DALR, 2025): the b
 batch are the teacher,
 
 - at the level of each sentence: one minus the cosine between the student's and the teacher's embedding;
-- at the level of the batch's relations: the KL divergence from the teacher's distribution of each sentence's
-  similarities to the batch's other sentences to the student's (a softmax at `temperature`).
+- at the level of the batch's relations: KL(teacher ‖ student) between the distributions of each sentence's
+  similarities to the batch's other sentences (a softmax at `temperature`).
 
 Both gather every process's rows, as the other objectives do, so N processes compute the loss of the global batch.
 `SentenceTeacher` runs the base once per distinct caption and keeps its embedding; objectives never import models,
@@ -33,7 +33,7 @@ class SentenceTeacher:
         self.encode, self.max_bytes = encode, max_bytes
         self.kept: dict[bytes, torch.Tensor] = {}
         self.kept_bytes = 0
-        self.computed = 0  # captions the base has encoded, for the log and the tests
+        self.computed = 0  # how many captions the base has encoded
 
     @torch.no_grad()
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -61,8 +61,9 @@ class SentenceTeacher:
 class SentenceDistillation(nn.Module):
     """`embedding_weight` · (1 − cos(student, teacher)), averaged over the global batch's sentences, plus
     `relational_weight` · KL(teacher ‖ student) of each sentence's softmax over its cosines to the batch's other
-    sentences at `temperature`, averaged over sentences. `forward(sentence_embeds, input_ids, attention_mask)`
-    takes the student's sentence embeddings (any scale) of the batch the teacher reads."""
+    sentences at `temperature`, averaged over sentences; a global batch of fewer than 3 sentences (the last of a
+    pass, say) has no relations to compare and adds nothing for it. `forward(sentence_embeds, input_ids,
+    attention_mask)` takes the student's sentence embeddings (any scale) of the batch the teacher reads."""
 
     def __init__(self, teacher: SentenceTeacher, embedding_weight: float = 0.0, relational_weight: float = 0.0,
                  temperature: float = 0.05):
@@ -84,7 +85,7 @@ class SentenceDistillation(nn.Module):
         loss = student.new_zeros(())
         if self.embedding_weight:
             loss = loss + self.embedding_weight * (1 - (student * teacher).sum(dim=-1)).mean()
-        if self.relational_weight:
+        if self.relational_weight and len(student) >= 3:
             loss = loss + self.relational_weight * relational_kl(student, teacher, self.temperature)
         return loss
 

@@ -148,8 +148,8 @@ class BaseKeepingOptions(CheckedArguments):
                                                      "when --model_name_or_path continues a saved model)."}
     )
     distill_relational_weight: float = field(
-        default=0.0, metadata={"minimum": 0, "help": "Weight of the KL divergence from the frozen base's in-batch "
-                                                     "similarity distributions to the model's; 0: off."}
+        default=0.0, metadata={"minimum": 0, "help": "Weight of KL(frozen base || model) between the in-batch "
+                                                     "similarity distributions of each caption; 0: off."}
     )
     distill_temperature: float = field(
         default=0.05, metadata={"positive": True, "help": "Temperature of the relational term's softmax."}

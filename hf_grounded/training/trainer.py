@@ -250,6 +250,11 @@ def _base_teacher(model_args: ModelArguments, family: ModelFamily, accelerator: 
     `--distill_relational_weight` asks for them."""
     if model_args.base_options is None or not model_args.base_options.distills:
         return None
+    if model_args.model_name_or_path is not None:
+        # A saved model does not record which encoder it was grounded from: the teacher is the one the flag names.
+        logger.warning("distilling %s from --text_model_name_or_path %s as published: pass the encoder it was "
+                       "grounded from if that is another", model_args.model_name_or_path,
+                       model_args.family_options.text_model_name_or_path)
     return SentenceTeacher(family.base_sentence_encoder(model_args.family_options, accelerator.device))
 
 
