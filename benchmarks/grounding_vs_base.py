@@ -28,7 +28,6 @@ as the char-GRU ablation's are) and a rerun skips them; models go to `--output_d
 import argparse
 import functools
 import json
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +39,7 @@ from hf_grounded.evaluation.splits import evaluate_split
 from hf_grounded.evaluation.sts import unsupervised_sts
 from hf_grounded.training import parse_arguments, train
 
-from common import RESULTS, SHARED, check_finished_run, provenance, write_json
+from common import RESULTS, SHARED, check_finished_run, mean_std, provenance, write_json
 from grounded_transformer import FEATURES, packaged_minilm, sts_sets
 
 RUNS_DIR = RESULTS / "runs" / "grounding_vs_base"
@@ -234,18 +233,12 @@ def table(args: argparse.Namespace) -> dict:
     return result
 
 
-def _mean_std(values: list[float]) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.1f}"
-    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
-
-
 def _cells(runs: list[dict]) -> list[str]:
-    sentence = [f"{_mean_std([run['sentence'][task]['spearman'] for run in runs])}"
+    sentence = [mean_std([run["sentence"][task]["spearman"] for run in runs])
                 for task in ("stsb", "sick", "sts16")]
-    retrieval = [" / ".join(_mean_std([run["test_retrieval"][way][k] for run in runs]) for k in ("R@1", "R@5", "R@10"))
+    retrieval = [" / ".join(mean_std([run["test_retrieval"][way][k] for run in runs]) for k in ("R@1", "R@5", "R@10"))
                  for way in ("c2i", "i2c")]
-    joint = _mean_std([run["joint"]["stsb"]["spearman"] for run in runs])
+    joint = mean_std([run["joint"]["stsb"]["spearman"] for run in runs])
     return [*sentence, joint, *retrieval]
 
 

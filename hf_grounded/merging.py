@@ -11,10 +11,10 @@ entries that agree with it and adds α times that to the base.
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
-from huggingface_hub import ModelCard
+from huggingface_hub import ModelCard, ModelCardData
 from transformers import AutoModel
 
 from .extras import require_extra
@@ -23,7 +23,7 @@ from .models.grounded_transformer import GroundedTransformerModel
 from .training.saving import save_model
 
 MergeMethod = Literal["linear", "slerp", "task_arithmetic", "ties"]
-MERGE_METHODS: tuple[str, ...] = ("linear", "slerp", "task_arithmetic", "ties")
+MERGE_METHODS: tuple[str, ...] = get_args(MergeMethod)
 
 
 @dataclass(frozen=True)
@@ -136,9 +136,7 @@ def save_merged(spec: MergeSpec, output_dir: str | Path) -> Path:
     return output_dir
 
 
-def _card_data(spec: MergeSpec):
-    from huggingface_hub import ModelCardData
-
+def _card_data(spec: MergeSpec) -> ModelCardData:
     # The Hub reads base_model as a repository id; a local folder is named in the card's text alone.
     base_model = None if Path(spec.base).exists() else spec.base
     return ModelCardData(library_name="hf_grounded", base_model=base_model,

@@ -209,12 +209,9 @@ def _grounding_vs_base_headline(result: dict) -> str:
         return "no recommended setting yet: the benchmark's final seeds are still to run"
     row = recommended[0]
 
-    def mean(values: list[float]) -> float:
-        return sum(values) / len(values)
-
     runs = row["runs"]
-    sts = {task: mean([run["sentence"][task]["spearman"] for run in runs]) for task in ("stsb", "sick", "sts16")}
-    r10 = {way: mean([run["test_retrieval"][way]["R@10"] for run in runs]) for way in ("c2i", "i2c")}
+    sts = {task: _mean([run["sentence"][task]["spearman"] for run in runs]) for task in ("stsb", "sick", "sts16")}
+    r10 = {way: _mean([run["test_retrieval"][way]["R@10"] for run in runs]) for way in ("c2i", "i2c")}
     return (f"{row['description']}: Flickr8k test R@10 {r10['c2i']:.1f} c2i / {r10['i2c']:.1f} i2c, STS-B test "
             f"{sts['stsb']:.1f}, SICK-R test {sts['sick']:.1f}, STS16 {sts['sts16']:.1f} (Spearman, "
             f"{len(runs)} seeds)")
