@@ -33,7 +33,7 @@ import torch
 from hf_grounded.data import load_captioned_images
 from hf_grounded.data.sampling import fixed_captions
 from hf_grounded.features import FeatureCache
-from hf_grounded.models.vete import VETEConfig, VETEModel
+from hf_grounded.models import VETEConfig, VETEModel
 from hf_grounded.training import parse_arguments, train
 from hf_grounded.word_tokenizer import train_word_tokenizer
 

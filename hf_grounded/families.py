@@ -25,11 +25,19 @@ from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerB
 
 from .argument_values import CheckedArguments
 from .model_sources import named_model
-from .models.char_gru import CharGRUConfig, CharGRUEnsembleModel, CharGRUModel, CharTokenizer
-from .models.grounded_skipthought import GroundedSkipThoughtConfig, GroundedSkipThoughtModel
-from .models.grounded_transformer import GroundedTransformerConfig, GroundedTransformerModel
-from .models.sentence_encoding import CAPABILITIES
-from .models.vete import VETEConfig, VETEModel
+from .models import (
+    CAPABILITIES,
+    CharGRUConfig,
+    CharGRUEnsembleModel,
+    CharGRUModel,
+    CharTokenizer,
+    GroundedSkipThoughtConfig,
+    GroundedSkipThoughtModel,
+    GroundedTransformerConfig,
+    GroundedTransformerModel,
+    VETEConfig,
+    VETEModel,
+)
 from .word_tokenizer import train_word_tokenizer
 
 

@@ -19,7 +19,7 @@ from transformers import AutoModel
 
 from .extras import require_extra
 from .model_sources import named_model
-from .models.grounded_transformer import GroundedTransformerModel
+from .models import GroundedTransformerModel
 from .training.saving import save_model
 
 MergeMethod = Literal["linear", "slerp", "task_arithmetic", "ties"]

@@ -21,7 +21,7 @@ from hf_grounded.objectives import (
     create_training_losses,
     relational_kl,
 )
-from hf_grounded.models.grounded_transformer import GroundedTransformerModel
+from hf_grounded.models import GroundedTransformerModel
 from hf_grounded.training import parse_arguments, train
 
 from .test_grounded_transformer import _recipe_arguments, tiny_bert  # noqa: F401 (the fixture)

@@ -10,7 +10,7 @@ import torch
 
 from hf_grounded.families import FAMILIES, ModelFamily
 from hf_grounded.models.sentence_encoding import CAPABILITIES, GroundedSentenceEncoder, SentenceEncoder
-from hf_grounded.models.vete import VETEConfig, VETEModel
+from hf_grounded.models import VETEConfig, VETEModel
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
 from .test_quantized_encode import families

@@ -102,7 +102,7 @@ def test_a_folder_of_another_family_is_refused_naming_its_model_type(name, folde
 
 def test_the_ensemble_config_refuses_what_it_derives():
     from hf_grounded import CharGRUConfig
-    from hf_grounded.models.char_gru.configuration_char_gru import CharGRUEnsembleConfig
+    from hf_grounded.models.configuration_char_gru import CharGRUEnsembleConfig
 
     for key in ("embed_dim", "image_feature_dim", "hidden_size"):
         with pytest.raises(ValueError, match=f"^CharGRUEnsembleConfig: key {key!r} = 3: "):

@@ -18,6 +18,7 @@ from transformers import AutoModel
 
 import hf_grounded  # noqa: F401  (registers the Auto classes)
 from hf_grounded.families import FAMILIES
+from hf_grounded.models.sentence_encoding import SentenceEncoderMixin
 from hf_grounded.training import parse_arguments, save_model, train
 from hf_grounded.training.checkpoints import list_checkpoints
 
@@ -235,6 +236,15 @@ def test_the_library_s_families_are_exported_and_keep_the_protocol():
             assert cls.__name__ in hf_grounded.__all__, name
         model, _ = tiny(name)
         assert isinstance(model, hf_grounded.SentenceEncoder) and isinstance(model, hf_grounded.GroundedSentenceEncoder)
+        # One mixin for every family: each imports the one sentence_encoding module (no folder's copy of it).
+        assert isinstance(model, SentenceEncoderMixin), name
+
+
+def test_a_saved_folder_carries_every_file_its_model_imports(saved):
+    """transformers copies the modeling file and what it imports relatively: the shared modules come along."""
+    for name, (folder, _) in saved.items():
+        files = {path.name for path in folder.glob("*.py")}
+        assert {"sentence_encoding.py", "configuration_checks.py"} <= files, (name, files)
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-from hf_grounded.models.grounded_transformer import GroundedTransformerConfig, GroundedTransformerModel
+from hf_grounded.models import GroundedTransformerConfig, GroundedTransformerModel
 from hf_grounded.training import parse_arguments, train
 from hf_grounded.training.frozen_layers import FrozenLayerCache, frozen_layer_cache
 

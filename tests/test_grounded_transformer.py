@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModel, BertConfig, BertModel, BertTokenizer
 
 from hf_grounded.data.synthetic import COLOURS, SHAPES
-from hf_grounded.models.grounded_transformer import GroundedTransformerConfig, GroundedTransformerModel
+from hf_grounded.models import GroundedTransformerConfig, GroundedTransformerModel
 from hf_grounded.objectives import info_nce
 from hf_grounded.training import parse_arguments, train
 from hf_grounded.objectives import MCSELoss

@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoModel
 
-from hf_grounded.models.grounded_transformer import GroundedTransformerModel
+from hf_grounded.models import GroundedTransformerModel
 from hf_grounded.models.sentence_encoding import GroundedSentenceEncoder, SentenceEncoder
 
 from .conftest import run_recipe_in_process

@@ -13,8 +13,9 @@ from hf_grounded.training import DataArguments, ModelArguments, TrainingArgument
 from .conftest import run_python
 
 MODEL_FILES = {"config.json", "model.safetensors", "configuration_char_gru.py", "modeling_char_gru.py",
-               "tokenization_char.py", "sentence_encoding.py", "tokenizer_config.json", "vocab.json", "training_args.json", "results.json",
-               "training_history.json", "training_loss.png", "learning_rate.png", "validation.png", "README.md"}
+               "tokenization_char.py", "sentence_encoding.py", "configuration_checks.py", "losses.py",
+               "tokenizer_config.json", "vocab.json", "training_args.json", "results.json", "training_history.json",
+               "training_loss.png", "learning_rate.png", "validation.png", "README.md"}
 
 
 class RecordingHub:

@@ -8,7 +8,7 @@ import torch
 from transformers import AutoModel
 
 from hf_grounded.merging import MergeSpec, merge_grounded
-from hf_grounded.models.grounded_transformer import GroundedTransformerModel
+from hf_grounded.models import GroundedTransformerModel
 from hf_grounded.training import parse_arguments, train
 
 from .conftest import run_recipe_in_process

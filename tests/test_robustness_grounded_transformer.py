@@ -28,7 +28,7 @@ from transformers.models.auto.modeling_auto import (
 
 from hf_grounded.data.synthetic import COLOURS, SHAPES
 from hf_grounded.families import FAMILIES
-from hf_grounded.models.grounded_transformer import GroundedTransformerConfig, GroundedTransformerModel
+from hf_grounded.models import GroundedTransformerConfig, GroundedTransformerModel
 from hf_grounded.training import parse_arguments, train
 
 # Each architecture's own names for the sizes that differ from BERT's (DistilBERT's feed-forward width is

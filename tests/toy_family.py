@@ -1,5 +1,6 @@
 """A pytest plugin that registers a throwaway fifth family before the tests are collected, as a contributor adding
-a family would: its model folder (here VETE's files copied into a package of its own under another `model_type`)
+a family would: its model files (here VETE's, with the shared modules they import, copied into a package of its own
+under another `model_type`)
 and its registry entry, through `hf_grounded.register_family`. `-p tests.toy_family` loads it;
 tests/test_family_contract.py's fifth-family test runs the contract with it."""
 
@@ -19,8 +20,11 @@ TOY = "toy_family"
 def pytest_configure(config) -> None:
     root = Path(tempfile.mkdtemp(prefix="hf_grounded-toy-"))
     package = root / "toy_vete"
-    shutil.copytree(Path(hf_grounded.__file__).parent / "models" / "vete", package,
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    package.mkdir()
+    models = Path(hf_grounded.__file__).parent / "models"
+    for name in ("configuration_vete", "modeling_vete", "sentence_encoding", "configuration_checks", "losses"):
+        shutil.copy(models / f"{name}.py", package)
+    (package / "__init__.py").write_text("from .modeling_vete import VETEModel\n")
     for path in package.glob("*.py"):
         path.write_text(path.read_text().replace('model_type = "vete"', 'model_type = "toy_vete"'))
     sys.path.insert(0, str(root))

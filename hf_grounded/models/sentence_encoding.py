@@ -2,11 +2,10 @@
 the int8 copy (`quantize=True`), the ONNX graph's session and its digest checks, the weights' fingerprint, the
 load-time checks of `from_pretrained`, and the tokenizer a model is bound to.
 
-Each family's folder carries an identical copy of this file, which its modeling file imports relatively
+Every family's modeling file stands beside this one in hf_grounded/models/ and imports it relatively
 (`from .sentence_encoding import ...`): transformers copies relatively imported modules into a saved folder, so that
-`AutoModel.from_pretrained(folder, trust_remote_code=True)` runs in a process without hf_grounded. The one source is
-hf_grounded/models/sentence_encoding.py; utils/check_copies.py regenerates the copies (`--check` fails on a copy that
-differs).
+`AutoModel.from_pretrained(folder, trust_remote_code=True)` runs in a process without hf_grounded, and every model
+of the library is an instance of the one `SentenceEncoderMixin`.
 
 A family's modeling file holds its architecture and overrides hooks, never copies:
 

@@ -16,7 +16,7 @@ Objectives never import models, and models never import objectives (each model f
 """
 
 from .caption_groups import ClusterObjective, ClusterPairObjective, PerceptualObjective, ProjectionObjective
-from .functional import hinge_loss, info_nce, last_pairs_max_margin, pearson_loss
+from ..models.losses import hinge_loss, info_nce, last_pairs_max_margin, pearson_loss
 from .contrastive import SentenceToImageObjective, SimCSEObjective
 from .distillation import SentenceDistillation, SentenceTeacher, relational_kl
 from .gather import gather_with_local_grad

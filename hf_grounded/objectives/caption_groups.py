@@ -9,7 +9,7 @@ so N processes compute the loss one process would compute on the global batch; s
 import torch
 from torch import nn
 
-from .functional import last_pairs_max_margin, pearson_loss
+from ..models.losses import last_pairs_max_margin, pearson_loss
 from .gather import gather_with_local_grad
 
 

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .functional import info_nce
+from ..models.losses import info_nce
 from .gather import gather_with_local_grad
 
 

@@ -10,7 +10,7 @@ log-likelihood of the paired caption. Both gather every process's rows.
 import torch
 from torch import nn
 
-from .functional import last_pairs_max_margin
+from ..models.losses import last_pairs_max_margin
 from .gather import gather_with_local_grad
 
 

@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 import torch
 from torch import nn
 
-from .functional import hinge_loss, pearson_loss
+from ..models.losses import hinge_loss, pearson_loss
 from .gather import gather_with_local_grad
 
 

@@ -1,8 +1,8 @@
 """VETE, the visually enhanced text embeddings of Kurach et al. (2017): a text encoder over words trained against
 image features with a Pearson-correlation loss.
 
-Everything the forward pass needs, the loss included, lives in this folder so that a saved checkpoint carries it
-for `trust_remote_code`.
+Everything the forward pass needs, the loss included, is this file or one it imports relatively (the
+configuration, `losses`, `sentence_encoding`), so that a saved checkpoint carries it for `trust_remote_code`.
 
 What every family provides besides its architecture (`encode()` with its spaces and backends, the int8 copy,
 the ONNX graph's session, the loading checks, the tokenizer binding) comes from sentence_encoding.py, the
@@ -20,6 +20,7 @@ from transformers import initialization as init
 from transformers.utils import ModelOutput
 
 from .configuration_vete import VETEConfig
+from .losses import pearson_loss
 from .sentence_encoding import (  # noqa: F401  (_tokenizer_fingerprint: importable from here, as before)
     EncoderPreTrainedMixin,
     SentenceEncoderMixin,
@@ -52,14 +53,6 @@ class VETEOutput(ModelOutput):
     logits_per_image: torch.FloatTensor | None = None
     text_embeds: torch.FloatTensor | None = None
     image_embeds: torch.FloatTensor | None = None
-
-
-# Copied from hf_grounded.objectives.functional.pearson_loss
-def pearson_loss(similarities: torch.Tensor, labels: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """Minus the Pearson correlation between similarities and labels; `eps` inside the square roots keeps the
-    gradient finite when all similarities are equal."""
-    x, y = similarities - similarities.mean(), labels - labels.mean()
-    return -(x * y).sum() / (torch.sqrt((x * x).sum() + eps) * torch.sqrt((y * y).sum() + eps))
 
 
 class VETEBagOfWords(nn.Module):

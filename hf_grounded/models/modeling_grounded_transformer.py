@@ -1,8 +1,8 @@
 """A grounded transformer: any pretrained transformers text encoder grounded in precomputed image features through
 projection heads into a shared space (the setting of MCSE, Zhang et al., NAACL 2022).
 
-Everything the forward pass needs, the loss included, lives in this folder so that a saved checkpoint carries it
-for `trust_remote_code`.
+Everything the forward pass needs, the loss included, is this file or one it imports relatively (the
+configuration, `losses`, `sentence_encoding`), so that a saved checkpoint carries it for `trust_remote_code`.
 
 What every family provides besides its architecture (`encode()` with its spaces and backends, the int8 copy,
 the ONNX graph's session, the loading checks, the tokenizer binding) comes from sentence_encoding.py, the
@@ -29,6 +29,7 @@ from transformers import initialization as init
 from transformers.utils import ModelOutput, cached_file
 
 from .configuration_grounded_transformer import GroundedTransformerConfig
+from .losses import info_nce
 from .sentence_encoding import EncoderPreTrainedMixin, SentenceEncoderMixin, _check_right_padded, _load_tokenizer
 
 
@@ -62,18 +63,6 @@ class GroundedTransformerOutput(ModelOutput):
     image_embeds: torch.FloatTensor | None = None
     sentence_embeds: torch.FloatTensor | None = None
     last_hidden_state: torch.FloatTensor | None = None
-
-
-# Copied from hf_grounded.objectives.functional.info_nce
-def info_nce(queries: torch.Tensor, keys: torch.Tensor, temperature: float = 0.05) -> torch.Tensor:
-    """InfoNCE (SimCSE's and MCSE's contrastive loss): the cross-entropy of each query's cosines with every key,
-    divided by `temperature`, against its own key (the same row); the other rows are its negatives. Both inputs
-    are unit length."""
-    if queries.shape != keys.shape:
-        raise ValueError(f"info_nce pairs query i with key i, got shapes {tuple(queries.shape)} and "
-                         f"{tuple(keys.shape)}")
-    logits = queries.float() @ keys.float().t() / temperature
-    return torch.nn.functional.cross_entropy(logits, torch.arange(queries.size(0), device=queries.device))
 
 
 class GroundedTransformerProjection(nn.Module):
@@ -201,7 +190,7 @@ class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrain
     ```python
     >>> import torch
     >>> from transformers import BertConfig
-    >>> from hf_grounded.models.grounded_transformer import GroundedTransformerConfig, GroundedTransformerModel
+    >>> from hf_grounded.models import GroundedTransformerConfig, GroundedTransformerModel
 
     >>> text_config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
     ...                          intermediate_size=64)

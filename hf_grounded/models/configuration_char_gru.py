@@ -1,9 +1,8 @@
 """Configuration of the character-level GRU sentence encoder of Merkx & Frank (2019)."""
 
-import inspect
-import reprlib
-
 from transformers import PreTrainedConfig
+
+from .configuration_checks import check_choice, check_keys, check_positive_float, check_size, check_token_id
 
 _RNN_TYPES = ("gru", "lstm")
 _POOLINGS = ("attention", "max")
@@ -87,16 +86,16 @@ class CharGRUConfig(PreTrainedConfig):
     tokenizer_fingerprint: str | None = None
 
     def __post_init__(self, **kwargs):
-        _check_keys(self, kwargs)
-        _check_choice("rnn_type", self.rnn_type, _RNN_TYPES)
-        _check_choice("pooling", self.pooling, _POOLINGS)
-        _check_choice("loss_reduction", self.loss_reduction, _LOSS_REDUCTIONS)
+        check_keys(self, kwargs)
+        check_choice("CharGRUConfig", "rnn_type", self.rnn_type, _RNN_TYPES)
+        check_choice("CharGRUConfig", "pooling", self.pooling, _POOLINGS)
+        check_choice("CharGRUConfig", "loss_reduction", self.loss_reduction, _LOSS_REDUCTIONS)
         for name in ("vocab_size", "char_embedding_size", "hidden_size", "attention_hidden_size",
                      "attention_heads", "image_feature_dim"):
-            _check_size("CharGRUConfig", name, getattr(self, name))
-        _check_token_id("CharGRUConfig", "pad_token_id", self.pad_token_id, self.vocab_size)
-        _check_positive_float("CharGRUConfig", "initializer_range", self.initializer_range)
-        _check_positive_float("CharGRUConfig", "margin", self.margin)
+            check_size("CharGRUConfig", name, getattr(self, name))
+        check_token_id("CharGRUConfig", "pad_token_id", self.pad_token_id, self.vocab_size)
+        check_positive_float("CharGRUConfig", "initializer_range", self.initializer_range)
+        check_positive_float("CharGRUConfig", "margin", self.margin)
         super().__post_init__(**kwargs)
 
     @property
@@ -142,8 +141,8 @@ class CharGRUEnsembleConfig(PreTrainedConfig):
     tokenizer_fingerprint: str | None = None
 
     def __post_init__(self, **kwargs):
-        _check_keys(self, kwargs)
-        _check_size("CharGRUEnsembleConfig", "num_members", self.num_members)
+        check_keys(self, kwargs)
+        check_size("CharGRUEnsembleConfig", "num_members", self.num_members)
         super().__post_init__(**kwargs)
 
     @property
@@ -155,59 +154,6 @@ class CharGRUEnsembleConfig(PreTrainedConfig):
     def image_feature_dim(self) -> int:
         """Size of the image features the members map into the joint space."""
         return self.member_config.image_feature_dim
-
-
-def _check_keys(config: PreTrainedConfig, keys: dict) -> None:
-    """Refuse, before `PreTrainedConfig` sets it as an attribute, a key of config.json (or a keyword) that is none of
-    the config's fields: another model's `model_type`, a property derived from the fields (which cannot be set), or
-    another family's or a misspelt key (which would be ignored), in one line naming the key, its value and the
-    folder (which transformers passes as `name_or_path`)."""
-    # What transformers itself writes into config.json, or passes when it loads one, besides the fields.
-    transformers_keys = {"model_type", "auto_map", "quantization_config", "name_or_path", "_name_or_path",
-                         "torch_dtype", "_commit_hash", "attn_implementation", "experts_implementation",
-                         "output_attentions", "num_labels", "per_layer_config", "_attn_implementation_internal",
-                         "_experts_implementation_internal"}
-    config_class = type(config)
-    source = f"{keys['name_or_path']}/config.json" if keys.get("name_or_path") else f"{config_class.__name__}"
-    model_type = keys.get("model_type", config_class.model_type)
-    if model_type != config_class.model_type:
-        raise ValueError(f"{source}: key 'model_type' is {reprlib.repr(model_type)}, not {config_class.model_type!r}: "
-                         f"the folder holds another model than a {config_class.__name__}; load it with AutoModel")
-    for key, value in keys.items():
-        if key in transformers_keys:
-            continue
-        if isinstance(inspect.getattr_static(config_class, key, None), property):
-            reason = f"{config_class.__name__} derives {key} from its other keys, so it cannot be set"
-        else:
-            reason = f"{config_class.__name__} has no such key (another family's, or misspelt?)"
-        raise ValueError(f"{source}: key {key!r} = {reprlib.repr(value)}: {reason}")
-
-
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"CharGRUConfig.{name} must be one of {choices}, got {value!r}")
-
-
-# Larger than any width or vocabulary these models use: stops a nonsensical config.json before anything is allocated.
-_LARGEST_SIZE = 1 << 22
-
-
-def _check_size(config_name: str, name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _LARGEST_SIZE:
-        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be an integer from 1 to "
-                         f"{_LARGEST_SIZE}, got {value!r}")
-
-
-def _check_token_id(config_name: str, name: str, value: object, vocab_size: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
-        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be an id below vocab_size "
-                         f"{vocab_size}, got {value!r}")
-
-
-def _check_positive_float(config_name: str, name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be a positive finite number, "
-                         f"got {value!r}")
 
 
 __all__ = ["CharGRUConfig", "CharGRUEnsembleConfig"]

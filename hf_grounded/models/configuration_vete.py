@@ -1,9 +1,8 @@
 """Configuration of VETE, the visually enhanced text embeddings of Kurach et al. (2017)."""
 
-import inspect
-import reprlib
-
 from transformers import PreTrainedConfig
+
+from .configuration_checks import check_choice, check_keys, check_positive_float, check_size, check_token_id
 
 _TEXT_ENCODERS = ("bow", "rnn", "cnn")
 _BOW_POOLINGS = ("mean", "sum")
@@ -82,82 +81,25 @@ class VETEConfig(PreTrainedConfig):
     tokenizer_fingerprint: str | None = None
 
     def __post_init__(self, **kwargs):
-        _check_keys(self, kwargs)
+        check_keys(self, kwargs)
         if self.cnn_filter_widths is None:
             self.cnn_filter_widths = [3, 4, 5]
-        _check_choice("text_encoder", self.text_encoder, _TEXT_ENCODERS)
-        _check_choice("bow_pooling", self.bow_pooling, _BOW_POOLINGS)
-        _check_choice("rnn_type", self.rnn_type, _RNN_TYPES)
+        check_choice("VETEConfig", "text_encoder", self.text_encoder, _TEXT_ENCODERS)
+        check_choice("VETEConfig", "bow_pooling", self.bow_pooling, _BOW_POOLINGS)
+        check_choice("VETEConfig", "rnn_type", self.rnn_type, _RNN_TYPES)
         for name in ("vocab_size", "word_embedding_size", "rnn_hidden_size", "rnn_num_layers", "cnn_num_filters",
                      "embed_dim", "image_feature_dim"):
-            _check_size("VETEConfig", name, getattr(self, name))
+            check_size("VETEConfig", name, getattr(self, name))
         if isinstance(self.cnn_filter_widths, tuple):
             self.cnn_filter_widths = list(self.cnn_filter_widths)
         if not isinstance(self.cnn_filter_widths, list) or not self.cnn_filter_widths:
             raise ValueError(f"VETEConfig.cnn_filter_widths (config.json key 'cnn_filter_widths') must be a list of "
                              f"widths, got {self.cnn_filter_widths!r}")
         for width in self.cnn_filter_widths:
-            _check_size("VETEConfig", "cnn_filter_widths", width)
-        _check_token_id("VETEConfig", "pad_token_id", self.pad_token_id, self.vocab_size)
-        _check_positive_float("VETEConfig", "initializer_range", self.initializer_range)
+            check_size("VETEConfig", "cnn_filter_widths", width)
+        check_token_id("VETEConfig", "pad_token_id", self.pad_token_id, self.vocab_size)
+        check_positive_float("VETEConfig", "initializer_range", self.initializer_range)
         super().__post_init__(**kwargs)
-
-
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"VETEConfig.{name} must be one of {choices}, got {value!r}")
-
-
-# Larger than any width or vocabulary these models use: stops a nonsensical config.json before anything is allocated.
-_LARGEST_SIZE = 1 << 22
-
-
-# Copied from hf_grounded.models.char_gru.configuration_char_gru._check_keys
-def _check_keys(config: PreTrainedConfig, keys: dict) -> None:
-    """Refuse, before `PreTrainedConfig` sets it as an attribute, a key of config.json (or a keyword) that is none of
-    the config's fields: another model's `model_type`, a property derived from the fields (which cannot be set), or
-    another family's or a misspelt key (which would be ignored), in one line naming the key, its value and the
-    folder (which transformers passes as `name_or_path`)."""
-    # What transformers itself writes into config.json, or passes when it loads one, besides the fields.
-    transformers_keys = {"model_type", "auto_map", "quantization_config", "name_or_path", "_name_or_path",
-                         "torch_dtype", "_commit_hash", "attn_implementation", "experts_implementation",
-                         "output_attentions", "num_labels", "per_layer_config", "_attn_implementation_internal",
-                         "_experts_implementation_internal"}
-    config_class = type(config)
-    source = f"{keys['name_or_path']}/config.json" if keys.get("name_or_path") else f"{config_class.__name__}"
-    model_type = keys.get("model_type", config_class.model_type)
-    if model_type != config_class.model_type:
-        raise ValueError(f"{source}: key 'model_type' is {reprlib.repr(model_type)}, not {config_class.model_type!r}: "
-                         f"the folder holds another model than a {config_class.__name__}; load it with AutoModel")
-    for key, value in keys.items():
-        if key in transformers_keys:
-            continue
-        if isinstance(inspect.getattr_static(config_class, key, None), property):
-            reason = f"{config_class.__name__} derives {key} from its other keys, so it cannot be set"
-        else:
-            reason = f"{config_class.__name__} has no such key (another family's, or misspelt?)"
-        raise ValueError(f"{source}: key {key!r} = {reprlib.repr(value)}: {reason}")
-
-
-# Copied from hf_grounded.models.char_gru.configuration_char_gru._check_size
-def _check_size(config_name: str, name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _LARGEST_SIZE:
-        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be an integer from 1 to "
-                         f"{_LARGEST_SIZE}, got {value!r}")
-
-
-# Copied from hf_grounded.models.char_gru.configuration_char_gru._check_token_id
-def _check_token_id(config_name: str, name: str, value: object, vocab_size: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
-        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be an id below vocab_size "
-                         f"{vocab_size}, got {value!r}")
-
-
-# Copied from hf_grounded.models.char_gru.configuration_char_gru._check_positive_float
-def _check_positive_float(config_name: str, name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be a positive finite number, "
-                         f"got {value!r}")
 
 
 __all__ = ["VETEConfig"]

@@ -1,10 +1,9 @@
 """Configuration of grounded SkipThought (Bordes et al., 2019): SkipThought (Kiros et al., 2015) whose sentence
 space is shaped by the visual space through cluster and perceptual objectives."""
 
-import inspect
-import reprlib
-
 from transformers import PreTrainedConfig
+
+from .configuration_checks import check_keys, check_positive_float, check_size, check_token_id
 
 
 class GroundedSkipThoughtConfig(PreTrainedConfig):
@@ -84,73 +83,21 @@ class GroundedSkipThoughtConfig(PreTrainedConfig):
     tokenizer_fingerprint: str | None = None
 
     def __post_init__(self, **kwargs):
-        _check_keys(self, kwargs)
+        check_keys(self, kwargs)
         for name in ("vocab_size", "word_embedding_size", "hidden_size"):
-            _check_size("GroundedSkipThoughtConfig", name, getattr(self, name))
+            check_size("GroundedSkipThoughtConfig", name, getattr(self, name))
         for name in ("image_feature_dim", "image_prediction_dim", "frame_feature_dim"):
             if getattr(self, name) is not None:
-                _check_size("GroundedSkipThoughtConfig", name, getattr(self, name))
+                check_size("GroundedSkipThoughtConfig", name, getattr(self, name))
         for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
-            _check_token_id("GroundedSkipThoughtConfig", name, getattr(self, name), self.vocab_size)
-        _check_positive_float("GroundedSkipThoughtConfig", "initializer_range", self.initializer_range)
+            check_token_id("GroundedSkipThoughtConfig", name, getattr(self, name), self.vocab_size)
+        check_positive_float("GroundedSkipThoughtConfig", "initializer_range", self.initializer_range)
         super().__post_init__(**kwargs)
 
     @property
     def embed_dim(self) -> int:
         """Width of the sentence embeddings: the encoder's state."""
         return self.hidden_size
-
-
-# Larger than any width or vocabulary these models use: stops a nonsensical config.json before anything is allocated.
-_LARGEST_SIZE = 1 << 22
-
-
-# Copied from hf_grounded.models.char_gru.configuration_char_gru._check_keys
-def _check_keys(config: PreTrainedConfig, keys: dict) -> None:
-    """Refuse, before `PreTrainedConfig` sets it as an attribute, a key of config.json (or a keyword) that is none of
-    the config's fields: another model's `model_type`, a property derived from the fields (which cannot be set), or
-    another family's or a misspelt key (which would be ignored), in one line naming the key, its value and the
-    folder (which transformers passes as `name_or_path`)."""
-    # What transformers itself writes into config.json, or passes when it loads one, besides the fields.
-    transformers_keys = {"model_type", "auto_map", "quantization_config", "name_or_path", "_name_or_path",
-                         "torch_dtype", "_commit_hash", "attn_implementation", "experts_implementation",
-                         "output_attentions", "num_labels", "per_layer_config", "_attn_implementation_internal",
-                         "_experts_implementation_internal"}
-    config_class = type(config)
-    source = f"{keys['name_or_path']}/config.json" if keys.get("name_or_path") else f"{config_class.__name__}"
-    model_type = keys.get("model_type", config_class.model_type)
-    if model_type != config_class.model_type:
-        raise ValueError(f"{source}: key 'model_type' is {reprlib.repr(model_type)}, not {config_class.model_type!r}: "
-                         f"the folder holds another model than a {config_class.__name__}; load it with AutoModel")
-    for key, value in keys.items():
-        if key in transformers_keys:
-            continue
-        if isinstance(inspect.getattr_static(config_class, key, None), property):
-            reason = f"{config_class.__name__} derives {key} from its other keys, so it cannot be set"
-        else:
-            reason = f"{config_class.__name__} has no such key (another family's, or misspelt?)"
-        raise ValueError(f"{source}: key {key!r} = {reprlib.repr(value)}: {reason}")
-
-
-# Copied from hf_grounded.models.char_gru.configuration_char_gru._check_size
-def _check_size(config_name: str, name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _LARGEST_SIZE:
-        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be an integer from 1 to "
-                         f"{_LARGEST_SIZE}, got {value!r}")
-
-
-# Copied from hf_grounded.models.char_gru.configuration_char_gru._check_token_id
-def _check_token_id(config_name: str, name: str, value: object, vocab_size: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
-        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be an id below vocab_size "
-                         f"{vocab_size}, got {value!r}")
-
-
-# Copied from hf_grounded.models.char_gru.configuration_char_gru._check_positive_float
-def _check_positive_float(config_name: str, name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be a positive finite number, "
-                         f"got {value!r}")
 
 
 __all__ = ["GroundedSkipThoughtConfig"]

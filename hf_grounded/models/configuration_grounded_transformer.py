@@ -2,7 +2,6 @@
 projection heads (MCSE's setting, Zhang et al., 2022)."""
 
 import inspect
-import reprlib
 
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -12,6 +11,8 @@ from transformers.models.auto.modeling_auto import (
     MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
     MODEL_MAPPING,
 )
+
+from .configuration_checks import check_keys
 
 _POOLINGS = ("mean", "cls")
 _SUPPORTED = ("supported: encoder-only text models, the model types transformers gives a masked-language-model head "
@@ -89,7 +90,7 @@ class GroundedTransformerConfig(PreTrainedConfig):
 
     ```python
     >>> from transformers import BertConfig
-    >>> from hf_grounded.models.grounded_transformer import GroundedTransformerConfig
+    >>> from hf_grounded.models import GroundedTransformerConfig
 
     >>> config = GroundedTransformerConfig(text_config=BertConfig(hidden_size=32, num_hidden_layers=2,
     ...                                    num_attention_heads=2, intermediate_size=64), image_feature_dim=1280)
@@ -111,7 +112,7 @@ class GroundedTransformerConfig(PreTrainedConfig):
     tokenizer_fingerprint: str | None = None
 
     def __post_init__(self, **kwargs):
-        _check_keys(self, kwargs)
+        check_keys(self, kwargs)
         if self.text_config is None:
             self.text_config = CONFIG_MAPPING["bert"]()
         elif isinstance(self.text_config, dict):
@@ -155,33 +156,6 @@ class GroundedTransformerConfig(PreTrainedConfig):
     def sentence_embedding_dim(self) -> int:
         """Width of the sentence embeddings `encode()` returns: the text encoder's pooled states."""
         return self.text_config.hidden_size
-
-
-# Copied from hf_grounded.models.char_gru.configuration_char_gru._check_keys
-def _check_keys(config: PreTrainedConfig, keys: dict) -> None:
-    """Refuse, before `PreTrainedConfig` sets it as an attribute, a key of config.json (or a keyword) that is none of
-    the config's fields: another model's `model_type`, a property derived from the fields (which cannot be set), or
-    another family's or a misspelt key (which would be ignored), in one line naming the key, its value and the
-    folder (which transformers passes as `name_or_path`)."""
-    # What transformers itself writes into config.json, or passes when it loads one, besides the fields.
-    transformers_keys = {"model_type", "auto_map", "quantization_config", "name_or_path", "_name_or_path",
-                         "torch_dtype", "_commit_hash", "attn_implementation", "experts_implementation",
-                         "output_attentions", "num_labels", "per_layer_config", "_attn_implementation_internal",
-                         "_experts_implementation_internal"}
-    config_class = type(config)
-    source = f"{keys['name_or_path']}/config.json" if keys.get("name_or_path") else f"{config_class.__name__}"
-    model_type = keys.get("model_type", config_class.model_type)
-    if model_type != config_class.model_type:
-        raise ValueError(f"{source}: key 'model_type' is {reprlib.repr(model_type)}, not {config_class.model_type!r}: "
-                         f"the folder holds another model than a {config_class.__name__}; load it with AutoModel")
-    for key, value in keys.items():
-        if key in transformers_keys:
-            continue
-        if isinstance(inspect.getattr_static(config_class, key, None), property):
-            reason = f"{config_class.__name__} derives {key} from its other keys, so it cannot be set"
-        else:
-            reason = f"{config_class.__name__} has no such key (another family's, or misspelt?)"
-        raise ValueError(f"{source}: key {key!r} = {reprlib.repr(value)}: {reason}")
 
 
 __all__ = ["GroundedTransformerConfig"]

@@ -1,5 +1,6 @@
-"""The losses' maths, as functions of similarities: the one source of the objectives here and of the copies that
-each model file carries for its `forward(return_loss=True)` (kept in step by utils/check_copies.py)."""
+"""The losses' maths, as functions of similarities: the one source of the objectives (hf_grounded.objectives) and
+of the models' `forward(return_loss=True)`. It imports nothing but torch, since the modeling files import it
+relatively and a saved model folder carries it for `trust_remote_code`."""
 
 import torch
 

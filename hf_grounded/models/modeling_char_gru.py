@@ -1,7 +1,7 @@
 """The character-level GRU sentence encoder of Merkx & Frank (2019), grounded in images.
 
-Everything the forward pass needs, the hinge loss included, lives in this folder so that a saved checkpoint
-carries it for `trust_remote_code`.
+Everything the forward pass needs, the hinge loss included, is this file or one it imports relatively (the
+configuration, `losses`, `sentence_encoding`), so that a saved checkpoint carries it for `trust_remote_code`.
 
 What every family provides besides its architecture (`encode()` with its spaces and backends, the int8 copy,
 the ONNX graph's session, the loading checks, the tokenizer binding) comes from sentence_encoding.py, the
@@ -19,6 +19,7 @@ from transformers import initialization as init
 from transformers.utils import ModelOutput
 
 from .configuration_char_gru import CharGRUConfig, CharGRUEnsembleConfig
+from .losses import hinge_loss
 from .sentence_encoding import (
     EncoderPreTrainedMixin,
     SentenceEncoderMixin,
@@ -51,37 +52,6 @@ class CharGRUOutput(ModelOutput):
     logits_per_image: torch.FloatTensor | None = None
     text_embeds: torch.FloatTensor | None = None
     image_embeds: torch.FloatTensor | None = None
-
-
-# Copied from hf_grounded.objectives.functional.hinge_loss
-def hinge_loss(
-    logits_per_text: torch.Tensor, margin: float = 0.2, reduction: str = "sum", hardest_negative: bool = False
-) -> torch.Tensor:
-    """Bidirectional hinge loss over in-batch negatives; pair i is (caption i, image i).
-
-    For every caption the other images of the batch are negatives, and for every image the other captions, each
-    contributing max(0, margin - s(positive) + s(negative)). `reduction="sum"` adds all terms (Merkx & Frank's
-    formula); `"mean"` divides each direction by batch_size**2, the diagonal counted as zero (the authors' code).
-    `hardest_negative=True` keeps only the largest term per anchor (VSE++).
-    """
-    batch_size = logits_per_text.size(0)
-    if logits_per_text.size(1) != batch_size:
-        raise ValueError(f"hinge_loss needs one image per caption, got logits of shape {tuple(logits_per_text.shape)}")
-    positives = logits_per_text.diagonal()
-    off_diagonal = ~torch.eye(batch_size, dtype=torch.bool, device=logits_per_text.device)
-    # Rows: a caption against every image; columns: an image against every caption.
-    text_anchor = (margin - positives.unsqueeze(1) + logits_per_text).clamp(min=0) * off_diagonal
-    image_anchor = (margin - positives.unsqueeze(0) + logits_per_text).clamp(min=0) * off_diagonal
-    if hardest_negative:
-        text_terms, image_terms = text_anchor.max(dim=1).values, image_anchor.max(dim=0).values
-    else:
-        text_terms, image_terms = text_anchor, image_anchor
-    if reduction == "sum":
-        return text_terms.sum() + image_terms.sum()
-    if reduction == "mean":
-        denominator = batch_size if hardest_negative else batch_size * batch_size
-        return (text_terms.sum() + image_terms.sum()) / denominator
-    raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
 
 
 def _contrastive_output(

@@ -1,8 +1,8 @@
 """Grounded SkipThought (Bordes et al., 2019): a SkipThought encoder-decoder (Kiros et al., 2015) over words, whose
 sentence space the cluster and perceptual objectives (`hf_grounded.objectives`) shape after the visual space.
 
-Everything the forward pass needs lives in this folder so that a saved checkpoint carries it for
-`trust_remote_code`.
+Everything the forward pass needs is this file or one it imports relatively (the configuration,
+`sentence_encoding`), so that a saved checkpoint carries it for `trust_remote_code`.
 
 What every family provides besides its architecture (`encode()` with its spaces and backends, the int8 copy,
 the ONNX graph's session, the loading checks, the tokenizer binding) comes from sentence_encoding.py, the
