@@ -9,16 +9,17 @@ under `hf_grounded/models/` plus its entry in `FAMILIES`, which says
 - its model card: template, tags and what the introduction says of the architecture;
 - its hyperparameter search space (Kurach et al.'s protocol, `hf_grounded.search`);
 - its snapshot ensemble class, if it has one, and whether it trains a text objective or attends over frames;
-- what it cannot do (`unsupported`: a capability of `hf_grounded.models.sentence_encoding.CAPABILITIES`, such as
-  `"onnx"` or `"quantize"`, and why), which `encode()` and `export_onnx` refuse with that reason.
+- what it cannot do (`unsupported`, read from the model class's `unsupported_capabilities`: a capability of
+  `hf_grounded.models.sentence_encoding.CAPABILITIES`, such as `"onnx"` or `"quantize"`, and why), which `encode()`
+  and `export_onnx` refuse with that reason.
+
+The small random models the tests build of each family are the tests' (tests/family_testers.py).
 
 The trainer, the losses, the model card and the search know a family only through this entry.
 """
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
@@ -26,7 +27,6 @@ from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerB
 from .argument_values import CheckedArguments
 from .model_sources import named_model
 from .models import (
-    CAPABILITIES,
     CharGRUConfig,
     CharGRUEnsembleModel,
     CharGRUModel,
@@ -211,79 +211,6 @@ def _grounded_transformer_base(options: GroundedTransformerArguments, device: An
     return base.get_sentence_embeddings
 
 
-# Small random models for the contract tests (tests/test_family_contract.py) and examples: one per family, of the
-# family's own classes (`model_class`, so that a family registered with another model class builds that).
-def _tiny_char_gru(model_class: type[PreTrainedModel], corpus: Sequence[str],
-                   image_feature_dim: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    return model_class(model_class.config_class(hidden_size=16, image_feature_dim=image_feature_dim)), CharTokenizer()
-
-
-def _tiny_vete(model_class: type[PreTrainedModel], corpus: Sequence[str],
-               image_feature_dim: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    tokenizer = train_word_tokenizer(corpus)
-    config = model_class.config_class(vocab_size=len(tokenizer), image_feature_dim=image_feature_dim, embed_dim=16,
-                                      word_embedding_size=8, text_encoder="rnn", rnn_hidden_size=16)
-    return model_class(config), tokenizer
-
-
-def _tiny_grounded_skipthought(model_class: type[PreTrainedModel], corpus: Sequence[str],
-                               image_feature_dim: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    tokenizer = train_word_tokenizer(corpus)
-    config = model_class.config_class(vocab_size=len(tokenizer), word_embedding_size=8, hidden_size=16,
-                                      image_feature_dim=image_feature_dim)
-    return model_class(config), tokenizer
-
-
-def _tiny_bert(corpus: Sequence[str]) -> tuple[PreTrainedConfig, PreTrainedTokenizerBase]:
-    """A 2-layer, 32-wide BERT's config and a word-piece tokenizer of the corpus' words and letters (no
-    download)."""
-    from transformers import BertConfig, BertTokenizer
-
-    words = sorted({word for sentence in corpus for word in re.findall(r"\w+|[^\w\s]", sentence.lower())})
-    letters = [chr(code) for code in range(ord("a"), ord("z") + 1)]
-    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *letters, *(f"##{letter}" for letter in letters),
-                  *(word for word in words if word not in letters)]
-    tokenizer = BertTokenizer({token: index for index, token in enumerate(vocabulary)}, model_max_length=64)
-    text_config = BertConfig(vocab_size=len(vocabulary), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                             intermediate_size=64, max_position_embeddings=64)
-    return text_config, tokenizer
-
-
-def _tiny_grounded_transformer(model_class: type[PreTrainedModel], corpus: Sequence[str],
-                               image_feature_dim: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """A random tiny BERT (`_tiny_bert`) with the family's heads."""
-    text_config, tokenizer = _tiny_bert(corpus)
-    config = model_class.config_class(text_config=text_config.to_dict(), image_feature_dim=image_feature_dim,
-                                      projection_dim=16)
-    return model_class(config), tokenizer
-
-
-# The recipe's options (besides `--model_type`) for a small model of each family, which the contract's training
-# tests run on the embedded synthetic set; given a scratch folder for what the options point at.
-def _tiny_char_gru_options(scratch: Path) -> list[str]:
-    return ["--hidden_size", "16"]
-
-
-def _tiny_vete_options(scratch: Path) -> list[str]:
-    return ["--text_encoder", "rnn", "--embed_dim", "16", "--word_embedding_size", "8", "--rnn_hidden_size", "16"]
-
-
-def _tiny_grounded_skipthought_options(scratch: Path) -> list[str]:
-    # The grounding objective alone (no books): the cluster and perceptual losses on small batches.
-    return ["--hidden_size", "16", "--word_embedding_size", "8", "--text_weight", "0", "--objective", "grounding",
-            "--cluster_batch_size", "8", "--grounding_negatives", "3", "--perceptual_batch_size", "8"]
-
-
-def _tiny_grounded_transformer_options(scratch: Path) -> list[str]:
-    """A random tiny BERT saved in `scratch` as the pretrained text encoder."""
-    from transformers import BertModel
-
-    text_config, tokenizer = _tiny_bert([])
-    BertModel(text_config, add_pooling_layer=False).save_pretrained(scratch / "tiny-bert")
-    tokenizer.save_pretrained(scratch / "tiny-bert")
-    return ["--text_model_name_or_path", str(scratch / "tiny-bert"), "--projection_dim", "16"]
-
-
 def _char_gru_search_space(trial) -> dict:
     return {
         "learning_rate": trial.suggest_float("learning_rate", 1e-4, 3e-3, log=True),
@@ -362,38 +289,13 @@ class ModelFamily:
     # as a function of (input_ids, attention_mask) -> unit-length sentence embeddings, the teacher of distillation
     # (`--distill_weight`); its options then include the base-keeping terms' (`BaseKeepingOptions`).
     base_sentence_encoder: Callable[[Any, Any], Callable[[Any, Any], Any]] | None = None
-    # A small random model of `model_class` and its tokenizer for a corpus and an image width: what the contract
-    # tests (tests/test_family_contract.py) run the family on.
-    tiny: Callable[[type[PreTrainedModel], Sequence[str], int],
-                   tuple[PreTrainedModel, PreTrainedTokenizerBase]] | None = None
-    # The recipe's options (besides `--model_type`) that train a small model of the family on the embedded synthetic
-    # set in seconds, given a scratch folder for what they point at: what the contract's resume test trains.
-    tiny_training_options: Callable[[Path], list[str]] | None = None
-    # What it cannot do: capability (a key of `CAPABILITIES`: "quantize", "onnx", "joint_space") -> the reason,
-    # which `encode()` and `export_onnx` give when refusing it. Empty: it does everything the contract names
-    # (hf_grounded/models/sentence_encoding.py), as the four families of the library do.
-    unsupported: dict[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        unknown = sorted(set(self.unsupported) - set(CAPABILITIES))
-        if unknown:
-            raise ValueError(f"unsupported names {unknown}, which are no capabilities; the capabilities: "
-                             f"{', '.join(CAPABILITIES)}")
-        # The model classes carry the declaration (`unsupported_capabilities`), since `encode()` runs inside a
-        # model folder, where the registry may not be installed; a declaration of the class's own is kept.
-        declared = {**getattr(self.model_class, "unsupported_capabilities", {}), **self.unsupported}
-        object.__setattr__(self, "unsupported", declared)
-        for model_class in (self.model_class, *([self.ensemble_class] if self.ensemble_class else [])):
-            if declared or "unsupported_capabilities" in vars(model_class):
-                model_class.unsupported_capabilities = dict(declared)
-
-    def tiny_model(self, corpus: Sequence[str], image_feature_dim: int) -> tuple[PreTrainedModel,
-                                                                             PreTrainedTokenizerBase]:
-        """A small random model of this family and its tokenizer (see `tiny`)."""
-        if self.tiny is None:
-            raise ValueError(f"the {self.model_class.config_class.model_type} family's registry entry gives no "
-                             f"`tiny` builder, which the contract tests need")
-        return self.tiny(self.model_class, corpus, image_feature_dim)
+    @property
+    def unsupported(self) -> dict[str, str]:
+        """What it cannot do: capability (a key of `CAPABILITIES`: "quantize", "onnx", "joint_space") -> the reason,
+        which `encode()` and `export_onnx` give when refusing it; read from its model class
+        (`SentenceEncoderMixin.unsupported_capabilities`), the one place it is declared, since `encode()` runs inside
+        a saved folder, where the registry may not be installed. Empty for the four families of the library."""
+        return dict(getattr(self.model_class, "unsupported_capabilities", {}))
 
     @property
     def model_types(self) -> tuple[str, ...]:
@@ -406,26 +308,23 @@ FAMILIES: dict[str, ModelFamily] = {
     "char_gru": ModelFamily(
         "Merkx & Frank's char-GRU", CharGRUModel, CharGRUArguments, _char_gru, "char_gru.md", ("char-gru",),
         _char_gru_card, _char_gru_search_space, tokenizer_class=CharTokenizer, ensemble_class=CharGRUEnsembleModel,
-        tiny=_tiny_char_gru, tiny_training_options=_tiny_char_gru_options,
     ),
     "vete": ModelFamily(
         "Kurach et al.'s VETE", VETEModel, VETEArguments, _vete, "vete.md", ("vete",),
         _fields("text_encoder", "bow_pooling", "rnn_type", "rnn_num_layers", "cnn_filter_widths", "embed_dim"),
-        _vete_search_space, tiny=_tiny_vete, tiny_training_options=_tiny_vete_options,
+        _vete_search_space,
     ),
     "grounded_skipthought": ModelFamily(
         "Bordes et al.'s grounded SkipThought", GroundedSkipThoughtModel, GroundedSkipThoughtArguments,
         _grounded_skipthought, "grounded_skipthought.md", ("skip-thought", "grounded-skipthought"),
         _fields("hidden_size", "word_embedding_size", "decoders"), _grounded_skipthought_search_space,
-        has_text_objective=True, attends_to_frames=True, tiny=_tiny_grounded_skipthought,
-        tiny_training_options=_tiny_grounded_skipthought_options,
+        has_text_objective=True, attends_to_frames=True,
     ),
     "grounded_transformer": ModelFamily(
         "a pretrained transformers text encoder grounded through projection heads (MCSE's setting)",
         GroundedTransformerModel, GroundedTransformerArguments, _grounded_transformer, "grounded_transformer.md",
         ("mcse", "grounded-transformer"), _grounded_transformer_card, _grounded_transformer_search_space,
         head_modules=("text_projection", "image_projection"), base_sentence_encoder=_grounded_transformer_base,
-        tiny=_tiny_grounded_transformer, tiny_training_options=_tiny_grounded_transformer_options,
     ),
 }
 

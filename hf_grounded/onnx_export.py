@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from .files import MARKER_NAME, refuse_foreign_folder, replace_folder
-from .models.sentence_encoding import exported_session, graph_sha256
+from .backend import exported_session, graph_sha256
 
 ONNX_FOLDER = "onnx"
 FLOAT_FILE = "model.onnx"
@@ -54,16 +54,15 @@ PARITY_TOLERANCE = 1e-4
 
 def check_exportable(model) -> None:
     """Refuse, naming its class, model type and family, a model whose family has no ONNX export: one whose family
-    declares the capability unsupported (`ModelFamily.unsupported["onnx"]`, or the model class's own
-    `unsupported_capabilities`), with the reason it gives, or one that does not provide what the export reads
+    declares the capability unsupported (its model class's `unsupported_capabilities["onnx"]`), with the reason it
+    gives, or one that does not provide what the export reads
     (`EXPORT_CONTRACT`: the traced computation and the weights' fingerprint, which the graph records and
     `encode(backend="onnx")` checks)."""
     from .families import FAMILIES
 
     model_type = getattr(getattr(model, "config", None), "model_type", None)
     family = next((name for name, entry in FAMILIES.items() if model_type in entry.model_types), None)
-    reason = {**getattr(model, "unsupported_capabilities", {}),
-              **(FAMILIES[family].unsupported if family else {})}.get("onnx")
+    reason = getattr(model, "unsupported_capabilities", {}).get("onnx")
     if reason is None and all(hasattr(model, name) for name in EXPORT_CONTRACT):
         return
     exporting = [name for name, entry in FAMILIES.items() if "onnx" not in entry.unsupported

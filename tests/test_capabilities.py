@@ -1,6 +1,6 @@
-"""What a family cannot do is declared in its registry entry (`ModelFamily.unsupported`: capability -> reason), not
-discovered by an AttributeError: `encode()` and `export_onnx` refuse a declared capability with its reason, before
-any work. The four families of the library declare nothing."""
+"""What a family cannot do is declared on its model class (`unsupported_capabilities`: capability -> reason, which
+the registry's `ModelFamily.unsupported` reads), not discovered by an AttributeError: `encode()` and `export_onnx`
+refuse a declared capability with its reason, before any work. The four families of the library declare nothing."""
 
 import dataclasses
 import os
@@ -8,11 +8,12 @@ import os
 import pytest
 import torch
 
-from hf_grounded.families import FAMILIES, ModelFamily
+from hf_grounded.families import FAMILIES
 from hf_grounded.models.sentence_encoding import CAPABILITIES, GroundedSentenceEncoder, SentenceEncoder
 from hf_grounded.models import VETEConfig, VETEModel
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
+from .family_testers import tiny_model
 from .test_quantized_encode import families
 
 CAPTIONS = ["A dog runs on the grass.", "Two dogs run.", "A cat sleeps on a red sofa ."]
@@ -26,13 +27,13 @@ class LimitedConfig(VETEConfig):
 
 class LimitedModel(VETEModel):
     config_class = LimitedConfig
+    unsupported_capabilities = REASONS
 
 
 @pytest.fixture
 def limited(monkeypatch):
     """A VETE of another model type, whose family declares every capability unsupported."""
-    monkeypatch.setitem(FAMILIES, "limited", dataclasses.replace(FAMILIES["vete"], model_class=LimitedModel,
-                                                                 unsupported=REASONS))
+    monkeypatch.setitem(FAMILIES, "limited", dataclasses.replace(FAMILIES["vete"], model_class=LimitedModel))
     tokenizer = train_word_tokenizer(CAPTIONS)
     torch.manual_seed(0)
     model = LimitedModel(LimitedConfig(vocab_size=len(tokenizer), image_feature_dim=6, embed_dim=8))
@@ -50,15 +51,13 @@ def test_the_registry_families_declare_nothing_unsupported_and_keep_the_contract
 
 
 def test_every_tiny_model_is_a_grounded_sentence_encoder():
-    for name, family in FAMILIES.items():
-        if family.tiny is None:
-            continue
-        model, _ = family.tiny_model(CAPTIONS, 6)
+    for name in FAMILIES:
+        model, _ = tiny_model(name, CAPTIONS, 6)
         assert isinstance(model, SentenceEncoder) and isinstance(model, GroundedSentenceEncoder), name
 
 
 def test_encode_refuses_a_declared_capability_with_its_reason(limited):
-    assert LimitedModel.unsupported_capabilities == REASONS
+    assert FAMILIES["limited"].unsupported == REASONS
     limited.encode(CAPTIONS)  # what is not declared still runs
     for keywords, capability in (({"quantize": True}, "quantize"), ({"backend": "onnx"}, "onnx"),
                                  ({"space": "joint"}, "joint_space")):
@@ -77,8 +76,8 @@ def test_export_refuses_a_declared_capability_with_its_reason_before_writing(lim
     assert os.listdir(tmp_path) == []
 
 
-def test_an_unknown_capability_is_refused_when_the_family_is_declared():
-    with pytest.raises(ValueError, match=r"\['tensorrt'\], which are no capabilities; the capabilities: "
-                                         + ", ".join(CAPABILITIES)):
-        dataclasses.replace(FAMILIES["vete"], model_class=LimitedModel, unsupported={"tensorrt": "no GPU"})
-    assert isinstance(FAMILIES["vete"], ModelFamily) and FAMILIES["vete"].unsupported == {}
+def test_an_unknown_capability_is_refused_when_the_model_class_is_defined():
+    with pytest.raises(ValueError, match=r"TensorRTLess.unsupported_capabilities names \['tensorrt'\], which are no "
+                                         r"capabilities; the capabilities: " + ", ".join(CAPABILITIES)):
+        type("TensorRTLess", (VETEModel,), {"unsupported_capabilities": {"tensorrt": "no GPU"}})
+    assert FAMILIES["vete"].unsupported == {}

@@ -9,6 +9,7 @@ from hf_grounded import FAMILIES
 from hf_grounded.training import parse_arguments, train
 
 from .conftest import REPO_ROOT
+from .family_testers import tiny_training_options
 
 pybtex_database = pytest.importorskip("pybtex.database")
 pybtex_errors = pytest.importorskip("pybtex.errors")
@@ -52,7 +53,7 @@ def cards(tmp_path_factory) -> dict[str, str]:
     written = {}
     for name, family in FAMILIES.items():
         scratch = tmp_path_factory.mktemp(name)
-        train(*parse_arguments(["--model_type", name, *family.tiny_training_options(scratch), "--backbone",
+        train(*parse_arguments(["--model_type", name, *tiny_training_options(name, scratch), "--backbone",
                                 "test_efficientnet", "--synthetic_train_images", "16", "--synthetic_eval_images", "8",
                                 "--per_device_train_batch_size", "8", "--num_train_epochs", "1", "--max_length", "24",
                                 "--output_dir", str(scratch / "model")]))

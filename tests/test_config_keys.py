@@ -14,6 +14,7 @@ from transformers import AutoConfig, AutoModel
 from hf_grounded import FAMILIES
 
 from .conftest import run_recipe_in_process
+from .family_testers import tiny_model
 
 CORPUS = ["a dog runs on the grass", "a cat sits on a mat"]
 
@@ -28,7 +29,7 @@ def folders(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("families")
     saved = {}
     for name, family in FAMILIES.items():
-        model, tokenizer = family.tiny_model(CORPUS, 8)
+        model, tokenizer = tiny_model(name, CORPUS, 8)
         model.save_pretrained(root / name)
         tokenizer.save_pretrained(root / name)
         saved[name] = root / name

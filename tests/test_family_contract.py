@@ -2,7 +2,7 @@
 every family of the registry (`hf_grounded.families.FAMILIES`), never for a hand-written list: a family added to
 the registry gets every test here with no other edit (test_a_fifth_family_gets_the_whole_contract shows it).
 
-Each family is tested on the small random model its registry entry builds (`ModelFamily.tiny_model`)."""
+Each family is tested on the small random model its tester builds (tests/family_testers.py)."""
 
 import json
 import math
@@ -23,6 +23,7 @@ from hf_grounded.training import parse_arguments, save_model, train
 from hf_grounded.training.checkpoints import list_checkpoints
 
 from .conftest import REPO_ROOT, run_recipe_in_process
+from .family_testers import tiny_model, tiny_training_options
 
 CORPUS = ["A dog runs on the grass.", "Two dogs run.", "A cat sleeps on a red sofa .", "The grass is green.",
           "a big red square", "a small blue circle on the left"]
@@ -37,7 +38,7 @@ def families() -> list[str]:
 
 def tiny(name: str):
     torch.manual_seed(0)
-    model, tokenizer = FAMILIES[name].tiny_model(CORPUS, IMAGE_FEATURE_DIM)
+    model, tokenizer = tiny_model(name, CORPUS, IMAGE_FEATURE_DIM)
     model.set_tokenizer(tokenizer)
     return model.eval(), tokenizer
 
@@ -124,10 +125,10 @@ def test_the_export_recipe_writes_graphs_that_embed_as_torch_does(saved, tmp_pat
 
 @pytest.mark.parametrize("name", families())
 def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, name):
-    """The recipe trains the family's small model (`ModelFamily.tiny_training_options`) on the embedded synthetic
+    """The recipe trains the family's small model (`tiny_training_options`) on the embedded synthetic
     set for 2 epochs, saving a checkpoint every step; a run resumed from the last checkpoint in the middle of the
     first epoch ends bit for bit where the run straight through does."""
-    flags = ["--model_type", name, *FAMILIES[name].tiny_training_options(tmp_path), "--backbone",
+    flags = ["--model_type", name, *tiny_training_options(name, tmp_path), "--backbone",
              "test_efficientnet", "--synthetic_train_images", "16", "--synthetic_eval_images", "8",
              "--per_device_train_batch_size", "8", "--num_train_epochs", "2", "--lr_scheduler_type", "constant",
              "--max_length", "24", "--seed", "3", "--save_steps", "1", "--save_total_limit", "100",
@@ -176,6 +177,10 @@ def clean_process_embeddings(saved) -> dict[str, list]:
               "    model = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()\n"
               "    assert 'hf_grounded' not in type(model).__module__, type(model).__module__\n"
               "    out[name] = model.encode(json.loads(sys.argv[2])).tolist()\n"
+              "    try:\n"
+              "        model.encode('a', quantize=True)\n"
+              "    except ImportError as error:\n"
+              "        out[name + ' quantize'] = str(error)\n"
               "print('EMBEDDINGS ' + json.dumps(out))\n")
     folders = {name: str(folder) for name, (folder, _) in saved.items()}
     result = subprocess.run([sys.executable, "-c", script, json.dumps(folders), json.dumps(SENTENCES)],
@@ -191,6 +196,9 @@ def saved_root(saved: dict) -> Path:
 @pytest.mark.parametrize("name", families())
 def test_remote_code_loads_in_a_process_without_hf_grounded(saved, clean_process_embeddings, name):
     np.testing.assert_allclose(np.array(clean_process_embeddings[name]), saved[name][1].encode(SENTENCES), atol=1e-5)
+    # The int8 copy and the ONNX session are the library's (hf_grounded.backend): one line says so.
+    assert clean_process_embeddings[f"{name} quantize"] == ("encode(quantize=True) and encode(backend='onnx') need "
+                                                            "hf_grounded: pip install 'hf_grounded[onnx]'")
 
 
 @pytest.mark.parametrize("name", families())
@@ -208,7 +216,7 @@ def test_demo_search_ranks_images_by_the_models_own_similarity(tmp_path, name):
         row["image"].save(images / f"{row['image_id']}.png")
     torch.manual_seed(0)
     width = create_backbone(BackboneSpec("test_efficientnet", seed=0)).num_features
-    model, tokenizer = FAMILIES[name].tiny_model(CORPUS, width)
+    model, tokenizer = tiny_model(name, CORPUS, width)
     save_model(model, tokenizer, tmp_path / "model")
     # What the demo reads of a training run: how its images became features.
     (tmp_path / "model" / "training_args.json").write_text(json.dumps(

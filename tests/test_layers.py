@@ -10,7 +10,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "hf_grounded"
 LAYERS = [
     ("helpers", ["hf_grounded.files", "hf_grounded.argument_values", "hf_grounded.tables", "hf_grounded.word_tokenizer",
                  "hf_grounded.model_sources", "hf_grounded.extras"]),
-    ("models", ["hf_grounded.models", "hf_grounded.families", "hf_grounded"]),
+    # The backend runs the models' int8 copy and ONNX graph; sentence_encoding imports it when asked to.
+    ("models", ["hf_grounded.models", "hf_grounded.backend", "hf_grounded.families", "hf_grounded"]),
     ("objectives", ["hf_grounded.objectives"]),
     ("data and features", ["hf_grounded.data", "hf_grounded.features", "hf_grounded.inputs"]),
     # The evaluation gives its results; the cards write them (recipes/evaluate.py --update_model_card).
@@ -66,9 +67,14 @@ def test_no_module_imports_a_higher_layer(path):
 
 @pytest.mark.parametrize("path", sorted((PACKAGE / "models").glob("*.py")), ids=lambda path: path.name)
 def test_a_model_file_imports_nothing_of_the_library_outside_its_folder(path):
-    """Relatively, and only its siblings: what transformers copies into a saved folder."""
+    """Relatively, and only its siblings: what transformers copies into a saved folder. The one exception is the
+    library's backend (int8, ONNX), imported inside a try block, which transformers' check of a saved folder's
+    imports passes over: without hf_grounded, `encode()` runs with torch alone."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    optional = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Try)
+                for inner in ast.walk(node) if isinstance(inner, ast.Import) for alias in inner.names}
     outside = {name for name in library_imports(path) if name.rpartition(".")[0] != "hf_grounded.models"}
-    assert not outside, f"{path.relative_to(PACKAGE)} imports {outside}"
+    assert outside <= optional & {"hf_grounded.backend"}, f"{path.relative_to(PACKAGE)} imports {outside}"
 
 
 def test_objectives_import_of_the_models_only_the_losses_maths():

@@ -21,6 +21,7 @@ from hf_grounded.families import FAMILIES
 from hf_grounded.onnx_export import export_onnx
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
+from .family_testers import tiny_model as family_tiny_model
 from .test_quantized_encode import families
 
 CAPTIONS = ["A dog runs on the grass.", "Two dogs run.", "A cat sleeps on a red sofa .", "The grass is green."]
@@ -58,7 +59,7 @@ def tiny_model(name: str):
     the default zero biases and zero padding row an RNN's state stays 0 through padding, which would hide a
     direction that reads it."""
     torch.manual_seed(0)
-    model, tokenizer = FAMILIES[name].tiny_model(CAPTIONS, 6) if name in FAMILIES else VARIANTS[name]()
+    model, tokenizer = family_tiny_model(name, CAPTIONS, 6) if name in FAMILIES else VARIANTS[name]()
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.normal_(0, 0.5)

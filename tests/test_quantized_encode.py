@@ -17,8 +17,10 @@ from hf_grounded import (
     VETEModel,
 )
 from hf_grounded.families import FAMILIES
-from hf_grounded.models.sentence_encoding import Int8Linear
+from hf_grounded.backend import Int8Linear, int8_copy
 from hf_grounded.word_tokenizer import train_word_tokenizer
+
+from .family_testers import tiny_model
 
 CAPTIONS = ["A dog runs on the grass.", "Two dogs run.", "A cat sleeps on a red sofa .", "The grass is green."]
 SENTENCES = ["a dog runs", "two cats sleep on the green grass today", "run", "A red sofa."]
@@ -43,10 +45,10 @@ def families() -> list[str]:
 
 
 def registry_family(name: str):
-    """The registry family's small random model (`ModelFamily.tiny_model`) for 6-d visual vectors, and its
+    """The registry family's small random model (tests/family_testers.py) for 6-d visual vectors, and its
     tokenizer."""
     torch.manual_seed(0)
-    return FAMILIES[name].tiny_model(CAPTIONS, 6)
+    return tiny_model(name, CAPTIONS, 6)
 
 
 def small_model(name: str):
@@ -72,7 +74,7 @@ def test_int8_embeddings_stay_close_to_float_ones_alone_and_in_a_batch(name):
 def test_the_int8_copy_follows_the_weights_it_was_made_from():
     model, tokenizer = family("char_gru")
     before = model.encode(SENTENCES, tokenizer=tokenizer, quantize=True)
-    assert model._int8_copy() is model._int8_copy()
+    assert int8_copy(model) is int8_copy(model)
     with torch.no_grad():
         model.text_encoder.rnn.weight_hh_l0.mul_(-1)
     after = model.encode(SENTENCES, tokenizer=tokenizer, quantize=True)
@@ -85,7 +87,7 @@ def test_the_int8_copy_computes_every_linear_layer_with_a_scale_per_token_and_pe
     batch), a grounded MiniLM's embeddings fell to a cosine of 0.96 with the float32 ones; with these, 0.996
     (benchmarks/results/quantization_accuracy.json; the real model is tested in test_packaged_minilm_int8_...)."""
     model, _ = small_model("grounded_transformer")
-    quantized = model._int8_copy()
+    quantized = int8_copy(model)
     assert not any(type(layer) is torch.nn.Linear for layer in quantized.modules())
     # Each family's folder carries its own copy of the class (the model's remote code), hence the name.
     linears = [layer for layer in quantized.modules() if type(layer).__name__ == "Int8Linear"]

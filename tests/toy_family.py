@@ -1,7 +1,7 @@
 """A pytest plugin that registers a throwaway fifth family before the tests are collected, as a contributor adding
 a family would: its model files (here VETE's, with the shared modules they import, copied into a package of its own
 under another `model_type`)
-and its registry entry, through `hf_grounded.register_family`. `-p tests.toy_family` loads it;
+and its registry entry, through `hf_grounded.register_family`, with its tester (VETE's). `-p tests.toy_family` loads it;
 tests/test_family_contract.py's fifth-family test runs the contract with it."""
 
 import dataclasses
@@ -13,6 +13,8 @@ from pathlib import Path
 
 import hf_grounded
 from hf_grounded.families import FAMILIES
+
+from .family_testers import TESTERS
 
 TOY = "toy_family"
 
@@ -30,3 +32,4 @@ def pytest_configure(config) -> None:
     sys.path.insert(0, str(root))
     toy = importlib.import_module("toy_vete")
     hf_grounded.register_family(TOY, dataclasses.replace(FAMILIES["vete"], model_class=toy.VETEModel))
+    TESTERS[TOY] = TESTERS["vete"]

@@ -1,6 +1,6 @@
-"""What every family of hf_grounded provides its users, written once: `encode()` with every keyword and backend,
-the int8 copy (`quantize=True`), the ONNX graph's session and its digest checks, the weights' fingerprint, the
-load-time checks of `from_pretrained`, and the tokenizer a model is bound to.
+"""What every family of hf_grounded provides its users, written once: `encode()` with every keyword and backend
+(the int8 copy and the ONNX session it runs on are the library's, `hf_grounded.backend`), the weights' fingerprint,
+the load-time checks of `from_pretrained`, and the tokenizer a model is bound to.
 
 Every family's modeling file stands beside this one in hf_grounded/models/ and imports it relatively
 (`from .sentence_encoding import ...`): transformers copies relatively imported modules into a saved folder, so that
@@ -24,7 +24,6 @@ that code that takes any family's model checks it by what it provides rather tha
 """
 
 import contextlib
-import copy
 import hashlib
 import json
 import logging
@@ -33,7 +32,6 @@ import os
 import re
 import threading
 import unicodedata
-import warnings
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,7 +44,6 @@ from safetensors import safe_open
 from torch import nn
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
-from transformers.utils import cached_file
 
 logger = logging.getLogger(__name__)
 
@@ -196,7 +193,7 @@ class SentenceEncoderMixin:
     class among a model's base classes."""
 
     #: Capability (a key of `CAPABILITIES`) -> why this model cannot do it; `encode()` and `export_onnx` refuse
-    #: a declared capability with its reason. The registry (`hf_grounded.families.ModelFamily.unsupported`) fills it.
+    #: a declared capability with its reason. The one place a family declares it (the registry reads it here).
     unsupported_capabilities: ClassVar[dict[str, str]] = {}
     #: Whether `get_text_features`' space (the joint one, shared with the images) is the sentence space itself.
     joint_is_sentence_space: ClassVar[bool] = True
@@ -205,6 +202,13 @@ class SentenceEncoderMixin:
     #: Whether ONNX Runtime's int8 graph keeps in float32 the matrix products that narrow the width (a transformer's
     #: feed-forward down-projections), whose inputs carry outlier activations that one int8 scale per batch loses.
     onnx_int8_keeps_narrowing_products: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        unknown = sorted(set(cls.unsupported_capabilities) - set(CAPABILITIES))
+        if unknown:
+            raise ValueError(f"{cls.__name__}.unsupported_capabilities names {unknown}, which are no capabilities; "
+                             f"the capabilities: {', '.join(CAPABILITIES)}")
 
     @torch.inference_mode()
     def encode(
@@ -327,9 +331,9 @@ class SentenceEncoderMixin:
                        show_progress_bar: bool) -> tuple[torch.Tensor, int]:
         """The embeddings of `sentences` in their order, batched longest first, and how many were truncated."""
         if backend == "onnx":
-            embed = self._onnx_text_features(quantize, space, normalize)
+            embed = _library_backend().onnx_text_features(self, quantize, space, normalize)
         else:
-            embed = (self._int8_copy() if quantize else self)._space_embeddings(space, normalize)
+            embed = (_library_backend().int8_copy(self) if quantize else self)._space_embeddings(space, normalize)
         order = np.argsort([-len(sentence) for sentence in sentences], kind="stable")
         lookup = _word_lookup(tokenizer)  # read once a call, not once a batch
         chunks, truncated = [], 0
@@ -397,60 +401,6 @@ class SentenceEncoderMixin:
 
     # --- what the hooks serve ---------------------------------------------------------------------------------------
 
-    def _int8_copy(self) -> nn.Module:
-        """An int8 copy of this model for `encode(quantize=True)`, rebuilt whenever a weight has changed since."""
-        weights_version = tuple(parameter._version for parameter in self.parameters())
-        # Kept out of the module tree (no submodule, no state_dict entry) and out of the deep copy below.
-        cached = self.__dict__.pop("_int8_cache", None)
-        if cached is None or cached[0] != weights_version:
-            quantized = _with_int8_linears(copy.deepcopy(self).eval())
-            with warnings.catch_warnings():
-                # torch.ao.quantization warns that it moves to torchao; it is still torch's own dynamic quantiser.
-                warnings.simplefilter("ignore")
-                quantized = torch.ao.quantization.quantize_dynamic(
-                    quantized, {nn.GRU: torch.ao.quantization.default_dynamic_qconfig,
-                                nn.LSTM: torch.ao.quantization.default_dynamic_qconfig}, dtype=torch.qint8)
-            cached = (weights_version, quantized)
-        self.__dict__["_int8_cache"] = cached
-        return cached[1]
-
-    def _onnx_text_features(self, quantize: bool, space: str = "sentence",
-                            normalize: bool = True) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-        """The text encoder exported beside this model, run by ONNX Runtime: `(input_ids, attention_mask)` to the
-        embeddings of `space`. The graph must come from this model's weights as they are now: one exported before
-        the weights changed (or from another model) would give other embeddings without a word."""
-        if not normalize and not self.joint_is_sentence_space:
-            raise ValueError("normalize_embeddings=False needs backend='torch': the exported graph gives unit-length "
-                             "embeddings")
-        name = f"onnx/{'model_qint8' if quantize else 'model'}.onnx"
-        source = self.config.name_or_path
-        path = (cached_file(source, name, revision=getattr(self.config, "_commit_hash", None),
-                            _raise_exceptions_for_missing_entries=False) if source else None)
-        if path is None:
-            raise FileNotFoundError(f"{source or 'this model'} has no {name}: export its text encoder first "
-                                    f"(python recipes/export_onnx.py --model FOLDER, or "
-                                    f"hf_grounded.onnx_export.export_onnx) and load the model from that folder")
-        # A graph exported again to the same path is a new file: the key sees it.
-        status = os.stat(path)
-        key = (path, status.st_mtime_ns, status.st_size)
-        sessions = self.__dict__.setdefault("_onnx_sessions", _NotCopied())
-        if key not in sessions:
-            sessions[key] = exported_session(path, threads=torch.get_num_threads())
-        session, exported_from = sessions[key]
-        if exported_from != self.weights_fingerprint():
-            raise ValueError(f"{path} was exported from other weights than this model's (weights_sha256 "
-                             f"{exported_from} against {self.weights_fingerprint()}): export it again")
-        output = self.onnx_output_names[0 if space == "sentence" or self.joint_is_sentence_space else -1]
-        if output not in {node.name for node in session.get_outputs()}:
-            raise ValueError(f"{path} has no output {output!r} (it was exported by an older version of export_onnx): "
-                             f"export it again")
-
-        def run(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            inputs = {"input_ids": input_ids.cpu().numpy(), "attention_mask": attention_mask.cpu().numpy()}
-            return torch.from_numpy(session.run([output], inputs)[0])
-
-        return run
-
     def weights_fingerprint(self) -> str:
         """SHA-256 of every tensor of the state dict (names, dtypes, shapes and values); `export_onnx` records it
         in the graph so that `encode(backend="onnx")` can tell it is this model's. Cached until a parameter or
@@ -469,102 +419,15 @@ class SentenceEncoderMixin:
         return cached[1]
 
 
-class Int8Linear(nn.Module):
-    """A linear layer computed in int8 for `encode(quantize=True)`: its weights with a scale per output channel,
-    each row of its input (a token) with a scale of its own, both symmetric over [-127, 127], multiplied by torch's
-    int8 matrix product with int32 sums (`torch._int_mm`) and scaled back.
-
-    torch's dynamic int8 linear takes one scale for the whole batch's activations (and 7 of their 8 bits on x86),
-    so one token's outlier feature coarsens every other token: a grounded MiniLM's embeddings fell to a cosine of
-    0.96 with the float32 ones; with a scale per token, 0.996, and an embedding barely moves with its batch
-    (benchmarks/quantization_accuracy.py).
-    """
-
-    def __init__(self, linear: nn.Linear):
-        super().__init__()
-        weight = linear.weight.detach().float()
-        scale = weight.abs().amax(dim=1).clamp(min=torch.finfo(torch.float32).tiny) / 127
-        self.register_buffer("weight_int8", torch.round(weight / scale[:, None]).to(torch.int8).t().contiguous())
-        self.register_buffer("weight_scale", scale)
-        self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().float())
-
-    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        rows = inputs.reshape(-1, inputs.size(-1)).float()
-        scale = rows.abs().amax(dim=1, keepdim=True).clamp_(min=torch.finfo(torch.float32).tiny) / 127
-        outputs = torch._int_mm(torch.round(rows / scale).to(torch.int8), self.weight_int8).float()
-        outputs.mul_(scale).mul_(self.weight_scale)
-        if self.bias is not None:
-            outputs.add_(self.bias)
-        return outputs.reshape(*inputs.shape[:-1], outputs.size(-1))
-
-
-def _with_int8_linears(module: nn.Module) -> nn.Module:
-    """`module` with each of its `nn.Linear` layers replaced by an `Int8Linear`."""
-    for name, child in module.named_children():
-        setattr(module, name, Int8Linear(child) if type(child) is nn.Linear else _with_int8_linears(child))
-    return module
-
-
-def graph_sha256(exported: "onnx.ModelProto", weights_sha256: str) -> str:
-    """SHA-256 of `weights_sha256` and of the ONNX model `exported` (its graph, initializers included, opsets and
-    all) without its metadata, which is where the digest is kept."""
-    import onnx
-
-    bare = onnx.ModelProto()
-    bare.CopyFrom(exported)
-    del bare.metadata_props[:]
-    digest = hashlib.sha256(weights_sha256.encode())
-    digest.update(bare.SerializeToString(deterministic=True))
-    return digest.hexdigest()
-
-
-def exported_session(path: str | os.PathLike,
-                     threads: int | None = None) -> tuple["onnxruntime.InferenceSession", str]:
-    """An ONNX Runtime session on the CPU (`threads` intra-op threads; ONNX Runtime's default without) of the graph
-    `export_onnx` wrote at `path`, and the fingerprint of the weights it records it was exported from
-    (`weights_sha256`), for the caller to compare with its model's.
-
-    The graph must hold its `graph_sha256` as the export computed it: a digest of the graph itself (its
-    initializers, which hold the weights, its nodes and opsets) with that fingerprint. So a graph whose recorded
-    fingerprint was rewritten (to another model's, say), or whose weights or nodes were edited under it, is
-    refused naming the file, as is one exported before the digest was recorded. The digest is no signature:
-    whoever can write the file can compute it again (see SECURITY.md). The file is read once: the session runs
-    the very bytes that were checked."""
-    try:
-        import onnx
-        import onnxruntime
+def _library_backend():
+    """`hf_grounded.backend`, which runs `quantize=True` and `backend="onnx"`: a model loaded with `trust_remote_code`
+    in a process without hf_grounded encodes with torch alone, and asks for hf_grounded for the others."""
+    try:  # transformers' check of a saved folder's imports passes over a try block: hf_grounded stays optional
+        import hf_grounded.backend as backend
     except ImportError as error:
-        raise ImportError("backend='onnx' needs ONNX Runtime and onnx: pip install 'hf_grounded[onnx]'") from error
-    from google.protobuf.message import DecodeError
-
-    data = Path(path).read_bytes()
-    try:
-        exported = onnx.ModelProto.FromString(data)
-    except DecodeError as error:
-        raise ValueError(f"{path}: not an ONNX graph ({error}); export it again") from error
-    recorded = {entry.key: entry.value for entry in exported.metadata_props}
-    if "weights_sha256" not in recorded or "graph_sha256" not in recorded:
-        raise ValueError(f"{path} records no graph_sha256 or weights_sha256 (it was not written by this version of "
-                         f"export_onnx): export it again")
-    if graph_sha256(exported, recorded["weights_sha256"]) != recorded["graph_sha256"]:
-        raise ValueError(f"{path} changed since it was exported: its graph_sha256 is not the digest of its graph and "
-                         f"recorded weights_sha256 (one of them was edited); export it again")
-    options = onnxruntime.SessionOptions()
-    if threads is not None:
-        options.intra_op_num_threads = threads
-    session = onnxruntime.InferenceSession(data, options, providers=["CPUExecutionProvider"])
-    return session, recorded["weights_sha256"]
-
-
-class _NotCopied(dict):
-    """A model's cache of native objects (ONNX Runtime sessions): a copy or pickle of the model starts without it,
-    since the objects themselves can be neither copied nor pickled."""
-
-    def __deepcopy__(self, memo: dict) -> "_NotCopied":
-        return type(self)()
-
-    def __reduce__(self):
-        return (type(self), ())
+        raise ImportError("encode(quantize=True) and encode(backend='onnx') need hf_grounded: "
+                          "pip install 'hf_grounded[onnx]'") from error
+    return backend
 
 
 def _padded_batch(tokenizer: PreTrainedTokenizerBase, texts: list[str],
@@ -799,9 +662,6 @@ __all__ = [
     "CAPABILITIES",
     "EncoderPreTrainedMixin",
     "GroundedSentenceEncoder",
-    "Int8Linear",
     "SentenceEncoder",
     "SentenceEncoderMixin",
-    "exported_session",
-    "graph_sha256",
 ]

@@ -1,0 +1,184 @@
+"""What `encode(quantize=True)` and `encode(backend="onnx")` run on: the int8 copy of a model (`Int8Linear`, torch's
+dynamic quantisation of recurrent layers) and the ONNX Runtime session of the graph exported beside it, with the
+digest checks that tie the graph to the model's weights.
+
+They live in the library, not in the file a saved model carries (`hf_grounded/models/sentence_encoding.py`): the
+ONNX side needs hf_grounded's `[onnx]` extra anyway, so a model loaded with `trust_remote_code` in a process
+without hf_grounded encodes with torch, and asks for hf_grounded when given `quantize=True` or `backend="onnx"`.
+Every function takes the model (any family's `SentenceEncoderMixin`) and reads only the contract's names of it:
+`config`, `weights_fingerprint()`, `onnx_output_names`, `joint_is_sentence_space`.
+"""
+
+import copy
+import hashlib
+import os
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+from transformers.utils import cached_file
+
+if TYPE_CHECKING:
+    import onnx
+    import onnxruntime
+
+
+def int8_copy(model: nn.Module) -> nn.Module:
+    """An int8 copy of `model` for `encode(quantize=True)`, kept on the model and rebuilt whenever a weight has
+    changed since."""
+    weights_version = tuple(parameter._version for parameter in model.parameters())
+    # Kept out of the module tree (no submodule, no state_dict entry) and out of the deep copy below.
+    cached = model.__dict__.pop("_int8_cache", None)
+    if cached is None or cached[0] != weights_version:
+        quantized = _with_int8_linears(copy.deepcopy(model).eval())
+        with warnings.catch_warnings():
+            # torch.ao.quantization warns that it moves to torchao; it is still torch's own dynamic quantiser.
+            warnings.simplefilter("ignore")
+            quantized = torch.ao.quantization.quantize_dynamic(
+                quantized, {nn.GRU: torch.ao.quantization.default_dynamic_qconfig,
+                            nn.LSTM: torch.ao.quantization.default_dynamic_qconfig}, dtype=torch.qint8)
+        cached = (weights_version, quantized)
+    model.__dict__["_int8_cache"] = cached
+    return cached[1]
+
+
+class Int8Linear(nn.Module):
+    """A linear layer computed in int8 for `encode(quantize=True)`: its weights with a scale per output channel,
+    each row of its input (a token) with a scale of its own, both symmetric over [-127, 127], multiplied by torch's
+    int8 matrix product with int32 sums (`torch._int_mm`) and scaled back.
+
+    torch's dynamic int8 linear takes one scale for the whole batch's activations (and 7 of their 8 bits on x86),
+    so one token's outlier feature coarsens every other token: a grounded MiniLM's embeddings fell to a cosine of
+    0.96 with the float32 ones; with a scale per token, 0.996, and an embedding barely moves with its batch
+    (benchmarks/quantization_accuracy.py).
+    """
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        weight = linear.weight.detach().float()
+        scale = weight.abs().amax(dim=1).clamp(min=torch.finfo(torch.float32).tiny) / 127
+        self.register_buffer("weight_int8", torch.round(weight / scale[:, None]).to(torch.int8).t().contiguous())
+        self.register_buffer("weight_scale", scale)
+        self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().float())
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        rows = inputs.reshape(-1, inputs.size(-1)).float()
+        scale = rows.abs().amax(dim=1, keepdim=True).clamp_(min=torch.finfo(torch.float32).tiny) / 127
+        outputs = torch._int_mm(torch.round(rows / scale).to(torch.int8), self.weight_int8).float()
+        outputs.mul_(scale).mul_(self.weight_scale)
+        if self.bias is not None:
+            outputs.add_(self.bias)
+        return outputs.reshape(*inputs.shape[:-1], outputs.size(-1))
+
+
+def _with_int8_linears(module: nn.Module) -> nn.Module:
+    """`module` with each of its `nn.Linear` layers replaced by an `Int8Linear`."""
+    for name, child in module.named_children():
+        setattr(module, name, Int8Linear(child) if type(child) is nn.Linear else _with_int8_linears(child))
+    return module
+
+
+def onnx_text_features(model: nn.Module, quantize: bool, space: str = "sentence",
+                       normalize: bool = True) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The text encoder exported beside `model`, run by ONNX Runtime: `(input_ids, attention_mask)` to the
+    embeddings of `space`. The graph must come from the model's weights as they are now: one exported before
+    the weights changed (or from another model) would give other embeddings without a word."""
+    if not normalize and not model.joint_is_sentence_space:
+        raise ValueError("normalize_embeddings=False needs backend='torch': the exported graph gives unit-length "
+                         "embeddings")
+    name = f"onnx/{'model_qint8' if quantize else 'model'}.onnx"
+    source = model.config.name_or_path
+    path = (cached_file(source, name, revision=getattr(model.config, "_commit_hash", None),
+                        _raise_exceptions_for_missing_entries=False) if source else None)
+    if path is None:
+        raise FileNotFoundError(f"{source or 'this model'} has no {name}: export its text encoder first "
+                                f"(python recipes/export_onnx.py --model FOLDER, or "
+                                f"hf_grounded.onnx_export.export_onnx) and load the model from that folder")
+    # A graph exported again to the same path is a new file: the key sees it.
+    status = os.stat(path)
+    key = (path, status.st_mtime_ns, status.st_size)
+    sessions = model.__dict__.setdefault("_onnx_sessions", _NotCopied())
+    if key not in sessions:
+        sessions[key] = exported_session(path, threads=torch.get_num_threads())
+    session, exported_from = sessions[key]
+    if exported_from != model.weights_fingerprint():
+        raise ValueError(f"{path} was exported from other weights than this model's (weights_sha256 "
+                         f"{exported_from} against {model.weights_fingerprint()}): export it again")
+    output = model.onnx_output_names[0 if space == "sentence" or model.joint_is_sentence_space else -1]
+    if output not in {node.name for node in session.get_outputs()}:
+        raise ValueError(f"{path} has no output {output!r} (it was exported by an older version of export_onnx): "
+                         f"export it again")
+
+    def run(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        inputs = {"input_ids": input_ids.cpu().numpy(), "attention_mask": attention_mask.cpu().numpy()}
+        return torch.from_numpy(session.run([output], inputs)[0])
+
+    return run
+
+
+def graph_sha256(exported: "onnx.ModelProto", weights_sha256: str) -> str:
+    """SHA-256 of `weights_sha256` and of the ONNX model `exported` (its graph, initializers included, opsets and
+    all) without its metadata, which is where the digest is kept."""
+    import onnx
+
+    bare = onnx.ModelProto()
+    bare.CopyFrom(exported)
+    del bare.metadata_props[:]
+    digest = hashlib.sha256(weights_sha256.encode())
+    digest.update(bare.SerializeToString(deterministic=True))
+    return digest.hexdigest()
+
+
+def exported_session(path: str | os.PathLike,
+                     threads: int | None = None) -> tuple["onnxruntime.InferenceSession", str]:
+    """An ONNX Runtime session on the CPU (`threads` intra-op threads; ONNX Runtime's default without) of the graph
+    `export_onnx` wrote at `path`, and the fingerprint of the weights it records it was exported from
+    (`weights_sha256`), for the caller to compare with its model's.
+
+    The graph must hold its `graph_sha256` as the export computed it: a digest of the graph itself (its
+    initializers, which hold the weights, its nodes and opsets) with that fingerprint. So a graph whose recorded
+    fingerprint was rewritten (to another model's, say), or whose weights or nodes were edited under it, is
+    refused naming the file, as is one exported before the digest was recorded. The digest is no signature:
+    whoever can write the file can compute it again (see SECURITY.md). The file is read once: the session runs
+    the very bytes that were checked."""
+    try:
+        import onnx
+        import onnxruntime
+    except ImportError as error:
+        raise ImportError("backend='onnx' needs ONNX Runtime and onnx: pip install 'hf_grounded[onnx]'") from error
+    from google.protobuf.message import DecodeError
+
+    data = Path(path).read_bytes()
+    try:
+        exported = onnx.ModelProto.FromString(data)
+    except DecodeError as error:
+        raise ValueError(f"{path}: not an ONNX graph ({error}); export it again") from error
+    recorded = {entry.key: entry.value for entry in exported.metadata_props}
+    if "weights_sha256" not in recorded or "graph_sha256" not in recorded:
+        raise ValueError(f"{path} records no graph_sha256 or weights_sha256 (it was not written by this version of "
+                         f"export_onnx): export it again")
+    if graph_sha256(exported, recorded["weights_sha256"]) != recorded["graph_sha256"]:
+        raise ValueError(f"{path} changed since it was exported: its graph_sha256 is not the digest of its graph and "
+                         f"recorded weights_sha256 (one of them was edited); export it again")
+    options = onnxruntime.SessionOptions()
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    session = onnxruntime.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    return session, recorded["weights_sha256"]
+
+
+class _NotCopied(dict):
+    """A model's cache of native objects (ONNX Runtime sessions): a copy or pickle of the model starts without it,
+    since the objects themselves can be neither copied nor pickled."""
+
+    def __deepcopy__(self, memo: dict) -> "_NotCopied":
+        return type(self)()
+
+    def __reduce__(self):
+        return (type(self), ())
+
+
+__all__ = ["Int8Linear", "exported_session", "graph_sha256", "int8_copy", "onnx_text_features"]
