@@ -25,10 +25,10 @@ from hf_grounded.objectives import (
 )
 from hf_grounded.data.encoded import collate_captions
 from hf_grounded.data.prepared import load_prepared_split
-from hf_grounded.inputs import load_embedding_pairs, load_prepared_pairs
+from hf_grounded.inputs import EmbeddingPairs, PreparedPairs
 from hf_grounded.objectives.registry import create_training_losses
 from hf_grounded.training import parse_arguments
-from hf_grounded.training.streams import streamed_training_streams, training_streams
+from hf_grounded.training.streams import training_streams
 
 CAPTIONS = ["a red square", "two blue circles", "a tiny violet plus sign", "a box", "green", "a large golden wedge",
             "an emerald disc next to a crimson box", "a small cross"]
@@ -89,11 +89,12 @@ def embeddings_epoch(accelerator: Accelerator, folder: str) -> dict:
     model_args, data_args, training_args = parse_arguments([
         "--dataset", "embeddings", "--data_dir", folder, "--heldout_pairs", "50", "--output_dir", "unused",
         "--per_device_train_batch_size", "32", "--seed", "5"])
-    pairs = load_embedding_pairs(data_args, training_args.seed)
-    train = pairs.encode(CharTokenizer(), 64)["train"]
+    pairs = EmbeddingPairs.load(data_args, training_args.seed)
+    train = pairs.encode(CharTokenizer(), 64, data_args, training_args.seed)["train"]
     losses = create_training_losses(model_args.objective, model_args.objective_options, model_args.text_options,
                                     training_args.seed, True)
-    streams = training_streams(losses, train, None, data_args, training_args, accelerator)
+    streams = training_streams(losses, pairs, {"train": train}, None, CharTokenizer(), 64, data_args, training_args,
+                               accelerator)
     streams.sampler.set_epoch(0)
     table = pairs.features["train"][range(len(pairs.features["train"]))]
     rows = epoch_rows(accelerator, streams, table)
@@ -106,11 +107,11 @@ def streamed_epoch(accelerator: Accelerator, folder: str) -> dict:
     model_args, data_args, training_args = parse_arguments([
         "--dataset", "prepared", "--data_dir", folder, "--streaming", "--shuffle_buffer_size", "64", "--output_dir",
         "unused", "--per_device_train_batch_size", "32", "--seed", "5"])
-    prepared = load_prepared_pairs(data_args)
+    prepared = PreparedPairs.load(data_args, training_args.seed)
     losses = create_training_losses(model_args.objective, model_args.objective_options, model_args.text_options,
                                     training_args.seed, True)
 
-    streams = streamed_training_streams(losses, prepared, CharTokenizer(), 64, data_args, training_args, accelerator)
+    streams = training_streams(losses, prepared, {}, None, CharTokenizer(), 64, data_args, training_args, accelerator)
     streams.sampler.set_epoch(0)
     table = load_prepared_split(folder, "train").with_format("torch")["embedding"]
     rows = epoch_rows(accelerator, streams, table)

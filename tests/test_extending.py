@@ -1,6 +1,7 @@
 """docs/extending.md: a new objective is one term plus one registry entry, a new family one model plus one registry
-entry. Both are defined here, in the test, and trained through recipes/train.py's own code path; nothing else of
-the library is touched, which proves the registries are the only places to."""
+entry, a new data source one class plus one registry entry. Each is defined here, in the test, and trained through
+recipes/train.py's own code path; nothing else of the library is touched, which proves the registries are the only
+places to."""
 
 import json
 import runpy
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 import torch.nn.functional as F
+from datasets import Dataset
 from safetensors.torch import load_file
 from torch import nn
 from transformers import PreTrainedConfig, PreTrainedModel
@@ -17,6 +19,8 @@ from transformers.utils import ModelOutput
 
 from hf_grounded import CharTokenizer
 from hf_grounded.families import FAMILIES, ModelFamily, config_from_options
+from hf_grounded.data.encoded import EncodedSplit
+from hf_grounded.inputs import DATA_SOURCES, DataSource
 from hf_grounded.objectives import CAPTION_OBJECTIVES, CaptionObjective, ImageTextLoss
 
 from .conftest import REPO_ROOT
@@ -151,3 +155,56 @@ def test_an_option_of_another_family_is_refused_naming_its_home(monkeypatch, cap
     assert capsys.readouterr().err.strip().splitlines() == [
         "train.py: error: not options of --model_type toy_bag with --objective hinge: --hidden_size (an option of "
         "--model_type char_gru, --model_type grounded_skipthought) (--debug shows where)"]
+
+
+class ColourSquares(DataSource):
+    """The toy data source: each image a colour, one-hot in 3 features; its captions name the colour."""
+
+    COLOURS = ("red", "green", "blue")
+
+    def __init__(self, seed: int):
+        generator = torch.Generator().manual_seed(seed)
+        self.rows, self.features = {}, {}
+        for split, count in (("train", 24), ("validation", 6), ("test", 6)):
+            colours = torch.randint(len(self.COLOURS), (count,), generator=generator)
+            self.rows[split] = Dataset.from_dict({"captions": [[f"a {self.COLOURS[colour]} square",
+                                                                f"something {self.COLOURS[colour]}"]
+                                                               for colour in colours.tolist()]})
+            self.features[split] = F.one_hot(colours, len(self.COLOURS)).float()
+
+    @classmethod
+    def load(cls, data_args, seed, accelerator=None, num_workers=0):
+        if data_args.data_dir is not None:
+            raise ValueError("the colour squares are drawn in memory and take no --data_dir")
+        return cls(seed)
+
+    @property
+    def corpus(self):
+        return [caption for captions in self.rows["train"]["captions"] for caption in captions]
+
+    @property
+    def image_feature_dim(self):
+        return len(self.COLOURS)
+
+    def encode(self, tokenizer, max_length, data_args, seed, accelerator=None):
+        return {split: EncodedSplit.from_dataset(rows, self.features[split], tokenizer, max_length)
+                for split, rows in self.rows.items()}
+
+
+def test_a_new_data_source_is_one_class_and_one_registry_entry(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(DATA_SOURCES, "colour_squares", ColourSquares)
+    output_dir = tmp_path / "colours"
+    train_recipe(["--dataset", "colour_squares", "--hidden_size", "8", "--max_steps", "12",
+                  "--per_device_train_batch_size", "8", "--output_dir", str(output_dir)], monkeypatch)
+    recorded = json.loads((output_dir / "training_args.json").read_text())
+    assert recorded["data"]["dataset"] == "colour_squares"
+    config = json.loads((output_dir / "config.json").read_text())
+    assert config["image_feature_dim"] == 3  # the source's width, not a backbone's
+    results = json.loads((output_dir / "results.json").read_text())
+    # The source's 48 training captions make 6 batches of 8 an epoch: 12 steps are two epochs.
+    assert (results["run"]["epochs"], results["run"]["steps"]) == (2, 12)
+    assert set(results["test"]["retrieval"]) == {"c2i", "i2c"}
+    with pytest.raises(SystemExit):
+        train_recipe(["--dataset", "colour_squares", "--data_dir", str(tmp_path), "--output_dir",
+                      str(tmp_path / "refused")], monkeypatch)
+    assert "the colour squares are drawn in memory and take no --data_dir" in capsys.readouterr().err

@@ -2,7 +2,7 @@ from .books import load_books, sentence_triples, split_sentences, strip_gutenber
 from .coco import char_gru_caption, load_coco
 from .flickr8k import load_flickr8k
 from .msvd import load_msvd
-from .registry import DATASETS, EMBEDDINGS, PREPARED, load_captioned_images
+from .registry import DATASETS, load_captioned_images
 from .sampling import (
     CAPTION_POLICIES,
     CaptionBatchSampler,
@@ -19,10 +19,8 @@ __all__ = [
     "CAPTION_POLICIES",
     "CaptionBatchSampler",
     "DATASETS",
-    "EMBEDDINGS",
     "GroupBatchSampler",
     "InvalidSampleError",
-    "PREPARED",
     "SPLITS",
     "TripleBatchSampler",
     "caption_pairs",

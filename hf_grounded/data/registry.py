@@ -1,4 +1,5 @@
-"""Named caption datasets, so recipes can pick one with `--dataset NAME --data_dir DIR`."""
+"""The image and video caption datasets by name, each read by its loader (`--dataset NAME --data_dir DIR`); the
+registry of every `--dataset` kind, precomputed embeddings included, is `hf_grounded.inputs.DATA_SOURCES`."""
 
 from collections.abc import Callable
 
@@ -35,14 +36,6 @@ DATASETS: dict[str, Callable[..., DatasetDict]] = {
 }
 
 
-# Precomputed image embeddings beside captions (clip-retrieval's folder, `hf_grounded.data.embeddings`): pairs with
-# no image to read, which the trainer keeps on disk (`hf_grounded.inputs.load_embedding_pairs`), not rows of images.
-EMBEDDINGS = "embeddings"
-# A prepared dataset (`hf_grounded.data.prepared`: a folder or Hub dataset of caption–embedding pairs that
-# recipes/prepare_data.py writes), read by `hf_grounded.inputs.load_prepared_pairs`.
-PREPARED = "prepared"
-
-
 def load_captioned_images(name: str, data_dir: str | None = None, **options) -> DatasetDict:
     """A `DatasetDict` (train / validation / test), one row per image (or video) with its `captions` and id.
 
@@ -50,12 +43,10 @@ def load_captioned_images(name: str, data_dir: str | None = None, **options) -> 
     `skip_invalid` (and `char_gru_preprocessing` for COCO) for the real ones; `features_only` for every dataset,
     when the visual vectors come from elsewhere: the real ones then neither look for nor check images or videos.
     """
-    if name in (EMBEDDINGS, PREPARED):
-        raise ValueError(f"--dataset {name} holds precomputed embeddings, not images: recipes/train.py reads it "
-                         f"(hf_grounded.inputs.load_{'embedding' if name == EMBEDDINGS else 'prepared'}_pairs)")
     if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; available: {sorted([*DATASETS, EMBEDDINGS, PREPARED])}")
+        raise ValueError(f"unknown dataset {name!r}; the image and video datasets: {sorted(DATASETS)} (every "
+                         f"--dataset kind, precomputed embeddings too: hf_grounded.inputs.DATA_SOURCES)")
     return DATASETS[name](data_dir, **options)
 
 
-__all__ = ["DATASETS", "EMBEDDINGS", "PREPARED", "load_captioned_images"]
+__all__ = ["DATASETS", "load_captioned_images"]

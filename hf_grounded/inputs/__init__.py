@@ -1,9 +1,10 @@
-"""A run's inputs from its arguments, for training and evaluation alike: `DataArguments`, and the dataset, its
-visual vectors (through the feature cache) and the books they name."""
+"""A run's inputs from its arguments, for training and evaluation alike: `DataArguments`; the data sources, one
+class per `--dataset` kind in one registry (`DATA_SOURCES`); and the dataset, its visual vectors (through the
+feature cache) and the books they name."""
 
 from .arguments import DataArguments
-from .embedding_pairs import EmbeddingPairs, load_embedding_pairs
-from .prepared_pairs import PreparedPairs, load_prepared_pairs
+from .captioned_images import CaptionedImages
+from .embedding_pairs import EmbeddingPairs
 from .loading import (
     feature_spec,
     frame_features,
@@ -13,7 +14,10 @@ from .loading import (
     pooled_features,
     visual_vectors,
 )
+from .prepared_pairs import PreparedPairs
+from .registry import DATA_SOURCES, check_data_source, load_data_source, register_data_source
+from .source import DataSource
 
-__all__ = ["DataArguments", "EmbeddingPairs", "PreparedPairs", "feature_spec", "frame_features", "image_features",
-           "load_book_triples", "load_dataset", "load_embedding_pairs", "load_prepared_pairs", "pooled_features",
-           "visual_vectors"]
+__all__ = ["DATA_SOURCES", "CaptionedImages", "DataArguments", "DataSource", "EmbeddingPairs", "PreparedPairs",
+           "check_data_source", "feature_spec", "frame_features", "image_features", "load_book_triples",
+           "load_data_source", "load_dataset", "pooled_features", "register_data_source", "visual_vectors"]

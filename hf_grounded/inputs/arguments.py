@@ -11,9 +11,9 @@ from ..argument_values import check_argument_values
 class DataArguments:
     dataset: str | None = field(
         default="synthetic",
-        metadata={"help": "Dataset name: one of hf_grounded.data.DATASETS (synthetic, flickr8k, coco, msvd); "
-                          "'embeddings', a clip-retrieval folder; or 'prepared', a dataset recipes/prepare_data.py "
-                          "wrote (recipes/evaluate.py: none by default)."},
+        metadata={"help": "Dataset kind, a name of hf_grounded.inputs.DATA_SOURCES: an image or video dataset "
+                          "(synthetic, flickr8k, coco, msvd); 'embeddings', a clip-retrieval folder; or 'prepared', "
+                          "a dataset recipes/prepare_data.py wrote (recipes/evaluate.py: none by default)."},
     )
     data_dir: str | None = field(default=None, metadata={"help": "Local folder of the dataset (--dataset prepared: "
                                                                  "a folder or a Hub dataset id)."})
@@ -103,9 +103,6 @@ class DataArguments:
 
     def __post_init__(self):
         check_argument_values(self)
-        if self.streaming and self.dataset != "prepared":
-            raise ValueError(f"--streaming streams a prepared dataset (--dataset prepared), not --dataset "
-                             f"{self.dataset}: write one with recipes/prepare_data.py")
 
 
 __all__ = ["DataArguments"]

@@ -7,19 +7,22 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
+from accelerate import Accelerator
 from datasets import Dataset
 from transformers import PreTrainedTokenizerBase
 
 from ..data import SPLITS
 from ..data.embeddings import FeatureRows, embedding_shards, invalid_rows, read_captions
 from ..data.encoded import CaptionColumn, EncodedSplit
+from ..data.prepared import SplitPairs
 from .arguments import DataArguments
+from .source import DataSource, main_process_first
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class EmbeddingPairs:
+class EmbeddingPairs(DataSource):
     """Per split, the captions (an Arrow table, column `caption`) and their images' embeddings: the training split's
     on disk, the held-out ones in memory."""
 
@@ -33,23 +36,53 @@ class EmbeddingPairs:
         are iterated (datasets' row-by-row column iteration is ten times slower)."""
         return CaptionColumn(self.captions["train"])
 
-    def encode(self, tokenizer: PreTrainedTokenizerBase, max_length: int, num_proc: int | None = None,
-               keep_in_memory: bool = False) -> dict[str, EncodedSplit]:
-        """Each split tokenised into an Arrow table (`TokenizedCaptions`), its embeddings as they are; with
-        `keep_in_memory`, as lists and one tensor, as the image datasets' splits are held."""
-        splits = {split: EncodedSplit.from_caption_table(self.captions[split], self.features[split], tokenizer,
-                                                         max_length, num_proc) for split in SPLITS}
-        if keep_in_memory:
+    @property
+    def image_feature_dim(self) -> int:
+        return self.features["train"].size(1)
+
+    def encode(self, tokenizer: PreTrainedTokenizerBase, max_length: int, data_args: DataArguments, seed: int,
+               accelerator: Accelerator | None = None) -> dict[str, EncodedSplit]:
+        """Each split tokenised into an Arrow table (`TokenizedCaptions`, `--preprocessing_num_workers` processes),
+        its embeddings as they are; with `--keep_in_memory`, as lists and one tensor, as the image datasets' splits
+        are held. With `accelerator`, one process tokenises into datasets' cache and the others read the table."""
+        with main_process_first(accelerator):
+            splits = {split: EncodedSplit.from_caption_table(self.captions[split], self.features[split], tokenizer,
+                                                             max_length, data_args.preprocessing_num_workers)
+                      for split in SPLITS}
+        if data_args.keep_in_memory:
             splits = {split: replace(encoded, input_ids=list(encoded.input_ids.take(range(len(encoded.input_ids)))),
                                      image_features=encoded.image_features[range(len(encoded.image_features))]
                                      if isinstance(encoded.image_features, FeatureRows) else encoded.image_features)
                       for split, encoded in splits.items()}
         return splits
 
+    @classmethod
+    def load(cls, data_args: DataArguments, seed: int, accelerator: Accelerator | None = None,
+             num_workers: int = 0) -> "EmbeddingPairs":
+        """The pairs of `--data_dir`, checked (see `hf_grounded.data.embeddings`); a row with a non-finite embedding
+        or an empty caption is an error naming its file and row, or with `--skip_invalid` left out and counted.
+        Millions of pairs: the captions stay an Arrow table and the embeddings on disk; the main process converts
+        and checks the captions into datasets' cache first, the others then read it."""
+        with main_process_first(accelerator):
+            return _load_pairs(data_args, seed)
 
-def load_embedding_pairs(data_args: DataArguments, seed: int) -> EmbeddingPairs:
-    """The pairs of `--data_dir`, checked (see `hf_grounded.data.embeddings`); a row with a non-finite embedding or
-    an empty caption is an error naming its file and row, or with `--skip_invalid` left out and counted."""
+    def pairs_to_prepare(self, data_args: DataArguments, seed: int) -> tuple[dict[str, SplitPairs], str]:
+        features = (f"precomputed embeddings of a clip-retrieval folder, {data_args.heldout_pairs} pairs held out "
+                    f"for validation and for test by seed {seed}")
+        return {split: self._split_pairs(split) for split in SPLITS}, features
+
+    def _split_pairs(self, split: str) -> SplitPairs:
+        """A split, one caption per embedding; an image's id is its row in the folder."""
+        captions, features, rows = self.captions[split], self.features[split], self.rows[split]
+
+        def read(start: int, stop: int) -> dict:
+            return {"caption": captions[start:stop]["caption"], "image_id": [str(row) for row in rows[start:stop]],
+                    "image_index": np.arange(start, stop), "embedding": features[list(range(start, stop))].numpy()}
+
+        return SplitPairs(len(rows), read)
+
+
+def _load_pairs(data_args: DataArguments, seed: int) -> EmbeddingPairs:
     if data_args.data_dir is None:
         raise ValueError("--dataset embeddings reads a clip-retrieval folder (img_emb/, metadata/): pass --data_dir")
     refuse_image_options(data_args, "embeddings")
@@ -87,4 +120,4 @@ def refuse_image_options(data_args: DataArguments, dataset: str) -> None:
                          f"cannot apply")
 
 
-__all__ = ["EmbeddingPairs", "load_embedding_pairs", "refuse_image_options"]
+__all__ = ["EmbeddingPairs", "refuse_image_options"]

@@ -8,20 +8,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import torch
-from accelerate import Accelerator
 
-from ..data import EMBEDDINGS, SPLITS
-from ..data.prepared import EARLIER_DATA, PARTIAL_CARD, PARTIAL_DATA, SplitPairs, write_prepared_dataset
+from ..data.prepared import EARLIER_DATA, PARTIAL_CARD, PARTIAL_DATA, write_prepared_dataset
 from ..data.embeddings import MANIFEST_NAME, read_manifest
 from ..data.webdataset import (check_resumable, decoded_images, expand_shards, iterate_pending, read_samples,
                                shard_record, write_manifest, write_shard)
 from ..features import create_backbone
 from ..features.extraction import extract_features
 from .arguments import DataArguments
-from .embedding_pairs import load_embedding_pairs
-from .loading import feature_spec, load_dataset, visual_vectors
+from .loading import feature_spec
+from .registry import load_data_source
 
 logger = logging.getLogger(__name__)
 
@@ -90,56 +87,15 @@ def prepare_dataset(data_args: DataArguments, output_dir: str | Path, seed: int,
     """`--dataset` (with `--data_dir`) as a prepared dataset in `output_dir`: each caption beside its image's
     features, as a run of the trainer on that dataset would compute them (`--backbone`, `--image_preprocessing`,
     `--frame_pooling`, or `--image_features_file`), or beside its embedding in a clip-retrieval folder (split by
-    `--heldout_pairs` and the seed). Returns what the dataset card records."""
-    if data_args.dataset == EMBEDDINGS:
-        pairs = load_embedding_pairs(data_args, seed)
-        splits = {split: _folder_split(pairs, split) for split in SPLITS}
-        features = f"precomputed embeddings of a clip-retrieval folder, {data_args.heldout_pairs} pairs held out " \
-                   f"for validation and for test by seed {seed}"
-    else:
-        if data_args.frame_pooling == "attention":
-            raise ValueError("--frame_pooling attention keeps every frame's features; a prepared dataset holds one "
-                             "embedding per image or video: use --frame_pooling mean or first")
-        dataset = load_dataset(data_args, seed)
-        vectors, _ = visual_vectors(dataset, data_args, seed, num_workers, Accelerator(cpu=True))
-        splits = {split: _image_split(dataset[split], vectors[split]) for split in SPLITS}
-        features = (f"{data_args.image_features_file} (precomputed)" if data_args.image_features_file is not None
-                    else _described(feature_spec(data_args, seed).description))
-        if data_args.dataset == "msvd":
-            features += f"; a video's frames pooled by their {data_args.frame_pooling}"
+    `--heldout_pairs` and the seed): what its registry entry's `pairs_to_prepare` gives. Returns what the dataset
+    card records."""
+    if data_args.frame_pooling == "attention":
+        raise ValueError("--frame_pooling attention keeps every frame's features; a prepared dataset holds one "
+                         "embedding per image or video: use --frame_pooling mean or first")
+    source = load_data_source(data_args, seed, num_workers=num_workers)
+    splits, features = source.pairs_to_prepare(data_args, seed)
     description = {"source": data_args.dataset, "source_dir": data_args.data_dir, "features": features}
     return write_prepared_dataset(output_dir, splits, description, embedding_dtype, shard_rows)
-
-
-def _described(spec: dict) -> str:
-    return (f"{spec['backbone']} (timm {spec['timm']}), {spec['preprocessing']} preprocessing, weights "
-            f"{spec['weights']}")
-
-
-def _image_split(rows, vectors: torch.Tensor) -> SplitPairs:
-    """An image (or video) dataset's split, one row per caption, image-major."""
-    id_column = "image_id" if "image_id" in rows.column_names else "video_id"
-    captions = list(rows["captions"])
-    owners = np.repeat(np.arange(len(captions)), [len(image_captions) for image_captions in captions])
-    flat = [caption for image_captions in captions for caption in image_captions]
-    ids = list(rows[id_column])
-
-    def read(start: int, stop: int) -> dict:
-        return {"caption": flat[start:stop], "image_id": [ids[owner] for owner in owners[start:stop]],
-                "image_index": owners[start:stop], "embedding": vectors[owners[start:stop]].numpy()}
-
-    return SplitPairs(len(flat), read)
-
-
-def _folder_split(pairs, split: str) -> SplitPairs:
-    """A clip-retrieval folder's split, one caption per embedding; an image's id is its row in the folder."""
-    captions, features, rows = pairs.captions[split], pairs.features[split], pairs.rows[split]
-
-    def read(start: int, stop: int) -> dict:
-        return {"caption": captions[start:stop]["caption"], "image_id": [str(row) for row in rows[start:stop]],
-                "image_index": np.arange(start, stop), "embedding": features[list(range(start, stop))].numpy()}
-
-    return SplitPairs(len(rows), read)
 
 
 __all__ = ["prepare_dataset", "prepare_webdataset", "written_by_preparation"]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from accelerate import Accelerator
 from datasets import Dataset, IterableDataset
 from transformers import PreTrainedTokenizerBase
 
@@ -19,12 +20,13 @@ from ..data.prepared import load_prepared_split, shard_rows, split_files, unsoun
 from ..data.streaming import StreamedPairBatches
 from .arguments import DataArguments
 from .embedding_pairs import refuse_image_options
+from .source import DataSource, main_process_first
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class PreparedPairs:
+class PreparedPairs(DataSource):
     """A prepared dataset's splits as tables (memory-mapped by datasets), the training split as a stream instead
     with `--streaming`; `train_shard_rows`: the rows of each training shard."""
 
@@ -34,6 +36,24 @@ class PreparedPairs:
     train_shard_rows: list[int]
     embedding_dim: int
 
+    streamable = True
+
+    @classmethod
+    def load(cls, data_args: DataArguments, seed: int, accelerator: Accelerator | None = None,
+             num_workers: int = 0) -> "PreparedPairs":
+        """The prepared dataset `--data_dir` names, its files checked first (columns, one embedding width; errors
+        name the file); the main process downloads a Hub dataset, the others read the cache."""
+        with main_process_first(accelerator):
+            return _load_prepared(data_args)
+
+    @property
+    def image_feature_dim(self) -> int:
+        return self.embedding_dim
+
+    @property
+    def streams_training(self) -> bool:
+        return self.train_stream is not None
+
     @property
     def corpus(self) -> Iterable[str]:
         """The training captions, which a learnt vocabulary comes from (read through once more when streamed)."""
@@ -41,17 +61,19 @@ class PreparedPairs:
             return CaptionColumn(self.train_stream.select_columns(["caption"]))
         return CaptionColumn(self.tables["train"])
 
-    def encode(self, tokenizer: PreTrainedTokenizerBase, max_length: int, num_proc: int | None = None,
-               skip_invalid: bool = False) -> dict[str, EncodedSplit]:
+    def encode(self, tokenizer: PreTrainedTokenizerBase, max_length: int, data_args: DataArguments, seed: int,
+               accelerator: Accelerator | None = None) -> dict[str, EncodedSplit]:
         """Each split held as a table (all three, or validation and test when streaming), encoded: its captions
-        tokenised into datasets' cache, one embedding per image in memory."""
-        return {split: _encoded_split(table, f"{self.source} ({split})", tokenizer, max_length, num_proc,
-                                      skip_invalid)
-                for split, table in self.tables.items()}
+        tokenised into datasets' cache (`--preprocessing_num_workers` processes; the main process first), one
+        embedding per image in memory."""
+        with main_process_first(accelerator):
+            return {split: _encoded_split(table, f"{self.source} ({split})", tokenizer, max_length,
+                                          data_args.preprocessing_num_workers, data_args.skip_invalid)
+                    for split, table in self.tables.items()}
 
-    def training_batches(self, tokenizer: PreTrainedTokenizerBase, max_length: int, batch_size: int, seed: int,
-                         data_args: DataArguments, num_replicas: int, rank: int,
-                         group_by_length: bool = False) -> StreamedPairBatches:
+    def streamed_training_batches(self, tokenizer: PreTrainedTokenizerBase, max_length: int, batch_size: int,
+                                  seed: int, data_args: DataArguments, num_replicas: int, rank: int,
+                                  group_by_length: bool = False) -> StreamedPairBatches:
         """This process's batches of the streamed training split (length-grouped as the samplers group them)."""
         return StreamedPairBatches(self.train_stream, self.train_shard_rows, tokenizer, max_length, batch_size, seed,
                                    num_replicas, rank, data_args.shuffle_buffer_size,
@@ -59,9 +81,7 @@ class PreparedPairs:
                                    source=f"{self.source} (train)")
 
 
-def load_prepared_pairs(data_args: DataArguments) -> PreparedPairs:
-    """The prepared dataset `--data_dir` names, its files checked first (columns, one embedding width; errors name
-    the file)."""
+def _load_prepared(data_args: DataArguments) -> PreparedPairs:
     if data_args.data_dir is None:
         raise ValueError("--dataset prepared reads a prepared dataset: pass its folder or Hub dataset id as --data_dir")
     refuse_image_options(data_args, "prepared")
@@ -107,4 +127,4 @@ def _encoded_split(table: Dataset, source: str, tokenizer: PreTrainedTokenizerBa
                                            num_proc, caption_to_image=image_index)
 
 
-__all__ = ["PreparedPairs", "load_prepared_pairs"]
+__all__ = ["PreparedPairs"]

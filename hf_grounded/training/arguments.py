@@ -17,7 +17,7 @@ from transformers import AutoConfig
 from ..argument_values import ArgumentParser, check_argument_values
 from ..model_sources import named_model
 from ..families import FAMILIES
-from ..inputs import DataArguments
+from ..inputs import DataArguments, check_data_source
 from ..objectives import CAPTION_OBJECTIVES, BaseKeepingOptions, SkipThoughtOptions
 from .selection import STSB_METRICS, VALIDATION_METRICS, known_metric
 
@@ -317,6 +317,7 @@ def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, Data
     model_args = ModelArguments(**asdict(choice), **{name: value for group in options
                                                     for name, value in asdict(group).items()})
     check_model_sources(model_args)
+    check_data_source(data_args)
     return model_args, data_args, training_args
 
 

@@ -12,7 +12,7 @@ from transformers import PreTrainedTokenizerBase
 
 from ..data.encoded import CaptionImagePairs, EncodedSplit, EncodedTriples, collate_captions
 from ..data.streaming import StreamedPairBatches
-from ..inputs import DataArguments, PreparedPairs
+from ..inputs import DataArguments, DataSource
 from ..objectives import StreamLoss
 from .arguments import TrainingArguments
 from .losses import term_batch_size, term_sampler
@@ -62,9 +62,21 @@ class TrainingStreams:
         return f"{self.primary.name}'s {self.primary.stream} stream{beside}"
 
 
-def training_streams(losses: list[StreamLoss], train_split: EncodedSplit, triples: EncodedTriples | None,
+def training_streams(losses: list[StreamLoss], source: DataSource, splits: dict[str, EncodedSplit],
+                     triples: EncodedTriples | None, tokenizer: PreTrainedTokenizerBase, max_length: int,
                      data_args: DataArguments, training_args: TrainingArguments,
                      accelerator: Accelerator) -> TrainingStreams:
+    """The streams `losses` train on: drawn from the encoded training split (`splits["train"]`) and the books by
+    each term's sampler, or, when the source streams its training split, that stream's batches."""
+    if source.streams_training:
+        return _streamed_training_streams(losses, source, tokenizer, max_length, data_args, training_args,
+                                          accelerator)
+    return _held_training_streams(losses, splits["train"], triples, data_args, training_args, accelerator)
+
+
+def _held_training_streams(losses: list[StreamLoss], train_split: EncodedSplit, triples: EncodedTriples | None,
+                           data_args: DataArguments, training_args: TrainingArguments,
+                           accelerator: Accelerator) -> TrainingStreams:
     distributed = {"seed": training_args.seed, "num_replicas": accelerator.num_processes,
                    "rank": accelerator.process_index}
     primary = next((loss for loss in losses if loss.stream == "captions"), losses[0])
@@ -87,9 +99,9 @@ def training_streams(losses: list[StreamLoss], train_split: EncodedSplit, triple
     return TrainingStreams(primary, primary_sampler, loader, beside)
 
 
-def streamed_training_streams(losses: list[StreamLoss], prepared: PreparedPairs, tokenizer: PreTrainedTokenizerBase,
-                              max_length: int, data_args: DataArguments, training_args: TrainingArguments,
-                              accelerator: Accelerator) -> TrainingStreams:
+def _streamed_training_streams(losses: list[StreamLoss], source: DataSource, tokenizer: PreTrainedTokenizerBase,
+                               max_length: int, data_args: DataArguments, training_args: TrainingArguments,
+                               accelerator: Accelerator) -> TrainingStreams:
     """The one term a streamed dataset trains, on this process's batches of its training split: a stream gives its
     pairs in its own order, one caption at a time, so a term that reads groups, pairs of captions or books cannot
     have it, nor one fixed caption per image (`--group_by_length` groups the stream's chunks instead)."""
@@ -101,9 +113,9 @@ def streamed_training_streams(losses: list[StreamLoss], prepared: PreparedPairs,
         kinds = ", ".join(f"{loss.name} reads {loss.batches.kind}" for loss in losses)
         raise ValueError(f"--streaming trains one term that reads captions one at a time ({kinds}); train this "
                          f"objective on the prepared dataset without --streaming")
-    batches = prepared.training_batches(tokenizer, max_length, term_batch_size(losses[0], training_args),
-                                        training_args.seed, data_args, accelerator.num_processes,
-                                        accelerator.process_index, training_args.group_by_length)
+    batches = source.streamed_training_batches(tokenizer, max_length, term_batch_size(losses[0], training_args),
+                                               training_args.seed, data_args, accelerator.num_processes,
+                                               accelerator.process_index, training_args.group_by_length)
     return TrainingStreams(losses[0], batches, batches)
 
 
@@ -121,4 +133,4 @@ def _collate_indices(dataset: Sequence, collate: Callable[[list], dict[str, torc
     return collate([dataset[index] for index in indices])
 
 
-__all__ = ["StepBatches", "TrainingStreams", "streamed_training_streams", "training_streams"]
+__all__ = ["StepBatches", "TrainingStreams", "training_streams"]

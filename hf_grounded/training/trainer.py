@@ -4,7 +4,7 @@ import logging
 import math
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -14,21 +14,13 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
-from ..data import EMBEDDINGS, PREPARED, SPLITS
-from ..data.encoded import EncodedSplit, EncodedTriples, word_level_split
+from ..data.encoded import EncodedSplit, EncodedTriples
 from ..evaluation.splits import evaluate_split
 from ..evaluation.sts import SentencePairs, load_stsb, unsupervised_sts
 from ..families import ModelFamily
 from ..files import write_json
 from ..hub import push_to_hub
-from ..inputs import (
-    DataArguments,
-    load_book_triples,
-    load_dataset,
-    load_embedding_pairs,
-    load_prepared_pairs,
-    visual_vectors,
-)
+from ..inputs import DataArguments, load_book_triples, load_data_source
 from ..inputs.fingerprint import training_data_fingerprint
 from ..model_card import write_model_card
 from ..objectives import (
@@ -59,7 +51,7 @@ from .saving import save_model, save_model_folder
 from .schedules import create_scheduler
 from .selection import STSB_VALIDATION, SelectionMetric
 from .snapshots import best_snapshots, load_snapshot_ensemble, snapshot_path, validation_summary
-from .streams import TrainingStreams, streamed_training_streams, training_streams
+from .streams import TrainingStreams, training_streams
 
 logger = logging.getLogger(__name__)
 
@@ -168,26 +160,8 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     """The data, visual vectors, model, tokenizer, encoded splits, training terms and streams: everything the
     arguments could make fail, built before anything is written."""
     stsb_dev = load_stsb(training_args.stsb_dir)["validation"] if training_args.stsb_dir is not None else None
-    if data_args.dataset == EMBEDDINGS:
-        # Millions of precomputed pairs: the captions stay an Arrow table and the embeddings on disk.
-        # The main process converts and checks the captions into datasets' cache first; the others then read it.
-        with accelerator.main_process_first():
-            pairs = load_embedding_pairs(data_args, training_args.seed)
-        frames, corpus, image_feature_dim = None, pairs.corpus, pairs.features["train"].size(1)
-    elif data_args.dataset == PREPARED:
-        with accelerator.main_process_first():  # the main process downloads a Hub dataset, the others read the cache
-            prepared = load_prepared_pairs(data_args)
-        frames, corpus, image_feature_dim = None, prepared.corpus, prepared.embedding_dim
-    else:
-        dataset = load_dataset(data_args, training_args.seed)
-        for split in SPLITS:
-            if len(dataset[split]) == 0:
-                raise ValueError(f"the {split} split of --dataset {data_args.dataset}"
-                                 f"{f' in {data_args.data_dir}' if data_args.data_dir else ''} is empty")
-        features, frames = visual_vectors(dataset, data_args, training_args.seed,
-                                          training_args.dataloader_num_workers, accelerator)
-        corpus = [caption for captions in dataset["train"]["captions"] for caption in captions]
-        image_feature_dim = features["train"].size(1)
+    source = load_data_source(data_args, training_args.seed, accelerator, training_args.dataloader_num_workers)
+    corpus, image_feature_dim = source.corpus, source.image_feature_dim
     if trains_text_objective(model_args.text_options):
         if data_args.books_dir is None:
             raise ValueError("SkipThought's text objective (--text_weight > 0) reads the books of --books_dir")
@@ -196,7 +170,7 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     elif data_args.books_dir is not None:
         raise ValueError("--books_dir is read by grounded_skipthought's text objective only (--text_weight > 0)")
     model, tokenizer, family = model_and_tokenizer(model_args, data_args, corpus, image_feature_dim)
-    if frames is not None and getattr(model.config, "frame_feature_dim", None) is None:
+    if source.frames is not None and getattr(model.config, "frame_feature_dim", None) is None:
         if not family.attends_to_frames or model_args.model_name_or_path is None:
             raise ValueError("--frame_pooling attention (T) weighs frames by fixed word vectors: start a "
                              "grounded_skipthought model from a text-only checkpoint (--model_name_or_path)")
@@ -204,23 +178,7 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     # The tokenizer's own limit may be lower than --max_length (a pretrained encoder's positions): sentences are
     # cut where encode() cuts them, and never past what the model can read.
     max_length = min(data_args.max_length, tokenizer.model_max_length)
-    if data_args.dataset == EMBEDDINGS:
-        with accelerator.main_process_first():  # one process tokenises into the cache, the others read the table
-            splits = pairs.encode(tokenizer, max_length, data_args.preprocessing_num_workers,
-                                  data_args.keep_in_memory)
-    elif data_args.dataset == PREPARED:
-        with accelerator.main_process_first():
-            splits = prepared.encode(tokenizer, max_length, data_args.preprocessing_num_workers,
-                                     data_args.skip_invalid)
-    else:
-        splits = {split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, max_length)
-                  for split in SPLITS}
-    if data_args.training_unit == "word":
-        # Every word of the kept captions is seen once per epoch, so the sampler goes through all of them.
-        splits["train"] = word_level_split(dataset["train"], features["train"], tokenizer, max_length,
-                                           data_args.caption_policy, training_args.seed)
-    if frames is not None:
-        splits = {split: replace(encoded, frames=frames[split]) for split, encoded in splits.items()}
+    splits = source.encode(tokenizer, max_length, data_args, training_args.seed, accelerator)
     has_image_map = getattr(model.config, "image_feature_dim", None) is not None
     # A model that maps images is validated by retrieval (`evaluate_split`), the others by their captions' cosines.
     selection = SelectionMetric.for_run(training_args.metric_for_best_model, training_args.greater_is_better,
@@ -235,11 +193,8 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     triples = None
     if trains_text_objective(model_args.text_options):
         triples = EncodedTriples.from_dataset(book_triples, tokenizer, max_length)
-    if data_args.streaming:
-        streams = streamed_training_streams(losses, prepared, tokenizer, max_length, data_args, training_args,
-                                            accelerator)
-    else:
-        streams = training_streams(losses, splits["train"], triples, data_args, training_args, accelerator)
+    streams = training_streams(losses, source, splits, triples, tokenizer, max_length, data_args, training_args,
+                               accelerator)
     logger.info("training %s on %s", " + ".join(type(loss).__name__ for loss in losses), streams.describe())
     return Run(accelerator, model_args, data_args, training_args, model, tokenizer, family, splits, losses, streams,
                selection, stsb_dev)

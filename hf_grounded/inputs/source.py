@@ -1,0 +1,78 @@
+"""The interface every `--dataset` kind keeps (`DataSource`), so that the trainer and recipes/prepare_data.py read a
+run's data the same way, whether it is rows of images, a clip-retrieval folder or a prepared dataset; the kinds are
+named in one registry (`hf_grounded.inputs.registry.DATA_SOURCES`)."""
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from typing import ClassVar
+
+import torch
+from accelerate import Accelerator
+from transformers import PreTrainedTokenizerBase
+
+from ..data.encoded import EncodedSplit
+from ..data.prepared import SplitPairs
+from ..data.streaming import StreamedPairBatches
+from .arguments import DataArguments
+
+
+class DataSource(ABC):
+    """A run's dataset, loaded and checked from its arguments (`load`): its training text, the width of its visual
+    vectors, its splits encoded for a tokenizer, and, where it is streamed, its training batches."""
+
+    #: Whether `--streaming` can stream its training split (`streamed_training_batches`).
+    streamable: ClassVar[bool] = False
+    #: Per split, each row's `(frames, dim)` features, where the model attends over a video's frames
+    #: (`--frame_pooling attention`); None for every other run.
+    frames: dict[str, list[torch.Tensor]] | None = None
+
+    @classmethod
+    @abstractmethod
+    def load(cls, data_args: DataArguments, seed: int, accelerator: Accelerator | None = None,
+             num_workers: int = 0) -> "DataSource":
+        """The dataset `data_args` names, checked before anything trains (errors name the file, row or option).
+        With `accelerator`, the main process reads (or downloads, or extracts) first and the others then read its
+        cache; `num_workers` processes read images."""
+
+    @property
+    @abstractmethod
+    def corpus(self) -> Iterable[str]:
+        """The training captions, which a learnt vocabulary comes from."""
+
+    @property
+    @abstractmethod
+    def image_feature_dim(self) -> int:
+        """The width of the visual vectors the captions are paired with."""
+
+    @abstractmethod
+    def encode(self, tokenizer: PreTrainedTokenizerBase, max_length: int, data_args: DataArguments, seed: int,
+               accelerator: Accelerator | None = None) -> dict[str, EncodedSplit]:
+        """Each split held whole, tokenised (`max_length` tokens a caption) beside its visual vectors: all three, or
+        validation and test when the training split is streamed."""
+
+    @property
+    def streams_training(self) -> bool:
+        """Whether its training split is streamed (`streamed_training_batches`) rather than held and encoded; the
+        samplers draw a held split's batches."""
+        return False
+
+    def streamed_training_batches(self, tokenizer: PreTrainedTokenizerBase, max_length: int, batch_size: int,
+                                  seed: int, data_args: DataArguments, num_replicas: int, rank: int,
+                                  group_by_length: bool) -> StreamedPairBatches:
+        """This process's batches of the streamed training split, which the one term the run trains reads."""
+        raise ValueError(f"{type(self).__name__} holds its training split: it streams nothing")
+
+    def pairs_to_prepare(self, data_args: DataArguments, seed: int) -> tuple[dict[str, SplitPairs], str]:
+        """Per split, its caption–embedding pairs as recipes/prepare_data.py writes them (one row per caption,
+        image-major), and how the embeddings were made, for the dataset card."""
+        raise ValueError(f"--dataset {data_args.dataset} cannot be written as a prepared dataset")
+
+
+def main_process_first(accelerator: Accelerator | None) -> contextlib.AbstractContextManager:
+    """Where several processes read one dataset: the main process first (it downloads, converts or tokenises into
+    datasets' cache), the others after it, from the cache; nothing to wait for without an accelerator."""
+    return accelerator.main_process_first() if accelerator is not None else contextlib.nullcontext()
+
+
+__all__ = ["DataSource", "main_process_first"]
