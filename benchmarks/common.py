@@ -17,7 +17,12 @@ from datasets import Dataset
 
 from hf_grounded.training.precision import cpu_flags
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+# The one place the real data and weights are named: the folder the environment variable HF_GROUNDED_DATA gives,
+# holding data/ (flickr8k, flickr8k_sample, stsbenchmark, sts16, sick, books, msvd) and models/. Unset, every path
+# below starts with "$HF_GROUNDED_DATA", which an error naming a missing file then shows; a benchmark that can do
+# without (`training_images`) takes the embedded synthetic set instead.
+DATA_VARIABLE = "HF_GROUNDED_DATA"
+SHARED = Path(os.environ.get(DATA_VARIABLE) or f"${DATA_VARIABLE}")
 FLICKR8K = SHARED / "data" / "flickr8k_sample"
 STSB = SHARED / "data" / "stsbenchmark"
 STS16 = SHARED / "data" / "sts16"
@@ -96,18 +101,6 @@ def _status_bytes(field: str) -> int:
     return 0
 
 
-def mean_std(values: list[float]) -> str:
-    """`mean ± sample std` over seeds, to one decimal; the value alone for one seed."""
-    if len(values) == 1:
-        return f"{values[0]:.1f}"
-    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
-
-
-def rate_cell(result: dict, digits: int = 0) -> str:
-    """`median (min–max)` of a rate."""
-    return f"{result['median']:,.{digits}f} ({result['min']:,.{digits}f}–{result['max']:,.{digits}f})"
-
-
 def provenance() -> dict:
     """What a result file records of its making: the command, the commit (with "+changes" when the working tree
     differs from it), the date and the hardware. The docs render it beside the numbers."""
@@ -116,10 +109,10 @@ def provenance() -> dict:
                               text=True).stdout.strip()
 
     commit = git("rev-parse", "HEAD") + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
-    script = Path(sys.argv[0]).resolve()
-    # run_all starts each benchmark by its absolute path; the record names it as a reader would type it.
-    shown = script.relative_to(Path.cwd()) if script.is_relative_to(Path.cwd()) else script
-    return {"command": " ".join(["python", str(shown), *sys.argv[1:]]), "commit": commit,
+    main = sys.modules["__main__"]
+    # Run as `python -m benchmarks.NAME` (or reproductions.NAME): the record names it as a reader would type it.
+    module = getattr(getattr(main, "__spec__", None), "name", None) or Path(sys.argv[0]).stem
+    return {"command": " ".join(["python", "-m", module, *sys.argv[1:]]), "commit": commit,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "hardware": hardware()}
 
@@ -140,7 +133,7 @@ _RESOLVED_BY_THE_TRAINER = frozenset({"metric_for_best_model", "greater_is_bette
 
 
 def same_value(recorded, current) -> bool:
-    """Equal, or two spellings of one existing path (`../shared/x` and `/work/shared/x`)."""
+    """Equal, or two spellings of one existing path (`$HF_GROUNDED_DATA/x` and `/work/shared/x`)."""
     if recorded == current:
         return True
     return (isinstance(recorded, str) and isinstance(current, str) and os.path.exists(recorded)
@@ -180,11 +173,12 @@ def write_results(path: str | None, name: str, rows: list[dict], notes: dict | N
 
 
 def training_images() -> tuple[str, Dataset]:
-    """The training split of ../shared's Flickr8k sample, or of the embedded synthetic set when it is absent."""
+    """The training split of $HF_GROUNDED_DATA's Flickr8k sample, or of the embedded synthetic set when it is absent."""
     from hf_grounded.data import load_captioned_images
 
     if FLICKR8K.is_dir():
         return "flickr8k sample", load_captioned_images("flickr8k", data_dir=str(FLICKR8K))["train"]
+    print(f"no {FLICKR8K} ({DATA_VARIABLE} names the data folder): the embedded synthetic set instead", file=sys.stderr)
     return "synthetic", load_captioned_images("synthetic")["train"]
 
 
@@ -196,8 +190,9 @@ def flickr8k_captions(limit: int | None = None) -> tuple[str, list[str]]:
 
 
 def stsb_sentences(limit: int | None = None) -> list[str] | None:
-    """STS-B train sentences of ../shared, or None when it is absent."""
+    """STS-B train sentences of $HF_GROUNDED_DATA, or None when it is absent."""
     if not STSB.is_dir():
+        print(f"no {STSB} ({DATA_VARIABLE} names the data folder): no STS-B sentences", file=sys.stderr)
         return None
     from hf_grounded.evaluation.sts import load_stsb
 
@@ -218,8 +213,9 @@ PEARSON_OF_TASK = {
 def transfer_pearsons(model_dir: Path, tasks: list[str], data_dir: str, seed: int, output: Path,
                       *flags: str) -> dict[str, float]:
     """Cosine Pearson x100 of the model in `model_dir` on each of `tasks` among `PEARSON_OF_TASK`'s: COCO-Test-style
-    relatedness of the Flickr8k test captions in `data_dir`, STS16 `all`, STS-B test and SICK test (from ../shared).
-    The full results go to `output`; `flags` are further `recipes/evaluate.py` arguments (e.g. `--random_init`)."""
+    relatedness of the Flickr8k test captions in `data_dir`, STS16 `all`, STS-B test and SICK test (from
+    $HF_GROUNDED_DATA). The full results go to `output`; `flags` are further `recipes/evaluate.py` arguments (e.g.
+    `--random_init`)."""
     from hf_grounded.evaluation.suite import evaluate_model, parse_evaluation_arguments
 
     unknown = sorted(set(tasks) - set(PEARSON_OF_TASK))

@@ -15,7 +15,7 @@ and VETE-BOW, `--max_steps 200`, each run a process of its own:
   (`--dataset prepared --streaming`; its cache holds only the held-out splits' tables, the folder is the prepared
   one).
 
-    python benchmarks/data_scale.py [--sizes 30000 300000 3000000] [--work_dir outputs/data-scale]
+    python -m benchmarks.data_scale [--sizes 30000 300000 3000000] [--work_dir outputs/data-scale]
 
 Each run's row goes to `--work_dir/data_scale.json` as it finishes; finished rows are skipped on a rerun, and a
 folder already written is reused.
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import SHARED, provenance, write_json
+from benchmarks.common import SHARED, provenance, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = {"char-GRU h256": ["--model_type", "char_gru", "--hidden_size", "256"],
@@ -53,7 +53,7 @@ IN_MEMORY_UP_TO = 300_000
 
 
 def flickr8k_text() -> list[str]:
-    """Every caption of the full Flickr8k in ../shared (its token file), else of the embedded synthetic set."""
+    """Every caption of the full Flickr8k in $HF_GROUNDED_DATA (its token file), else of the embedded synthetic set."""
     tokens = SHARED / "data" / "flickr8k" / "Flickr8k_text" / "Flickr8k.token.txt"
     if tokens.is_file():
         return [line.split("\t", 1)[1].strip() for line in tokens.read_text().splitlines() if "\t" in line]

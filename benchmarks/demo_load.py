@@ -1,7 +1,7 @@
 """The demo under sixteen visitors at once: latency, the server's CPU and memory, and whether every answer is the
 answer the same query gets alone.
 
-    python benchmarks/demo_load.py --results_file benchmarks/results/demo_load.json
+    python -m benchmarks.demo_load --results_file benchmarks/results/demo_load.json
 
 `demo/app.py` serves a 1,000-image index (the synthetic set's images) for a tiny char-GRU trained on the synthetic
 set (`--model` for another). 16 `gradio_client` sessions, opened before the clock starts as visitors who have the
@@ -32,7 +32,8 @@ os.environ["NO_PROXY"] = "127.0.0.1,localhost"
 import gradio_client  # noqa: E402
 import httpx  # noqa: E402
 
-from common import write_results  # noqa: E402
+from benchmarks.common import write_results  # noqa: E402
+from utils.result_tables import format_result
 
 REPO = Path(__file__).resolve().parents[1]
 VISITORS, QUERIES_EACH = 16, 5
@@ -196,19 +197,7 @@ def main() -> None:
                     closing.close()
     write_results(args.results_file, "demo_load", rounds, {"index": indexed, "visitors": VISITORS,
                                                            "queries_each": QUERIES_EACH})
-    print(format_result({"rows": rounds}))
-
-
-def format_result(result: dict) -> str:
-    """The rounds of a results file this benchmark wrote (`utils/render_docs.py` renders the docs with it)."""
-    lines = ["| round | answers equal to the same query alone | answer p50 / p95 (s) | with its images p50 / p95 (s) "
-             "| server CPU a query (ms) | server RSS (MiB) |", "|---|---|---|---|---|---|"]
-    for row in result["rows"]:
-        equal = row["queries"] - row["answers_differing_from_alone"]
-        lines.append(f"| {row['round']}{' (warm-up)' if row['warm_up'] else ''} | {equal} of {row['queries']} | "
-                     f"{row['answer_p50_s']:.2f} / {row['answer_p95_s']:.2f} | {row['with_images_p50_s']:.2f} / "
-                     f"{row['with_images_p95_s']:.2f} | {row['cpu_ms_per_query']:.0f} | {row['rss_mib']:.0f} |")
-    return "\n".join(lines)
+    print(format_result("demo_load", {"rows": rounds}))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ with transformers 5 so far: optimum-onnx 0.1 imports `is_offline_mode` from `tra
 The grounded transformer's row is that same MiniLM with MCSE's heads (`--model_type grounded_transformer`), so its
 arms against the MiniLM rows show what our encode() and export cost or save on the very same network.
 
-    python benchmarks/encoding_throughput.py [--quick] [--output encoding.json]
+    python -m benchmarks.encoding_throughput [--quick] [--output encoding.json]
 
 Weights are random: they do not change the cost. Each model is saved to a temporary folder, loaded back and
 exported there (`hf_grounded.onnx_export.export_onnx`), as a user's would be. MiniLM comes from the
@@ -25,7 +25,8 @@ from collections.abc import Callable
 
 import torch
 
-from common import alternate, flickr8k_captions, rate_cell, stsb_sentences, write_results
+from benchmarks.common import alternate, flickr8k_captions, stsb_sentences, write_results
+from utils.result_tables import rate_cell
 from hf_grounded import (
     CharGRUConfig,
     CharGRUModel,

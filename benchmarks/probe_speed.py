@@ -2,10 +2,10 @@
 SentEval's (batch 64, Adam 1e-3, checked every 50 epochs), on the same sentence features, side by side: seconds and
 test Pearson of each.
 
-    python benchmarks/probe_speed.py [--quick] [--model PATH_OR_HUB_ID] [--output probe.json]
+    python -m benchmarks.probe_speed [--quick] [--model PATH_OR_HUB_ID] [--output probe.json]
 
 Without `--model`, the encoder is a randomly initialised VETE bag of words (300-d) over STS-B's training words:
-its features are not good, but both probes fit the same ones. Needs ../shared's STS Benchmark.
+its features are not good, but both probes fit the same ones. Needs $HF_GROUNDED_DATA's STS Benchmark.
 """
 
 import argparse
@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from common import STSB, write_results
+from benchmarks.common import STSB, write_results
 from hf_grounded import VETEConfig, VETEModel
 from hf_grounded.evaluation.correlation import pearson
 from hf_grounded.evaluation.probe import ProbeConfig, RelatednessProbe, pair_features, score_classes
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", default=None)
     args = parser.parse_args(argv)
     if not STSB.is_dir():
-        print("STS Benchmark not found in ../shared: skipped")
+        print("STS Benchmark not found in $HF_GROUNDED_DATA: skipped")
         return
     splits = load_stsb(STSB)
     if args.model:

@@ -2,7 +2,7 @@
 scheme's cosine to the float32 embeddings (minimum and mean over Flickr8k captions) beside its encoding rate at
 batch 32, measured side by side in one run (the schemes alternating, after a warm-up pass each).
 
-    python benchmarks/quantization_accuracy.py [--output benchmarks/results/quantization_accuracy.json]
+    python -m benchmarks.quantization_accuracy [--output benchmarks/results/quantization_accuracy.json]
 
 Schemes: the library's `encode(quantize=True)` (every linear layer in int8 with a scale per token and per output
 channel, `Int8Linear`) and `encode(backend="onnx", quantize=True)` (ONNX Runtime's dynamic int8 of the exported
@@ -22,8 +22,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from common import alternate, flickr8k_captions, write_results
-from encoding_throughput import minilm_path
+from benchmarks.common import alternate, flickr8k_captions, write_results
+from benchmarks.encoding_throughput import minilm_path
+from utils.result_tables import format_result
 from hf_grounded import GroundedTransformerModel
 
 BATCH = 32
@@ -99,17 +100,7 @@ def main(argv: list[str] | None = None) -> None:
         row["vs_float32"] = row["captions_per_s"] / rates["float32 (reference)"]["median"]
     write_results(args.output, "quantization_accuracy", rows, {"corpus": corpus, "captions": len(captions),
                                                                "batch": BATCH})
-    print(format_result({"rows": rows}))
-
-
-def format_result(result: dict) -> str:
-    """The schemes' table of a results file this benchmark wrote."""
-    lines = ["| grounded MiniLM-L6, sentence space | cosine to float32: min / mean | captions/s, batch 32 | "
-             "× float32 |", "|---|---|---|---|"]
-    for row in result["rows"]:
-        lines.append(f"| {row['scheme']} | {row['min_cosine']:.4f} / {row['mean_cosine']:.4f} | "
-                     f"{row['captions_per_s']:,.0f} | {row['vs_float32']:.2f}× |")
-    return "\n".join(lines)
+    print(format_result("quantization_accuracy", {"rows": rows}))
 
 
 if __name__ == "__main__":

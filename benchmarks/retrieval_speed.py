@@ -2,7 +2,7 @@
 extra peak memory, beside the chunked two-pass implementation it replaced and, at 1k x 5k, the per-query numpy
 loop of VSE++'s `i2t`/`t2i`, the field's common baseline.
 
-    python benchmarks/retrieval_speed.py [--quick] [--dim 2048] [--output retrieval.json]
+    python -m benchmarks.retrieval_speed [--quick] [--dim 2048] [--output retrieval.json]
 
 Embeddings are random, noisy enough that recall is far from 100 %. Ranks are checked equal to the previous
 implementation's (the same float32 products) before anything is reported.
@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import torch
 
-from common import alternate, peak_memory, reset_peak_memory, write_results
+from benchmarks.common import alternate, peak_memory, reset_peak_memory, write_results
 from hf_grounded.evaluation import retrieval_ranks, summarize_ranks
 
 

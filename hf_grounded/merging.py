@@ -159,7 +159,7 @@ sentences and images into the joint space are {{ heads }}.
 
 `encode()` gives the merged text encoder's pooled sentence embeddings; `encode(space="joint")` their projection
 into the space the images share. Merging keeps part of what the base knew and part of what grounding taught;
-which part, at which weight, is measured in hf_grounded's `benchmarks/grounding_vs_base.py`.
+which part, at which weight, is measured in hf_grounded's `reproductions/grounding_vs_base.py`.
 
 Made with hf_grounded's `recipes/merge.py`, through [mergekit](https://github.com/arcee-ai/mergekit)'s in-memory
 API.

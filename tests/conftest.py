@@ -19,8 +19,6 @@ os.environ["HF_GROUNDED_CACHE"] = tempfile.mkdtemp(prefix="hf_grounded-test-cach
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
-# The benchmarks are scripts that import their helpers as `common`; tests import the pieces they check from them.
-sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 # Multi-process tests run their processes on the CPU (gloo), as CI does: one thread each, and no GPU, since a
 # machine with fewer GPUs than processes cannot place them (Accelerate's barrier names a device per process).
 CPU_ONLY = {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}

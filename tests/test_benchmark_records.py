@@ -3,9 +3,11 @@ with the arguments the command asks for, and the ablation's table resumed run by
 
 import json
 
-import ablation_char_gru  # benchmarks/, which the conftest puts on the path
-import common
 import pytest
+
+from benchmarks import common
+from reproductions import ablation_char_gru
+from utils.result_tables import format_result
 
 from hf_grounded.training import parse_arguments
 from hf_grounded.training.arguments import recorded_arguments
@@ -64,7 +66,7 @@ def test_the_ablation_table_runs_each_variant_once_and_refuses_rows_of_other_set
                  "--image_features_file", "features.safetensors"]
     ablation_char_gru.table(ablation_char_gru.parse_args(arguments))
     assert calls == [(None, 0), (None, 1), (0.1, 0)]
-    table = ablation_char_gru.format_result(json.loads((tmp_path / "table.json").read_text()))
+    table = format_result("ablation_char_gru", json.loads((tmp_path / "table.json").read_text()))
     assert "| shipped | 2 | 40.5 ± 0.7 | 40.5 ± 0.7 | 60.5 ± 0.7 |" in table
     assert "| before (`--initializer_range 0.1`) | 1 | 40.0 | 40.0 | 60.0 |" in table
 
@@ -106,7 +108,7 @@ def test_the_full_flickr8k_table_keeps_its_own_files_reads_older_runs_and_dates_
         ablation_char_gru.table(ablation_char_gru.parse_args([*arguments[:-1], "other.safetensors"]))
     runs = tmp_path / "results" / "runs" / "ablation_char_gru_flickr8k"  # kept with the results, for another clone
     assert sorted(path.name for path in runs.iterdir()) == ["run", "run-cycle_epochs-8", "run-num_train_epochs-2"]
-    table = ablation_char_gru.format_result(json.loads((tmp_path / "results" / "ablation_char_gru_flickr8k.json")
+    table = format_result("ablation_char_gru", json.loads((tmp_path / "results" / "ablation_char_gru_flickr8k.json")
                                                        .read_text()))
     assert "| config | 1 | 38.8 | 38.8 | 60.0 |" in table
     assert ("| stopped (`--num_train_epochs 2`) | 1 | 32.2 after 2 epochs (first row: 32.8) | 32.2 (32.8) | 60.0 |"

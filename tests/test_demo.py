@@ -17,8 +17,8 @@ os.environ["NO_PROXY"] = "127.0.0.1,localhost"
 
 gradio_client = pytest.importorskip("gradio_client")
 
-import demo_load  # noqa: E402  (benchmarks/demo_load.py: the conftest puts benchmarks/ on the path)
-from demo_load import free_port  # noqa: E402
+from benchmarks import demo_load  # noqa: E402
+from benchmarks.demo_load import free_port  # noqa: E402
 import httpx  # noqa: E402
 
 from hf_grounded.demo import build_index, launch, model_feature_spec, synthetic_test_images  # noqa: E402

@@ -1,7 +1,6 @@
 """The documentation: every generated block (benchmark tables, the objectives' overview) is what its source renders,
 every Python example of the docs and the README runs, and the README is a first page."""
 
-import importlib.util
 import re
 import shutil
 
@@ -16,10 +15,9 @@ PYTHON_BLOCK = re.compile(r"```python\n(?P<code>.*?)```", re.DOTALL)
 
 
 def _renderer():
-    spec = importlib.util.spec_from_file_location("render_docs", REPO_ROOT / "utils" / "render_docs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from utils import render_docs
+
+    return render_docs
 
 
 def _examples() -> list:
@@ -43,17 +41,17 @@ def _examples() -> list:
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(REPO_ROOT)))
 def test_every_generated_block_is_what_its_source_renders(page):
     text = page.read_text()
-    assert _renderer().render(text, page) == text, f"{page} is stale: run python utils/render_docs.py"
+    assert _renderer().render(text, page) == text, f"{page} is stale: run python -m utils.render_docs"
 
 
 def test_a_generated_block_follows_its_json(tmp_path, monkeypatch):
     """Change a number in a result file and the page no longer matches: the check can fail."""
     renderer = _renderer()
-    results = tmp_path / "results"
-    shutil.copytree(renderer.RESULTS, results)
+    folders = _tampered_results(tmp_path, renderer, {})
+    results = folders[0]
     original = (results / "data_scale.json").read_text()
     (results / "data_scale.json").write_text(original.replace('"peak_rss_mb": ', '"peak_rss_mb": 1', 1))
-    monkeypatch.setattr(renderer, "RESULTS", results)
+    monkeypatch.setattr(renderer, "RESULT_FOLDERS", folders)
     page = REPO_ROOT / "docs" / "data.md"
     assert renderer.render(page.read_text(), page) != page.read_text()
 
@@ -101,17 +99,19 @@ def _html(markdown_text: str) -> str:
     return site + MarkdownIt("commonmark").enable("table").render(markdown_text)
 
 
-def _tampered_results(tmp_path, renderer, changes: dict) -> None:
-    """A copy of the result files with `changes` ({file name: function changing its JSON}) made to it."""
+def _tampered_results(tmp_path, renderer, changes: dict) -> tuple:
+    """A copy of the result folders with `changes` ({file name: function changing its JSON}) made to them."""
     import json
 
-    results = tmp_path / "benchmarks" / "results"
-    shutil.copytree(renderer.RESULTS, results)
+    folders = tuple(tmp_path / folder.parent.name / "results" for folder in renderer.RESULT_FOLDERS)
+    for source, copy in zip(renderer.RESULT_FOLDERS, folders):
+        shutil.copytree(source, copy)
     for name, change in changes.items():
-        data = json.loads((results / f"{name}.json").read_text())
+        path = next(folder / f"{name}.json" for folder in folders if (folder / f"{name}.json").is_file())
+        data = json.loads(path.read_text())
         change(data)
-        (results / f"{name}.json").write_text(json.dumps(data))
-    return results
+        path.write_text(json.dumps(data))
+    return folders
 
 
 def test_every_string_of_a_result_file_renders_as_text(tmp_path, monkeypatch):
@@ -127,7 +127,7 @@ def test_every_string_of_a_result_file_renders_as_text(tmp_path, monkeypatch):
         data["rows"][0]["model"] = PAYLOADS["cell"] + PAYLOADS["marker"]
         data["rows"][0]["cache"] = PAYLOADS["image"]
 
-    monkeypatch.setattr(renderer, "RESULTS", _tampered_results(tmp_path, renderer, {
+    monkeypatch.setattr(renderer, "RESULT_FOLDERS", _tampered_results(tmp_path, renderer, {
         "data_scale": rows, "vete_flickr8k": provenance}))
     for page in (REPO_ROOT / "docs" / "data.md", REPO_ROOT / "docs" / "reproductions" / "vete.md"):
         rendered = renderer.render(page.read_text(), page)
@@ -183,24 +183,42 @@ def test_markers_out_of_pairs_or_misspelt_are_errors(text, expected, tmp_path):
         _renderer().render(text, tmp_path / "page.md")
 
 
-def test_a_result_files_benchmark_is_imported_only_from_the_known_ones(tmp_path, monkeypatch):
+def test_a_result_file_renders_only_through_a_known_formatter(tmp_path, monkeypatch):
+    """A file's "benchmark" names a formatter of utils/result_tables.py or the file is refused: building the docs
+    imports no benchmark or reproduction, so a planted module beside the files is never run."""
     renderer = _renderer()
-    results = _tampered_results(tmp_path, renderer, {"vete_flickr8k": lambda data: data.update(benchmark="planted")})
+    folders = _tampered_results(tmp_path, renderer, {"vete_flickr8k": lambda data: data.update(benchmark="planted")})
     ran = tmp_path / "ran"
-    (results.parent / "planted.py").write_text(f"open({str(ran)!r}, 'w').close()\n"
-                                               "def format_result(result):\n    return ''\n")
-    monkeypatch.setattr(renderer, "RESULTS", results)
-    monkeypatch.syspath_prepend(str(results.parent))
+    for folder in folders:
+        (folder.parent / "planted.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
+        monkeypatch.syspath_prepend(str(folder.parent))
+    monkeypatch.setattr(renderer, "RESULT_FOLDERS", folders)
     page = REPO_ROOT / "docs" / "reproductions" / "vete.md"
-    with pytest.raises(ValueError, match=r"vete_flickr8k\.json: \"benchmark\" is 'planted', not a benchmark whose"):
+    with pytest.raises(ValueError, match=r"vete_flickr8k\.json: \"benchmark\" is 'planted', not one whose tables"):
         renderer.render(page.read_text(), page)
     assert not ran.exists()
 
 
-def test_the_known_benchmarks_are_those_that_render_a_result():
+def test_every_result_file_has_a_formatter_and_every_formatter_an_experiment():
+    import json
+
+    from utils.result_tables import FORMATTERS
+
+    renderer = _renderer()
+    written = {json.loads(path.read_text()).get("benchmark") for folder in renderer.RESULT_FOLDERS
+               for path in folder.glob("*.json")}
+    experiments = {path.stem for folder in ("benchmarks", "reproductions")
+                   for path in (REPO_ROOT / folder).glob("*.py")}
+    assert set(FORMATTERS) <= written & experiments, set(FORMATTERS) - (written & experiments)
+
+
+def test_building_the_docs_imports_no_experiment():
+    """The renderer and its tables import neither benchmarks nor reproductions (issue 57)."""
     import ast
 
-    rendering = sorted(path.stem for path in (REPO_ROOT / "benchmarks").glob("*.py")
-                       if any(isinstance(node, ast.FunctionDef) and node.name == "format_result"
-                              for node in ast.parse(path.read_text()).body))
-    assert sorted(_renderer().BENCHMARKS) == rendering
+    for path in (REPO_ROOT / "utils" / "render_docs.py", REPO_ROOT / "utils" / "result_tables.py"):
+        imported = {alias.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Import)
+                    for alias in node.names}
+        imported |= {node.module or "" for node in ast.walk(ast.parse(path.read_text()))
+                     if isinstance(node, ast.ImportFrom)}
+        assert not {name for name in imported if name.split(".")[0] in ("benchmarks", "reproductions")}, path

@@ -1,12 +1,13 @@
-"""benchmarks/grounding_vs_base.py: each run scored once and kept, the choice read from validation numbers only,
+"""reproductions/grounding_vs_base.py: each run scored once and kept, the choice read from validation numbers only,
 and the table and the Pareto plot made from the run files alone."""
 
 import json
 
-import grounding_vs_base as benchmark  # benchmarks/, which the conftest puts on the path
 import pytest
 
 from hf_grounded.training import parse_arguments
+from reproductions import grounding_vs_base as benchmark
+from utils.result_tables import format_result
 
 
 def _record(name: str, seed: int, validation: float, stsb_dev: float, test: float, stsb: float) -> dict:
@@ -44,7 +45,7 @@ def test_selection_reads_validation_only_and_the_table_marks_a_choice_with_every
     assert result["notes"]["chosen_on_validation"] == "merge-linear-0.5"
     assert [row["name"] for row in result["rows"] if row["recommended"]] == ["merge-linear-0.5"]
     assert (tmp_path / "pareto.png").read_bytes()[:4] == b"\x89PNG"
-    text = benchmark.format_result(json.loads((tmp_path / "result.json").read_text()))
+    text = format_result("grounding_vs_base", json.loads((tmp_path / "result.json").read_text()))
     assert "(recommended)" in text and "81.0 ± 0.0" in text and "STS-B test, joint space" in text
 
 

@@ -105,7 +105,7 @@ def test_config_rejects_bad_values(kwargs, message):
 
 def test_character_embeddings_start_at_the_configured_scale():
     # The embedding scale decides how strongly characters drive the GRU at the start; 0.1 instead of the default
-    # cost about 15 points of R@10 on Flickr8k (benchmarks/ablation_char_gru.py).
+    # cost about 15 points of R@10 on Flickr8k (reproductions/ablation_char_gru.py).
     torch.manual_seed(0)
     for scale in (CharGRUConfig().initializer_range, 0.1):
         config = CharGRUConfig(hidden_size=8, image_feature_dim=4, initializer_range=scale)

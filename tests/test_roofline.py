@@ -6,7 +6,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
-from roofline import counted_macs, format_result, recurrent_macs_per_token
+from benchmarks.roofline import counted_macs, recurrent_macs_per_token
+from utils.result_tables import format_result
 
 
 def test_a_grus_multiply_adds_are_counted_once_and_split_into_its_steps_and_its_projections():
@@ -40,7 +41,7 @@ def test_the_table_says_the_cpu_its_flags_and_each_familys_share_of_its_bound(tr
                                   "bandwidth_gbs": 20.0}},
               "rows": [{"model": "a model", "bound": "float32 GEMM", "encode": [point],
                         "training": {**point, "achieved": 30.0, "fraction": 0.15} if training else None}]}
-    table = format_result(result)
+    table = format_result("roofline", result)
     assert "CPU: Some CPU, 2 threads; flags: avx2, avx512_bf16; torch's kernels: AVX512." in table
     assert "| GEMM int8 model shape | no kernel |" in table
     assert "| a model | float32 GEMM | 2.5 M | 50.0 (25 %) GFLOP/s | " in table

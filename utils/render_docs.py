@@ -1,40 +1,38 @@
-"""Render the generated blocks of the docs and the README from their sources: the benchmarks' result files
-(`benchmarks/results/*.json`, written by each benchmark's command) and the library's registries. A page states no
-number or list that a file or the code holds: it shows what this script renders from them.
+"""Render the generated blocks of the docs and the README from their sources: the result files of the benchmarks
+and the reproductions (`benchmarks/results/*.json`, `reproductions/results/*.json`, each written by its command)
+and the library's registries. A page states no number or list that a file or the code holds: it shows what this
+script renders from them.
 
-    python utils/render_docs.py           # rewrite every block in docs/ and README.md
-    python utils/render_docs.py --check   # change nothing; exit 1 naming each block that differs
+    python -m utils.render_docs           # rewrite every block in docs/ and README.md
+    python -m utils.render_docs --check   # change nothing; exit 1 naming each block that differs
 
 A block is the lines between `<!-- generated: NAME -->` and `<!-- /generated -->`; NAME is a key of `RENDERERS` or
-the name of a result file, whose benchmark (the file's "benchmark", one of `BENCHMARKS`) renders it with its
-`format_result`. A comment that looks like a marker but is not one, or markers out of pairs, is an error, never a
-block left as it is. Every string of a result file is made inert before anything renders it (`inert`): what a
-file says is shown as text, never read as HTML or markdown. tests/test_docs.py runs the check, so a page and its
-JSON cannot disagree on main.
+the name of a result file, which the formatter its "benchmark" names (`utils.result_tables.FORMATTERS`) renders:
+building the docs imports no benchmark or reproduction. A comment that looks like a marker but is not one, or
+markers out of pairs, is an error, never a block left as it is. Every string of a result file is made inert before
+anything renders it (`inert`): what a file says is shown as text, never read as HTML or markdown.
+tests/test_docs.py runs the check, so a page and its JSON cannot disagree on main.
 """
 
 import argparse
 import ast
-import importlib
 import json
 import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from utils.result_tables import FORMATTERS
+
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results"
+# Where the result files are, each under its own name.
+RESULT_FOLDERS = (REPO / "benchmarks" / "results", REPO / "reproductions" / "results")
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)", re.DOTALL)
 # Whatever spells "generated" in an HTML comment: each must be exactly a marker of BLOCK.
 MARKER_LIKE = re.compile(r"<!--[^\n]*?generated[^\n]*?-->", re.IGNORECASE)
 OPENING = re.compile(r"<!-- generated: [\w-]+ -->\n")
 CLOSING = "<!-- /generated -->"
 BACKENDS = ("torch float32", "torch int8", "onnx float32", "onnx int8")
-# The benchmarks whose `format_result` renders a result file's block: a result file's "benchmark" is imported, that
-# is run, so only these are.
-BENCHMARKS = ("ablation_char_gru", "demo_load", "fidelity_char_gru", "grounded_skipthought", "grounded_transformer",
-              "grounded_transformer_epoch", "grounding_vs_base", "quantization_accuracy", "roofline", "run_all",
-              "training_levers", "training_throughput", "vete_flickr8k", "vete_search_flickr8k")
 # What markdown or HTML would read in a value rather than show: made a character reference, which both show as text.
 _ACTIVE = re.compile(r"[&<>`|\[\]\\*\x00-\x1f\x7f]")
 
@@ -57,7 +55,20 @@ def _code(text: str) -> str:
 
 
 def _results(name: str) -> dict:
-    return inert(json.loads((RESULTS / f"{name}.json").read_text()))
+    path = _result_file(name)
+    if path is None:
+        raise FileNotFoundError(f"no result file {name}.json in {', '.join(map(str, RESULT_FOLDERS))}")
+    return inert(json.loads(path.read_text()))
+
+
+def _result_file(name: str) -> Path | None:
+    """The result file `name`.json of the folder that holds it, or None."""
+    return next((folder / f"{name}.json" for folder in RESULT_FOLDERS if (folder / f"{name}.json").is_file()), None)
+
+
+def _shown(name: str) -> str:
+    """The result file `name`.json as the docs name it: its path in the repository."""
+    return _result_file(name).relative_to(_result_file(name).parents[2]).as_posix()
 
 
 def _provenance(result: dict, benchmark: str) -> str:
@@ -74,7 +85,7 @@ def _provenance(result: dict, benchmark: str) -> str:
         made = f"written by {_code(result['command'])} at commit {commit[:10]}{changes} on {result['date'][:10]}"
     else:
         made = f"made by {_code(benchmark)} (the file records no command, commit or date)"
-    return f"Source: `benchmarks/results/{result['_name']}.json`, {made}; {machine}."
+    return f"Source: `{_shown(result['_name'])}`, {made}; {machine}."
 
 
 def _load(name: str) -> dict:
@@ -95,7 +106,7 @@ def encoding_throughput() -> str:
             cells[0] = _number(row["float32"]["median"])
         rows.append(f"| {row['model']} | {row['corpus']}, {row['batch']} | {' | '.join(cells)} |")
     return "\n".join([*rows, "", "Sentences/s, median of the repeats. " + _provenance(
-        result, "python benchmarks/encoding_throughput.py")])
+        result, "python -m benchmarks.encoding_throughput")])
 
 
 def data_scale() -> str:
@@ -107,7 +118,7 @@ def data_scale() -> str:
         rows.append(f"| {row['pairs']:,} | {row['model']} | {_path_name(row['path'])} | {row['cache']} | "
                     f"{row['peak_rss_mb']:,} | {row['setup_s']:.1f} / {'–' if launch is None else f'{launch:.1f}'} | "
                     f"{row['captions_per_s']:,} | {row['folder_mb']:,} / {row['cache_mb']:,} |")
-    return "\n".join([*rows, "", _provenance(result, "python benchmarks/data_scale.py")])
+    return "\n".join([*rows, "", _provenance(result, "python -m benchmarks.data_scale")])
 
 
 def data_scale_headline() -> str:
@@ -125,7 +136,7 @@ def data_scale_headline() -> str:
         lines.append(f"| {model} | {_path_name(path)} | {cache} | {row['peak_rss_mb']:,}{above} | "
                      f"{row['setup_s']:.1f} / {'–' if launch is None else f'{launch:.1f}'} | "
                      f"{row['captions_per_s']:,} |")
-    return "\n".join([*lines, "", _provenance(result, "python benchmarks/data_scale.py")])
+    return "\n".join([*lines, "", _provenance(result, "python -m benchmarks.data_scale")])
 
 
 def _path_name(path: str) -> str:
@@ -146,7 +157,7 @@ def prepared_flickr8k() -> str:
     prepare = result.get("prepare", {})
     return "\n".join([*rows, "", f"The prepared and in-memory runs end with {same}. Preparing took "
                       f"{prepare.get('seconds', '–')} s and {prepare.get('disk_mb', '–')} MB. " + _provenance(
-                          result, "python benchmarks/prepared_flickr8k.py")])
+                          result, "python -m benchmarks.prepared_flickr8k")])
 
 
 def objectives() -> str:
@@ -198,8 +209,7 @@ def _rows(result: dict, key: str, *names: str) -> list[dict]:
     rows = {row[key]: row for row in result["rows"]}
     missing = [name for name in names if name not in rows]
     if missing:
-        raise ValueError(f"benchmarks/results/{result['_name']}.json has no row {missing}: rerun its benchmark with "
-                         "those rows")
+        raise ValueError(f"{_shown(result['_name'])} has no row {missing}: rerun its benchmark with those rows")
     return [rows[name] for name in names]
 
 
@@ -235,7 +245,7 @@ HEADLINES: dict[str, tuple[str, Callable[[dict], str]]] = {
 
 def _headline(family: str) -> str:
     name, quote = HEADLINES.get(family, (None, None))
-    if name is None or not (RESULTS / f"{name}.json").is_file():
+    if name is None or _result_file(name) is None:
         return "no result file yet (its reproduction page holds earlier numbers)"
     return f"{quote(_load(name))} (`{name}.json`)"
 
@@ -263,7 +273,7 @@ def choosing() -> str:
                     if not lacking else f"Capabilities some families lack: {lacking}.")
     return "\n".join([*rows, "", f"Encoding Flickr8k captions at batch 32; all-MiniLM-L6-v2 itself: "
                        f"{_number(reference)} sentences/s through sentence-transformers. {capabilities} "
-                       + _provenance(result, "python benchmarks/encoding_throughput.py")])
+                       + _provenance(result, "python -m benchmarks.encoding_throughput")])
 
 
 CONTRACT_TESTS = REPO / "tests" / "test_family_contract.py"
@@ -314,20 +324,18 @@ RENDERERS: dict[str, Callable[[], str]] = {
 def benchmark_table(name: str) -> str:
     """A block named after a result file: the tables of the benchmark that wrote it (its `format_result`)."""
     result = _load(name)
-    if str(RESULTS.parent) not in sys.path:  # the benchmarks import their shared helpers as `common`
-        sys.path.insert(0, str(RESULTS.parent))
     benchmark = result.get("benchmark")
-    if benchmark not in BENCHMARKS:
-        raise ValueError(f"benchmarks/results/{name}.json: \"benchmark\" is {benchmark!r}, not a benchmark whose "
-                         f"tables render ({', '.join(BENCHMARKS)})")
-    table = importlib.import_module(benchmark).format_result(result)
-    return f"{table}\n\n{_provenance(result, f'python benchmarks/{benchmark}.py')}"
+    if benchmark not in FORMATTERS:
+        raise ValueError(f"{_shown(name)}: \"benchmark\" is {benchmark!r}, not one whose tables render "
+                         f"({', '.join(FORMATTERS)})")
+    folder = _result_file(name).parents[1].name
+    return f"{FORMATTERS[benchmark](result)}\n\n{_provenance(result, f'python -m {folder}.{benchmark}')}"
 
 
 def renderer(name: str) -> Callable[[], str] | None:
     if name in RENDERERS:
         return RENDERERS[name]
-    if (RESULTS / f"{name}.json").is_file():
+    if _result_file(name) is not None:
         return lambda: benchmark_table(name)
     return None
 
@@ -362,7 +370,7 @@ def render(text: str, source: Path) -> str:
         render_block = renderer(name)
         if render_block is None:
             raise ValueError(f"{source}: unknown generated block {name!r}: neither a renderer "
-                             f"({', '.join(sorted(RENDERERS))}) nor a file benchmarks/results/{name}.json")
+                             f"({', '.join(sorted(RENDERERS))}) nor a result file {name}.json")
         return f"{match.group(1)}{render_block()}\n{match.group(4)}"
 
     return BLOCK.sub(replace, text)
@@ -385,7 +393,7 @@ def main() -> int:
             if not args.check:
                 page.write_text(rendered)
     if args.check and stale:
-        print(f"stale generated blocks in {', '.join(map(str, stale))}: run python utils/render_docs.py",
+        print(f"stale generated blocks in {', '.join(map(str, stale))}: run python -m utils.render_docs",
               file=sys.stderr)
         return 1
     print(f"{'checked' if args.check else 'rendered'} {len(pages())} pages" + (

@@ -44,7 +44,7 @@ class CharGRUConfig(PreTrainedConfig):
         initializer_range (`float`, *optional*, defaults to 8.0):
             Standard deviation of the normal initialisation of the character embeddings. Large on purpose: it sets
             how strongly characters drive the GRU at the start. Chosen on Flickr8k validation retrieval and STS-B
-            dev (`benchmarks/ablation_char_gru.py`, hidden size 256, 3 seeds): 0.1 trains about 16 points of R@10
+            dev (`reproductions/ablation_char_gru.py`, hidden size 256, 3 seeds): 0.1 trains about 16 points of R@10
             worse than 8.0, and 1.0 (PyTorch's default, kept by the authors' code) about 5 points worse; beyond 8.0
             retrieval hardly changes, and 8.0 has the best STS-B dev correlation.
         pad_token_id (`int`, *optional*, defaults to 0):

@@ -472,7 +472,7 @@ def _resumed_arguments_changes(checkpoint: Path, arguments: dict, allowed: bool)
 
 def _saved_model_name(strategy: str, validation_scores: dict[str, float]) -> str:
     """Which candidate `--saved_model` asks for. In-domain retrieval often peaks cycles before sentence similarity
-    does, hence the final model by default (see benchmarks/fidelity_char_gru.py)."""
+    does, hence the final model by default (see reproductions/fidelity_char_gru.py)."""
     if strategy == "final":
         return "final"
     if strategy == "snapshot_ensemble":

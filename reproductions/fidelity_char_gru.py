@@ -1,10 +1,10 @@
 r"""Fidelity of the shipped char-GRU recipe against the authors' own code, on identical inputs.
 
-    python benchmarks/fidelity_char_gru.py                       # ../shared's Flickr8k sample and backbone
-    python benchmarks/fidelity_char_gru.py --data_dir ../shared/data/flickr8k \
-        --image_features_file ../shared/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors \
+    python -m reproductions.fidelity_char_gru                       # $HF_GROUNDED_DATA's Flickr8k sample and backbone
+    python -m reproductions.fidelity_char_gru --data_dir $HF_GROUNDED_DATA/data/flickr8k \
+        --image_features_file $HF_GROUNDED_DATA/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors \
         -- --learning_rate 0.002                         # the full set, at the learning rate its validation chose
-    python benchmarks/fidelity_char_gru.py --image_features_file FEATURES.safetensors -- --loss_reduction mean
+    python -m reproductions.fidelity_char_gru --image_features_file FEATURES.safetensors -- --loss_reduction mean
 
 For each seed, `recipes/configs/char_gru_flickr8k.yaml` at hidden size 256 is trained by the library's trainer on
 the given image features (the full Flickr8k needs no images: features and captions are enough). Test retrieval,
@@ -35,7 +35,9 @@ from PIL import Image
 from torchvision import transforms
 from transformers import AutoModel
 
-from common import RESULTS, SHARED, check_finished_run, mean_std, provenance, same_value, write_json, write_results
+from benchmarks.common import SHARED, check_finished_run, provenance, same_value, write_json, write_results
+from reproductions import RESULTS
+from utils.result_tables import format_result
 from hf_grounded import CharGRUEnsembleModel
 from hf_grounded.data import load_captioned_images
 from hf_grounded.evaluation import RelatednessEvaluator, STSEvaluator, load_sick, load_sts_year, load_stsb
@@ -166,54 +168,6 @@ def candidate_models(output_dir: Path, results: dict, history: list[dict]) -> di
     return models
 
 
-def recall_cell(rows: list[dict], model: str, direction: str) -> str:
-    return " / ".join(mean_std([row["test"][model][direction][f"R@{k}"] for row in rows]) for k in (1, 5, 10))
-
-
-def format_tables(rows: list[dict], seeds: list[int], epochs: int, authors: dict) -> str:
-    runs = f"{len(seeds)} seed{'s' if len(seeds) > 1 else ''}"
-    similarity = [(name, split) for name, split in (("stsb", "validation"), ("stsb", "test"), ("sick", "test"),
-                                                    ("sts16", "all")) if name in rows[0]]
-    headers = {("stsb", "validation"): "STS-B dev", ("stsb", "test"): "STS-B test", ("sick", "test"): "SICK test",
-               ("sts16", "all"): "STS16 all"}
-    lines = [
-        "| model | test c2i R@1 / R@5 / R@10 | test i2c R@1 / R@5 / R@10 | "
-        + "".join(f"{headers[column]}, cosine Pearson | " for column in similarity).rstrip(),
-        "|---|---|---|" + "---|" * len(similarity),
-        f"| authors' code, {authors['runs']}, final model after 8 epochs | "
-        + " | ".join(" / ".join(f"{authors[direction][f'R@{k}']:.1f}" for k in (1, 5, 10))
-                     for direction in ("c2i", "i2c"))
-        + " | " + " | ".join(f"{authors['stsb']:.1f}" if column == ("stsb", "test") and "stsb" in authors else ""
-                             for column in similarity)
-        + " |",
-    ]
-    for model, label in MODELS.items():
-        if model not in rows[0]["test"]:
-            continue
-        if model == "saved":
-            label += f" ({rows[0]['saved_model'] if len({row['saved_model'] for row in rows}) == 1 else 'varies'})"
-        cells = [recall_cell(rows, model, "c2i"), recall_cell(rows, model, "i2c")]
-        for name, split in similarity:
-            scores = [row[name][model][split] for row in rows if model in row[name]]
-            cells.append(mean_std(scores) if len(scores) == len(rows) else "")
-        lines.append(f"| ours, {runs}, {label} after {epochs} epochs | " + " | ".join(cells) + " |")
-    if "probe" in rows[0]:
-        lines += ["", "SentEval's supervised probe on the saved model, test Pearson: " + ", ".join(
-            f"{name} {mean_std([row['probe'][name] for row in rows])}" for name in rows[0]["probe"])]
-    theirs_epoch = f"; authors' code {authors['epoch_s']} s" if "epoch_s" in authors else ""
-    lines += ["", f"An epoch (with its validation) on this machine: ours {mean_std([row['epoch_s'] for row in rows])} s"
-                  f"{theirs_epoch}.",
-              "", "Validation R@10, caption→image / image→caption, per epoch:", "",
-              f"| epoch | authors' code, seed 0 | ours, {runs} |", "|---|---|---|"]
-    for epoch in range(max(epochs, len(authors["validation_r10"]))):
-        theirs = authors["validation_r10"][epoch] if epoch < len(authors["validation_r10"]) else None
-        ours = [row["validation_r10"][epoch] for row in rows if epoch < len(row["validation_r10"])]
-        lines.append(f"| {epoch + 1} | " + (f"{theirs[0]:.1f} / {theirs[1]:.1f}" if theirs else "") + " | "
-                     + (f"{mean_std([c for c, _ in ours])} / {mean_std([i for _, i in ours])}" if ours else "")
-                     + " |")
-    return "\n".join(lines)
-
-
 def _without_train(splits: dict) -> dict:
     return {split: pairs for split, pairs in splits.items() if split != "train"}
 
@@ -235,7 +189,7 @@ def main() -> None:
     parser.add_argument("--num_train_epochs", type=int, default=8)
     parser.add_argument("--output_dir", default="outputs/fidelity-char-gru")
     parser.add_argument("--results_file", default=None,
-                        help="Default: benchmarks/results/fidelity_char_gru_<data_dir's name>.json, which the docs "
+                        help="Default: reproductions/results/fidelity_char_gru_<data_dir's name>.json, which the docs "
                              "render.")
     args, trainer_flags = parser.parse_known_args()
     trainer_flags = [flag for flag in trainer_flags if flag != "--"]
@@ -265,14 +219,8 @@ def main() -> None:
 
     rows = [run_seed(args, seed, features_file, trainer_flags) for seed in args.seeds]
     write_results(results_file, "fidelity_char_gru", rows, {**settings, "authors": authors})
-    print(format_result(json.loads(Path(results_file).read_text())))
+    print(format_result("fidelity_char_gru", json.loads(Path(results_file).read_text())))
     print(f"written to {results_file}")
-
-
-def format_result(result: dict) -> str:
-    """The tables of a results file this benchmark wrote (`utils/render_docs.py` renders the docs with it)."""
-    notes = result["notes"]
-    return format_tables(result["rows"], notes["seeds"], notes["num_train_epochs"], notes["authors"])
 
 
 if __name__ == "__main__":

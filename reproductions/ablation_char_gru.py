@@ -1,15 +1,16 @@
 r"""One difference at a time between the library's char-GRU recipe and the authors' code (caption2image, NLE2019).
 
-    python benchmarks/ablation_char_gru.py --seed 0                                  # the library as shipped
-    python benchmarks/ablation_char_gru.py --initializer_range 0.1                   # the old embedding scale
-    python benchmarks/ablation_char_gru.py --authors_recipe                          # every difference at once
-    python benchmarks/ablation_char_gru.py --initializer_range 0.1 --no_masking      # one difference
-    python benchmarks/ablation_char_gru.py --data_dir ../shared/data/flickr8k \
-        --image_features_file ../shared/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors \
+    python -m reproductions.ablation_char_gru --seed 0                                  # the library as shipped
+    python -m reproductions.ablation_char_gru --initializer_range 0.1                   # the old embedding scale
+    python -m reproductions.ablation_char_gru --authors_recipe                          # every difference at once
+    python -m reproductions.ablation_char_gru --initializer_range 0.1 --no_masking      # one difference
+    python -m reproductions.ablation_char_gru --data_dir $HF_GROUNDED_DATA/data/flickr8k \
+        --image_features_file $HF_GROUNDED_DATA/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors \
         --learning_rate 0.002                                                          # the full set
-    python benchmarks/ablation_char_gru.py --table                                   # the docs' table
-    python benchmarks/ablation_char_gru.py --table --data_dir ../shared/data/flickr8k \
-        --image_features_file ../shared/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors  # the full set's
+    python -m reproductions.ablation_char_gru --table                                   # the docs' table
+    python -m reproductions.ablation_char_gru --table --data_dir $HF_GROUNDED_DATA/data/flickr8k \
+        --image_features_file $HF_GROUNDED_DATA/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors
+        # the full set's
 
 Beyond the authors' differences, switches try what the recipe could change (`--learning_rate`, `--cycle_epochs`,
 `--margin`, `--attention_heads`, `--hardest_negative`, `--center_image_features`). Only features are read, never images.
@@ -21,16 +22,16 @@ validation curve. Hidden 256, one attention head of 128 units, batch 32, Adam wi
 R@10 per epoch and, at the end, test retrieval of the final model and validation and test retrieval of the
 ensemble of the best two cycle-end snapshots, and the final model's STS-B dev cosine Pearson (encoded with
 masking); `--output` writes them as JSON. Only the validation split is for
-choosing; `recipes/train.py` is what users run, and `benchmarks/fidelity_char_gru.py` measures it.
+choosing; `recipes/train.py` is what users run, and `reproductions/fidelity_char_gru.py` measures it.
 
 `--table` runs every variant of `TABLE` for its seeds (about an hour on 2 cores), each run saved to
 `--table_dir` as it finishes and skipped by a rerun, and writes the table the docs render to `--results_file`; with
 any other `--data_dir` than the sample (the full Flickr8k's) it runs `TABLE_FLICKR8K`, what moves validation
 retrieval at that scale, into files named after the data folder. That table takes 3 to 4 hours on 2 cores, longer
-than one sitting, so its runs are kept beside the results (`benchmarks/results/runs/`), where a commit carries them
+than one sitting, so its runs are kept beside the results (`reproductions/results/runs/`), where a commit carries them
 to the clone that finishes the table.
 
-Features default to those `benchmarks/fidelity_char_gru.py` computes with the authors' preprocessing.
+Features default to those `reproductions/fidelity_char_gru.py` computes with the authors' preprocessing.
 """
 
 import argparse
@@ -45,7 +46,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from common import RESULTS, SHARED, mean_std, write_json, write_results
+from benchmarks.common import SHARED, write_json, write_results
+from reproductions import RESULTS
+from utils.result_tables import format_result
 from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer, hinge_loss
 from hf_grounded.data import CaptionBatchSampler, load_flickr8k
 from hf_grounded.evaluation import STSEvaluator, load_stsb, retrieval_metrics
@@ -133,10 +136,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "for its seeds and write the docs' table.")
     parser.add_argument("--table_dir", default=None,
                         help="Where --table keeps each run's results, read back by a rerun (default: "
-                             "outputs/ablation-char-gru, or benchmarks/results/runs/ablation_char_gru_DATA_FOLDER "
+                             "outputs/ablation-char-gru, or reproductions/results/runs/ablation_char_gru_DATA_FOLDER "
                              "for another set, whose table outlasts a sitting).")
     parser.add_argument("--results_file", default=None,
-                        help="The table --table writes, which the docs render (default: benchmarks/results/"
+                        help="The table --table writes, which the docs render (default: reproductions/results/"
                              "ablation_char_gru.json, or ablation_char_gru_DATA_FOLDER.json for another set).")
     args = parser.parse_args(argv)
     if args.authors_recipe:
@@ -339,27 +342,7 @@ def table(args: argparse.Namespace) -> None:
             runs.append(results)
         rows.append({"variant": variant, "flags": flags, "runs": runs})
     write_results(results_file, "ablation_char_gru", rows, {name: getattr(args, name) for name in TABLE_SETTINGS})
-    print(format_result(json.loads(Path(results_file).read_text())))
-
-
-def format_result(result: dict) -> str:
-    """The table of a results file `--table` wrote (`utils/render_docs.py` renders the docs with it); a variant
-    that stops before the table's epochs says after how many its numbers are."""
-    lines = ["| variant (`benchmarks/ablation_char_gru.py` flags) | seeds | validation R@10 c2i | validation R@10 i2c "
-             "| STS-B dev |", "|---|---|---|---|---|"]
-    for row in result["rows"]:
-        runs = row["runs"]
-        flags = f" (`{' '.join(row['flags'])}`)" if row["flags"] else ""
-        recalls = [mean_std([run["validation"][-1][way]["R@10"] for run in runs]) for way in ("c2i", "i2c")]
-        epochs = runs[0]["args"]["num_train_epochs"]
-        if epochs != result["notes"]["num_train_epochs"]:  # stopped early: beside the first row at that epoch
-            first = [mean_std([run["validation"][epochs - 1][way]["R@10"] for run in result["rows"][0]["runs"]])
-                     for way in ("c2i", "i2c")]
-            recalls = [f"{recalls[0]} after {epochs} epochs (first row: {first[0]})",
-                       f"{recalls[1]} ({first[1]})"]
-        stsb = mean_std([run["stsb_dev_pearson"] for run in runs]) if "stsb_dev_pearson" in runs[0] else ""
-        lines.append(f"| {row['variant']}{flags} | {len(runs)} | {' | '.join(recalls)} | {stsb} |")
-    return "\n".join(lines)
+    print(format_result("ablation_char_gru", json.loads(Path(results_file).read_text())))
 
 
 def main() -> None:

@@ -1,9 +1,9 @@
 """Grounding that keeps its base (issue 56): can one grounded all-MiniLM-L6-v2 be at least the base on sentence
 similarity and at least the hinge model on Flickr8k retrieval?
 
-    python benchmarks/grounding_vs_base.py                 # selection (seed 0, every run), then the final seeds
-    python benchmarks/grounding_vs_base.py --runs hinge,merge-linear-0.5 --seeds 0,1,2
-    python benchmarks/grounding_vs_base.py --table         # the result file and the Pareto plot from the runs
+    python -m reproductions.grounding_vs_base                 # selection (seed 0, every run), then the final seeds
+    python -m reproductions.grounding_vs_base --runs hinge,merge-linear-0.5 --seeds 0,1,2
+    python -m reproductions.grounding_vs_base --table         # the result file and the Pareto plot from the runs
 
 Every run trains (or merges) through the library's own code path (`recipes/train.py`'s `train`, `recipes/merge.py`'s
 `save_merged`) on the full Flickr8k's 30,000 training captions (ten-crop efficientnet_lite0 features), batch 64,
@@ -39,16 +39,18 @@ from hf_grounded.evaluation.splits import evaluate_split
 from hf_grounded.evaluation.sts import unsupervised_sts
 from hf_grounded.training import parse_arguments, train
 
-from common import RESULTS, SHARED, check_finished_run, mean_std, provenance, write_json
-from grounded_transformer import FEATURES, packaged_minilm, sts_sets
+from benchmarks.common import SHARED, check_finished_run, provenance, write_json
+from reproductions import RESULTS
+from reproductions.grounded_transformer import FEATURES, packaged_minilm, sts_sets
+from utils.result_tables import format_result, r10
 
 RUNS_DIR = RESULTS / "runs" / "grounding_vs_base"
 PLOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "grounding_vs_base.png"
 # The recipe of the run FINAL holds, which the docs recommend (tests/test_grounding_vs_base.py keeps them in step).
 RECOMMENDED_CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "grounded_transformer_flickr8k.yaml"
-HINGE = ["--objective", "hinge", "--learning_rate", "1e-4", "--head_learning_rate", "1e-3", "--warmup_steps", "100",
-         "--num_train_epochs", "4"]
-MCSE = ["--objective", "mcse", "--learning_rate", "3e-5", "--num_train_epochs", "1", "--mcse_lambda", "0.05"]
+# The optimisations the runs share, from reproductions/configs/ (paths from the repository's root, where it runs).
+HINGE = ["--config", "reproductions/configs/grounded_minilm_hinge.yaml"]
+MCSE = ["--config", "reproductions/configs/grounded_minilm_mcse.yaml", "--mcse_lambda", "0.05"]
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,7 @@ def _merge(alpha: float, method: str = "linear", source: str = "hinge", density:
 RUNS: dict[str, Run] = {
     # The issue's three rows.
     "untouched": Run("MiniLM untouched (frozen; heads trained with the hinge)",
-                     ["--objective", "hinge", "--trainable_layers", "0", "--learning_rate", "1e-3",
-                      "--num_train_epochs", "2"]),
+                     ["--config", "reproductions/configs/grounded_minilm_untouched.yaml"]),
     "hinge": Run("MiniLM + hinge", HINGE),
     "mcse": Run("MiniLM + MCSE, lambda 0.05", MCSE),
     # Distillation from the frozen base beside the hinge. The weights put each term's gradient on a sentence
@@ -193,16 +194,11 @@ def run_and_score(name: str, seed: int, args: argparse.Namespace, text_model: st
     return record
 
 
-def _r10(record: dict, split: str) -> tuple[float, float]:
-    retrieval = record[f"{split}_retrieval"]
-    return retrieval["c2i"]["R@10"], retrieval["i2c"]["R@10"]
-
-
 def chosen_by_validation(records: dict[str, dict]) -> str | None:
     """`SELECTION_RULE` over seed 0's records (validation numbers only)."""
-    hinge = _r10(records["hinge"], "validation")
+    hinge = r10(records["hinge"], "validation")
     eligible = [name for name, record in records.items()
-                if all(mine >= bar - 0.5 for mine, bar in zip(_r10(record, "validation"), hinge))]
+                if all(mine >= bar - 0.5 for mine, bar in zip(r10(record, "validation"), hinge))]
     return max(eligible, key=lambda name: records[name]["sentence"]["stsb_dev"]["spearman"], default=None)
 
 
@@ -231,44 +227,6 @@ def table(args: argparse.Namespace) -> dict:
     write_json(args.results_file, result)
     plot(result, PLOT)
     return result
-
-
-def _cells(runs: list[dict]) -> list[str]:
-    sentence = [mean_std([run["sentence"][task]["spearman"] for run in runs])
-                for task in ("stsb", "sick", "sts16")]
-    retrieval = [" / ".join(mean_std([run["test_retrieval"][way][k] for run in runs]) for k in ("R@1", "R@5", "R@10"))
-                 for way in ("c2i", "i2c")]
-    joint = mean_std([run["joint"]["stsb"]["spearman"] for run in runs])
-    return [*sentence, joint, *retrieval]
-
-
-def format_result(result: dict) -> str:
-    """The final table (rows with every seed: means ± std of the test scores) and the selection table (seed 0:
-    validation, and test for the picture), from a result file this benchmark wrote."""
-    header = ("| run | seeds | STS-B test | SICK-R test | STS16 all | STS-B test, joint space | "
-              "test c2i R@1 / 5 / 10 | test i2c R@1 / 5 / 10 |")
-    lines = ["Test splits, Spearman x100 of cosines; STS in the sentence space `encode()` gives by default unless "
-             "the column says joint; retrieval in the joint space (`encode(space=\"joint\")`).", "", header,
-             "|---|---|---|---|---|---|---|---|"]
-    for row in result["rows"]:
-        if len(row["seeds"]) > 1:
-            mark = " **(recommended)**" if row["recommended"] else ""
-            lines.append(f"| {row['description']}{mark} | {len(row['seeds'])} | {' | '.join(_cells(row['runs']))} |")
-    lines += ["", f"Selection (seed 0; {result['notes']['selection_rule']}; chosen: "
-                  f"{result['notes']['chosen_on_validation']}):", "",
-              "| run | validation R@10 c2i / i2c | STS-B dev | STS-B dev, joint | test R@10 c2i / i2c | STS-B test | "
-              "training s |", "|---|---|---|---|---|---|---|"]
-    for row in result["rows"]:
-        run = next(run for run in row["runs"] if run["seed"] == 0) if 0 in row["seeds"] else None
-        if run is None:
-            continue
-        validation = " / ".join(f"{value:.1f}" for value in _r10(run, "validation"))
-        test = " / ".join(f"{value:.1f}" for value in _r10(run, "test"))
-        flags = f" (`{' '.join(row['flags'])}`)" if row["flags"] else ""
-        lines.append(f"| {row['description']}{flags} | {validation} | {run['sentence']['stsb_dev']['spearman']:.1f} | "
-                     f"{run['joint']['stsb_dev']['spearman']:.1f} | {test} | {run['sentence']['stsb']['spearman']:.1f} "
-                     f"| {run.get('training_s', '–')} |")
-    return "\n".join(lines)
 
 
 def plot(result: dict, path: Path) -> None:
@@ -328,7 +286,7 @@ def main() -> None:
                                                     for name in (*BASE_ROWS, *FINAL) if name in names]
         for name, seed in plan:
             run_and_score(name, seed, args, text_model)
-    print(format_result(table(args)))
+    print(format_result("grounding_vs_base", table(args)))
 
 
 if __name__ == "__main__":

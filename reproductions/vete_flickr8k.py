@@ -1,7 +1,7 @@
 """Kurach et al.'s (2017) VETE tables on the full Flickr8k, one caption per image (issue 27).
 
-    python benchmarks/vete_flickr8k.py --data_dir ../shared/data/flickr8k \\
-        --image_features_file ../shared/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors
+    python -m reproductions.vete_flickr8k --data_dir $HF_GROUNDED_DATA/data/flickr8k \\
+        --image_features_file $HF_GROUNDED_DATA/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors
 
 Every model trains on the 6,000 training images with one caption each (the paper's rule, so an image never links
 two paraphrases): `--caption_policy one` keeps, for each image, a caption drawn from the run's seed and fixed for
@@ -16,7 +16,7 @@ the whole run. Rows:
 
 The BOW and CNN rows use `recipes/configs/vete_bow_flickr8k.yaml`'s learning rate, batch, epochs and N, the RNN
 rows those recipes/search.py chose for the GRU; both were chosen on validation relatedness of the 991-image sample
-(`benchmarks/vete_search_flickr8k.py` searches them again on the full set). Scores (cosine Pearson x100):
+(`reproductions/vete_search_flickr8k.py` searches them again on the full set). Scores (cosine Pearson x100):
 COCO-Test-style relatedness of the Flickr8k **test** captions (10,000 same-image and 10,000 different-image pairs),
 STS16 `all` (SentEval's mean over subtasks), STS-B test and SICK test; training time per epoch is the time of the
 optimisation steps over the epochs (setup, per-epoch validation and saving excluded). Each row is saved to
@@ -37,7 +37,9 @@ from hf_grounded.models import VETEConfig, VETEModel
 from hf_grounded.training import parse_arguments, train
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
-from common import RESULTS, SHARED, check_finished_run, provenance, transfer_pearsons, write_json, write_results
+from benchmarks.common import SHARED, check_finished_run, provenance, transfer_pearsons, write_json, write_results
+from reproductions import RESULTS
+from utils.result_tables import format_result
 
 CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "vete_bow_flickr8k.yaml"
 FEATURES = SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"
@@ -154,21 +156,9 @@ def main() -> None:
                           "total_s": round(time.perf_counter() - started), "trained": provenance()}
         write_json(results_path, rows)
         print(name, json.dumps(rows[name]), flush=True)
-    write_results(args.results_file, "vete_flickr8k", [{"model": name, **row} for name, row in rows.items()],
+    write_results(args.results_file, "vete_flickr8k", [{"model": name, **rows[name]} for name in ROWS if name in rows],
                   {"seed": args.seed, "data_dir": Path(args.data_dir).name})
-    print(format_result(json.loads(Path(args.results_file).read_text())))
-
-
-def format_result(result: dict) -> str:
-    """The table of a results file this benchmark wrote, its rows in the order of `ROWS`."""
-    rows = {row["model"]: row for row in result["rows"]}
-    lines = ["| model | COCO-Test-style (Flickr8k test) | STS16 all | STS-B test | SICK test | training s / epoch |",
-             "|---|---|---|---|---|---|"]
-    for name, row in sorted(rows.items(), key=lambda item: list(ROWS).index(item[0])):
-        epoch = f"{row['epoch_s']:.1f}" if "epoch_s" in row else "–"
-        cells = " | ".join(f"{row[key]:.1f}" for key in ("coco_test", "sts16", "stsb", "sick"))
-        lines.append(f"| {name} | {cells} | {epoch} |")
-    return "\n".join(lines)
+    print(format_result("vete_flickr8k", json.loads(Path(args.results_file).read_text())))
 
 
 if __name__ == "__main__":
