@@ -1,5 +1,5 @@
-"""The registry of model families: what differs between them outside their model folders. A family is its folder
-under `hf_grounded/models/` plus its entry in `FAMILIES`, which says
+"""The registry of model families: what differs between them outside their model files. A family is its files in
+`hf_grounded/models/` (`configuration_NAME.py`, `modeling_NAME.py`) plus its entry in `FAMILIES`, which says
 
 - its classes, which `hf_grounded` registers with the Auto classes;
 - its options (`--hidden_size`, `--text_encoder`, ...): a dataclass of command-line arguments, each with its help

@@ -198,7 +198,8 @@ def test_remote_code_loads_in_a_process_without_hf_grounded(saved, clean_process
     np.testing.assert_allclose(np.array(clean_process_embeddings[name]), saved[name][1].encode(SENTENCES), atol=1e-5)
     # The int8 copy and the ONNX session are the library's (hf_grounded.backend): one line says so.
     assert clean_process_embeddings[f"{name} quantize"] == ("encode(quantize=True) and encode(backend='onnx') need "
-                                                            "hf_grounded: pip install 'hf_grounded[onnx]'")
+                                                            "hf_grounded: pip install hf_grounded (with its [onnx] "
+                                                            "extra for backend='onnx')")
 
 
 @pytest.mark.parametrize("name", families())

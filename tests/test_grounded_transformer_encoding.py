@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoModel
 
-from hf_grounded.backend import int8_copy
+from hf_grounded.backend import Int8Linear, int8_copy
 from hf_grounded.models import GroundedTransformerModel
 from hf_grounded.models.sentence_encoding import GroundedSentenceEncoder, SentenceEncoder
 
@@ -76,8 +76,7 @@ def test_int8_embeddings_stay_close_to_float_ones_alone_and_in_a_batch(tiny_bert
     cosines = (exact * quantized).sum(axis=1)
     assert cosines.min() > 0.98 and not np.array_equal(exact, quantized), cosines
     assert (alone * quantized).sum(axis=1).min() > 0.99
-    # Each family's folder carries its own copy of the class (the model's remote code), hence the name.
-    quantized_linears = [module for module in int8_copy(model).modules() if type(module).__name__ == "Int8Linear"]
+    quantized_linears = [module for module in int8_copy(model).modules() if type(module) is Int8Linear]
     assert len(quantized_linears) >= 2 * 6  # every Linear of the two BERT layers, and the projection head
     assert not any("_packed_params" in key for key in model.state_dict())
 

@@ -89,8 +89,7 @@ def test_the_int8_copy_computes_every_linear_layer_with_a_scale_per_token_and_pe
     model, _ = small_model("grounded_transformer")
     quantized = int8_copy(model)
     assert not any(type(layer) is torch.nn.Linear for layer in quantized.modules())
-    # Each family's folder carries its own copy of the class (the model's remote code), hence the name.
-    linears = [layer for layer in quantized.modules() if type(layer).__name__ == "Int8Linear"]
+    linears = [layer for layer in quantized.modules() if type(layer) is Int8Linear]
     assert len(linears) == sum(type(layer) is torch.nn.Linear for layer in model.modules())
     assert all(layer.weight_scale.shape == (layer.weight_int8.size(1),) for layer in linears)
 

@@ -148,7 +148,7 @@ def test_a_word_tokenizer_whose_unknown_token_or_model_type_was_edited_is_refuse
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_a_folder_saved_with_the_first_fingerprint_still_encodes(name, tmp_path):
-    from hf_grounded.models.modeling_vete import _tokenizer_fingerprint
+    from hf_grounded.models.sentence_encoding import _tokenizer_fingerprint
 
     model, tokenizer = saved(name, tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())

@@ -2,7 +2,7 @@ from .books import load_books, sentence_triples, split_sentences, strip_gutenber
 from .coco import char_gru_caption, load_coco
 from .flickr8k import load_flickr8k
 from .msvd import load_msvd
-from .registry import DATASETS, load_captioned_images
+from .registry import DATASETS, load_captioned_images, loader_options
 from .sampling import (
     CAPTION_POLICIES,
     CaptionBatchSampler,
@@ -28,6 +28,7 @@ __all__ = [
     "fixed_captions",
     "load_books",
     "load_captioned_images",
+    "loader_options",
     "load_coco",
     "load_flickr8k",
     "load_msvd",

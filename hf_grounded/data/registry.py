@@ -1,6 +1,8 @@
 """The image and video caption datasets by name, each read by its loader (`--dataset NAME --data_dir DIR`); the
 registry of every `--dataset` kind, precomputed embeddings included, is `hf_grounded.inputs.DATA_SOURCES`."""
 
+import functools
+import inspect
 from collections.abc import Callable
 
 from datasets import DatasetDict
@@ -20,6 +22,7 @@ def _synthetic(data_dir: str | None, seed: int = 0, num_train: int = 1000, num_e
 
 
 def _needs_folder(loader: Callable[..., DatasetDict], name: str) -> Callable[..., DatasetDict]:
+    @functools.wraps(loader)  # keeps the loader's signature, which `loader_options` reads
     def load(data_dir: str | None, **options) -> DatasetDict:
         if data_dir is None:
             raise ValueError(f"dataset {name!r} is read from a local folder: pass data_dir (--data_dir)")
@@ -36,6 +39,13 @@ DATASETS: dict[str, Callable[..., DatasetDict]] = {
 }
 
 
+def loader_options(name: str, options: dict) -> dict:
+    """The options of `options` that the dataset `name`'s loader takes (the synthetic set its size and seed, COCO its
+    caption preparation, the real ones `skip_invalid`): each loader says which by its signature."""
+    parameters = inspect.signature(DATASETS[name]).parameters
+    return {option: value for option, value in options.items() if option in parameters}
+
+
 def load_captioned_images(name: str, data_dir: str | None = None, **options) -> DatasetDict:
     """A `DatasetDict` (train / validation / test), one row per image (or video) with its `captions` and id.
 
@@ -49,4 +59,4 @@ def load_captioned_images(name: str, data_dir: str | None = None, **options) -> 
     return DATASETS[name](data_dir, **options)
 
 
-__all__ = ["DATASETS", "load_captioned_images"]
+__all__ = ["DATASETS", "load_captioned_images", "loader_options"]

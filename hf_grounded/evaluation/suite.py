@@ -23,9 +23,9 @@ from transformers import AutoConfig, AutoModel
 
 from ..argument_values import ArgumentParser
 from ..model_sources import named_model
-from ..data import SPLITS
+from ..data import DATASETS, SPLITS
 from ..files import refuse_symlink, write_json
-from ..inputs import DataArguments, image_features, load_dataset
+from ..inputs import CaptionedImages, DataArguments, check_data_source, image_features, load_dataset
 from .evaluators import (
     BinaryRelatednessEvaluator,
     Evaluator,
@@ -113,6 +113,8 @@ def parse_evaluation_arguments(argv: list[str] | None = None) -> tuple[Evaluatio
         if "seed" in training.get("training", {}):
             parser.set_defaults(data_seed=training["training"]["seed"])
     evaluation_args, data_args = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
+    if data_args.dataset is not None:
+        check_data_source(data_args)
     return evaluation_args, data_args
 
 
@@ -161,6 +163,9 @@ def load_model(args: EvaluationArguments) -> torch.nn.Module:
 
 
 def _caption_evaluators(tasks: list[str], args: EvaluationArguments, data_args: DataArguments) -> list[Evaluator]:
+    if check_data_source(data_args) is not CaptionedImages:
+        raise ValueError(f"--dataset {data_args.dataset} holds precomputed embeddings, not images: the caption tasks "
+                         f"({', '.join(tasks)}) read an image or video dataset ({', '.join(DATASETS)})")
     dataset = load_dataset(data_args, args.data_seed)
     # Only the judgements reach beyond the test split; the feature cache extracts just what is missing.
     dataset = DatasetDict({split: dataset[split] for split in (SPLITS if "human" in tasks else ("test",))})

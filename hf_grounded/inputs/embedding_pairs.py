@@ -85,7 +85,7 @@ class EmbeddingPairs(DataSource):
 def _load_pairs(data_args: DataArguments, seed: int) -> EmbeddingPairs:
     if data_args.data_dir is None:
         raise ValueError("--dataset embeddings reads a clip-retrieval folder (img_emb/, metadata/): pass --data_dir")
-    refuse_image_options(data_args, "embeddings")
+    refuse_image_options(data_args)
     shards = embedding_shards(data_args.data_dir)
     captions = read_captions(shards)
     bad, problem = invalid_rows(shards, captions)
@@ -108,7 +108,7 @@ def _load_pairs(data_args: DataArguments, seed: int) -> EmbeddingPairs:
     return EmbeddingPairs({split: captions.select(selected) for split, selected in chosen.items()}, features, chosen)
 
 
-def refuse_image_options(data_args: DataArguments, dataset: str) -> None:
+def refuse_image_options(data_args: DataArguments) -> None:
     """Refuse the options that read images or rows of images: a dataset of precomputed pairs has neither."""
     conflicts = {"--image_features_file": data_args.image_features_file is not None,
                  "--visual_vectors": data_args.visual_vectors != "features",
@@ -116,8 +116,8 @@ def refuse_image_options(data_args: DataArguments, dataset: str) -> None:
                  "--frame_pooling attention": data_args.frame_pooling == "attention"}
     named = [name for name, conflicting in conflicts.items() if conflicting]
     if named:
-        raise ValueError(f"--dataset {dataset} trains sentences on the dataset's own embeddings: {', '.join(named)} "
-                         f"cannot apply")
+        raise ValueError(f"--dataset {data_args.dataset} trains sentences on the dataset's own embeddings: "
+                         f"{', '.join(named)} cannot apply")
 
 
 __all__ = ["EmbeddingPairs", "refuse_image_options"]

@@ -4,7 +4,7 @@ import torch
 from accelerate import Accelerator
 from datasets import Dataset, DatasetDict
 
-from ..data import SPLITS, load_books, load_captioned_images, sentence_triples
+from ..data import DATASETS, SPLITS, load_books, load_captioned_images, loader_options, sentence_triples
 from ..features import (
     BackboneSpec,
     FeatureSpec,
@@ -36,12 +36,12 @@ def _features_only(data_args: DataArguments) -> bool:
 
 
 def _dataset_options(data_args: DataArguments, seed: int) -> dict:
-    if data_args.dataset == "synthetic":
-        return {"seed": seed, "num_train": data_args.synthetic_train_images,
-                "num_eval": data_args.synthetic_eval_images}
-    if data_args.dataset == "coco":
-        return {"skip_invalid": data_args.skip_invalid, "char_gru_preprocessing": data_args.char_gru_preprocessing}
-    return {"skip_invalid": data_args.skip_invalid}
+    """What the arguments set of the options the dataset's loader takes (`hf_grounded.data.loader_options`)."""
+    if data_args.dataset not in DATASETS:
+        return {}  # load_captioned_images refuses it, naming the image datasets
+    return loader_options(data_args.dataset, {
+        "seed": seed, "num_train": data_args.synthetic_train_images, "num_eval": data_args.synthetic_eval_images,
+        "skip_invalid": data_args.skip_invalid, "char_gru_preprocessing": data_args.char_gru_preprocessing})
 
 
 def feature_spec(data_args: DataArguments, seed: int) -> FeatureSpec:

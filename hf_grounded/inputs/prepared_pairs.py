@@ -84,7 +84,7 @@ class PreparedPairs(DataSource):
 def _load_prepared(data_args: DataArguments) -> PreparedPairs:
     if data_args.data_dir is None:
         raise ValueError("--dataset prepared reads a prepared dataset: pass its folder or Hub dataset id as --data_dir")
-    refuse_image_options(data_args, "prepared")
+    refuse_image_options(data_args)
     source = data_args.data_dir
     files = split_files(source)
     rows = {split: shard_rows(files[split]) for split in SPLITS}

@@ -1,6 +1,8 @@
 """The registry of `--dataset` kinds: each name and the `DataSource` class that reads it, as `FAMILIES` holds the
 model families and `CAPTION_OBJECTIVES` the objectives. The trainer and recipes/prepare_data.py know a dataset only
-through its entry; a new kind is one `DataSource` class and one entry (`register_data_source`)."""
+through its entry; a new kind is one `DataSource` class and one entry (`register_data_source`), and an image or
+video dataset in a layout of its own is one loader of `hf_grounded.data.DATASETS` and one entry whose class is
+`CaptionedImages`."""
 
 from accelerate import Accelerator
 
@@ -12,7 +14,8 @@ from .prepared_pairs import PreparedPairs
 from .source import DataSource
 
 DATA_SOURCES: dict[str, type[DataSource]] = {
-    # The image and video datasets, each read by its loader (hf_grounded.data.DATASETS).
+    # The image and video datasets, each read by its loader of hf_grounded.data.DATASETS. A loader added there later
+    # is registered here too: register_data_source(name, CaptionedImages).
     **{name: CaptionedImages for name in DATASETS},
     # A clip-retrieval folder's caption–embedding pairs (img_emb/, metadata/), the training split left on disk.
     "embeddings": EmbeddingPairs,
@@ -32,9 +35,8 @@ def check_data_source(data_args: DataArguments) -> type[DataSource]:
         raise ValueError(f"unknown dataset {data_args.dataset!r}; available: {sorted(DATA_SOURCES)}")
     source_class = DATA_SOURCES[data_args.dataset]
     if data_args.streaming and not source_class.streamable:
-        streamable = sorted(name for name, entry in DATA_SOURCES.items() if entry.streamable)
-        kinds = " or ".join(streamable)
-        raise ValueError(f"--streaming streams a {kinds} dataset (--dataset {kinds}), not --dataset "
+        streamable = " or ".join(sorted(name for name, entry in DATA_SOURCES.items() if entry.streamable)) or "no"
+        raise ValueError(f"--streaming streams a {streamable} dataset (--dataset {streamable}), not --dataset "
                          f"{data_args.dataset}: write one with recipes/prepare_data.py")
     return source_class
 

@@ -1,11 +1,9 @@
 """The character-level GRU sentence encoder of Merkx & Frank (2019), grounded in images.
 
 Everything the forward pass needs, the hinge loss included, is this file or one it imports relatively (the
-configuration, `losses`, `sentence_encoding`), so that a saved checkpoint carries it for `trust_remote_code`.
-
-What every family provides besides its architecture (`encode()` with its spaces and backends, the int8 copy,
-the ONNX graph's session, the loading checks, the tokenizer binding) comes from sentence_encoding.py, the
-contract written once, through the hooks its mixins define.
+configuration, the character tokenizer, `losses` and `sentence_encoding`), so that a saved checkpoint carries it for
+`trust_remote_code`. `sentence_encoding` is the contract every family keeps (`encode()`, the loading checks, the
+tokenizer binding), written once, through the hooks its mixins define.
 """
 
 from dataclasses import dataclass

@@ -1,12 +1,10 @@
 """Grounded SkipThought (Bordes et al., 2019): a SkipThought encoder-decoder (Kiros et al., 2015) over words, whose
 sentence space the cluster and perceptual objectives (`hf_grounded.objectives`) shape after the visual space.
 
-Everything the forward pass needs is this file or one it imports relatively (the configuration,
-`sentence_encoding`), so that a saved checkpoint carries it for `trust_remote_code`.
-
-What every family provides besides its architecture (`encode()` with its spaces and backends, the int8 copy,
-the ONNX graph's session, the loading checks, the tokenizer binding) comes from sentence_encoding.py, the
-contract written once, through the hooks its mixins define.
+Everything the forward pass needs is this file or one it imports relatively (the configuration and
+`sentence_encoding`), so that a saved checkpoint carries it for `trust_remote_code`. `sentence_encoding` is the
+contract every family keeps (`encode()`, the loading checks, the tokenizer binding), written once, through the hooks
+its mixins define.
 """
 
 import copy

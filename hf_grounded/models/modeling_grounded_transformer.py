@@ -1,12 +1,10 @@
 """A grounded transformer: any pretrained transformers text encoder grounded in precomputed image features through
 projection heads into a shared space (the setting of MCSE, Zhang et al., NAACL 2022).
 
-Everything the forward pass needs, the loss included, is this file or one it imports relatively (the
-configuration, `losses`, `sentence_encoding`), so that a saved checkpoint carries it for `trust_remote_code`.
-
-What every family provides besides its architecture (`encode()` with its spaces and backends, the int8 copy,
-the ONNX graph's session, the loading checks, the tokenizer binding) comes from sentence_encoding.py, the
-contract written once, through the hooks its mixins define.
+Everything the forward pass needs, the loss included, is this file or one it imports relatively (the configuration,
+`losses` and `sentence_encoding`), so that a saved checkpoint carries it for `trust_remote_code`.
+`sentence_encoding` is the contract every family keeps (`encode()`, the loading checks, the tokenizer binding),
+written once, through the hooks its mixins define.
 """
 
 import json

@@ -1,12 +1,10 @@
 """VETE, the visually enhanced text embeddings of Kurach et al. (2017): a text encoder over words trained against
 image features with a Pearson-correlation loss.
 
-Everything the forward pass needs, the loss included, is this file or one it imports relatively (the
-configuration, `losses`, `sentence_encoding`), so that a saved checkpoint carries it for `trust_remote_code`.
-
-What every family provides besides its architecture (`encode()` with its spaces and backends, the int8 copy,
-the ONNX graph's session, the loading checks, the tokenizer binding) comes from sentence_encoding.py, the
-contract written once, through the hooks its mixins define.
+Everything the forward pass needs, the loss included, is this file or one it imports relatively (the configuration,
+`losses` and `sentence_encoding`), so that a saved checkpoint carries it for `trust_remote_code`.
+`sentence_encoding` is the contract every family keeps (`encode()`, the loading checks, the tokenizer binding),
+written once, through the hooks its mixins define.
 """
 
 from dataclasses import dataclass
@@ -21,12 +19,11 @@ from transformers.utils import ModelOutput
 
 from .configuration_vete import VETEConfig
 from .losses import pearson_loss
-from .sentence_encoding import (  # noqa: F401  (_tokenizer_fingerprint: importable from here, as before)
+from .sentence_encoding import (
     EncoderPreTrainedMixin,
     SentenceEncoderMixin,
     _check_right_padded,
     _state_after_last_token,
-    _tokenizer_fingerprint,
 )
 
 

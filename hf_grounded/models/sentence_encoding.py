@@ -48,7 +48,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTok
 logger = logging.getLogger(__name__)
 
 #: What a family can be asked to do beyond `encode()` in float32 with torch, by the name a family's
-#: `unsupported_capabilities` (and its registry entry's `unsupported`) uses to declare that it cannot.
+#: `unsupported_capabilities` (which its registry entry's `unsupported` reads) uses to declare that it cannot.
 CAPABILITIES = {
     "quantize": "encode(quantize=True), an int8 copy of the model",
     "onnx": "export_onnx and encode(backend='onnx')",
@@ -425,8 +425,8 @@ def _library_backend():
     try:  # transformers' check of a saved folder's imports passes over a try block: hf_grounded stays optional
         import hf_grounded.backend as backend
     except ImportError as error:
-        raise ImportError("encode(quantize=True) and encode(backend='onnx') need hf_grounded: "
-                          "pip install 'hf_grounded[onnx]'") from error
+        raise ImportError("encode(quantize=True) and encode(backend='onnx') need hf_grounded: pip install "
+                          "hf_grounded (with its [onnx] extra for backend='onnx')") from error
     return backend
 
 

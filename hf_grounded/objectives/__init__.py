@@ -7,12 +7,13 @@ every process, so any encoder trains with any objective through configuration al
 - `groundsent`: Kiela et al.'s GroundSent-Both, Bordes et al.'s baseline E (Cap2Img and Cap2Cap);
 - `text`: SkipThought's neighbouring-sentence likelihood;
 - `distillation`: terms that keep a pretrained text encoder's sentence space (its embeddings and their relations);
-- `functional`: the losses' maths, of which the model files carry generated copies for `forward(return_loss=True)`;
 - `terms`: the training terms, each an objective over a model's outputs on the batches it declares (`Batches`);
 - `options` and `registry`: each objective's options and its entry in `CAPTION_OBJECTIVES`, the one registry of
   objectives by name (`--objective`): options, terms, families, paper.
 
-Objectives never import models, and models never import objectives (each model folder runs alone).
+The losses' maths (hinge, Pearson, InfoNCE, the max-margin over pairs) are `hf_grounded.models.losses`, which the
+models' `forward(return_loss=True)` reads too; of the models, the objectives import nothing else, and the models
+import nothing of the objectives (a saved model folder runs alone).
 """
 
 from .caption_groups import ClusterObjective, ClusterPairObjective, PerceptualObjective, ProjectionObjective

@@ -112,7 +112,7 @@ def _streamed_training_streams(losses: list[StreamLoss], source: DataSource, tok
     if unstreamable or len(losses) != 1:
         kinds = ", ".join(f"{loss.name} reads {loss.batches.kind}" for loss in losses)
         raise ValueError(f"--streaming trains one term that reads captions one at a time ({kinds}); train this "
-                         f"objective on the prepared dataset without --streaming")
+                         f"objective without --streaming")
     batches = source.streamed_training_batches(tokenizer, max_length, term_batch_size(losses[0], training_args),
                                                training_args.seed, data_args, accelerator.num_processes,
                                                accelerator.process_index, training_args.group_by_length)
