@@ -1,7 +1,8 @@
 """hf_grounded: visually grounded sentence encoders for the Hugging Face stack."""
 
-from transformers import AutoConfig, AutoModel, AutoTokenizer
+from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoTokenizer
 
+from .models.image_processing_grounded import GroundedImageProcessor
 from .models import (
     CharGRUConfig,
     CharGRUEnsembleConfig,
@@ -45,6 +46,10 @@ def register_family(name: str, family: ModelFamily) -> None:
         AutoModel.register(model_class.config_class, model_class, exist_ok=True)
         if family.tokenizer_class is not None:
             AutoTokenizer.register(model_class.config_class, tokenizer_class=family.tokenizer_class, exist_ok=True)
+        # A model that carries its image backbone saves the processor of its images beside it.
+        AutoImageProcessor.register(model_class.config_class, image_processor_classes={"torchvision":
+                                                                                        GroundedImageProcessor},
+                                    exist_ok=True)
 
 
 for _name, _family in list(FAMILIES.items()):

@@ -24,7 +24,8 @@ def pytest_configure(config) -> None:
     package = root / "toy_vete"
     package.mkdir()
     models = Path(hf_grounded.__file__).parent / "models"
-    for name in ("configuration_vete", "modeling_vete", "sentence_encoding", "configuration_checks", "losses"):
+    for name in ("configuration_vete", "modeling_vete", "sentence_encoding", "configuration_checks", "losses",
+                 "image_processing_grounded"):
         shutil.copy(models / f"{name}.py", package)
     (package / "__init__.py").write_text("from .modeling_vete import VETEModel\n")
     for path in package.glob("*.py"):

@@ -1,5 +1,6 @@
 """Image and video features from timm backbones: presets, extraction, caching."""
 
+from .attach import attach_image_backbone
 from .backbone import BackboneSpec, create_backbone
 from .cache import FeatureCache
 from .extraction import FeatureSpec, cached_features, extract_features
@@ -20,6 +21,7 @@ __all__ = [
     "FRAME_POOLINGS",
     "FeatureCache",
     "FeatureSpec",
+    "attach_image_backbone",
     "check_features",
     "PRESETS",
     "cached_features",

@@ -12,6 +12,7 @@ from .loading import (
     load_book_triples,
     load_dataset,
     pooled_features,
+    training_features_description,
     visual_vectors,
 )
 from .prepared_pairs import PreparedPairs
@@ -20,4 +21,5 @@ from .source import DataSource
 
 __all__ = ["DATA_SOURCES", "CaptionedImages", "DataArguments", "DataSource", "EmbeddingPairs", "PreparedPairs",
            "check_data_source", "feature_spec", "frame_features", "image_features", "load_book_triples",
-           "load_data_source", "load_dataset", "pooled_features", "register_data_source", "visual_vectors"]
+           "load_data_source", "load_dataset", "pooled_features", "register_data_source",
+           "training_features_description", "visual_vectors"]

@@ -1,5 +1,7 @@
 """A run's inputs from its arguments: the dataset, its visual vectors (through the feature cache), and the books."""
 
+import json
+
 import torch
 from accelerate import Accelerator
 from datasets import Dataset, DatasetDict
@@ -42,6 +44,25 @@ def _dataset_options(data_args: DataArguments, seed: int) -> dict:
     return loader_options(data_args.dataset, {
         "seed": seed, "num_train": data_args.synthetic_train_images, "num_eval": data_args.synthetic_eval_images,
         "skip_invalid": data_args.skip_invalid, "char_gru_preprocessing": data_args.char_gru_preprocessing})
+
+
+def training_features_description(data_args: DataArguments, seed: int) -> dict:
+    """What made a run's image features (`FeatureSpec.description`: backbone, weights' fingerprint, preprocessing),
+    from its arguments: the features file's own description, or the spec of the features the run extracted."""
+    if data_args.visual_vectors != "features":
+        raise ValueError(f"--visual_vectors {data_args.visual_vectors}: the model was trained on no backbone's "
+                         f"features, so no backbone can give its image side")
+    if data_args.image_features_file is None:
+        return feature_spec(data_args, seed).description
+    from safetensors import safe_open
+
+    with safe_open(data_args.image_features_file, framework="pt") as handle:
+        description = json.loads((handle.metadata() or {}).get("description", "{}"))
+    if not str(description.get("weights", "")).startswith(("file-sha256:", "timm-hub:", "random-seed:")):
+        raise ValueError(f"{data_args.image_features_file}: its description names no weights' fingerprint "
+                         f"({description.get('weights')!r}), so the backbone that made its features cannot be "
+                         f"checked; extract them with recipes/extract_features.py and train on those")
+    return description
 
 
 def feature_spec(data_args: DataArguments, seed: int) -> FeatureSpec:
@@ -122,4 +143,4 @@ def load_book_triples(data_args: DataArguments) -> tuple[Dataset, list[str]]:
 
 
 __all__ = ["feature_spec", "frame_features", "image_features", "load_book_triples", "load_dataset", "pooled_features",
-           "visual_vectors"]
+           "training_features_description", "visual_vectors"]

@@ -2,7 +2,14 @@
 
 from transformers import PreTrainedConfig
 
-from .configuration_checks import check_choice, check_keys, check_positive_float, check_size, check_token_id
+from .configuration_checks import (
+    check_choice,
+    check_image_backbone,
+    check_keys,
+    check_positive_float,
+    check_size,
+    check_token_id,
+)
 
 _RNN_TYPES = ("gru", "lstm")
 _POOLINGS = ("attention", "max")
@@ -55,6 +62,13 @@ class CharGRUConfig(PreTrainedConfig):
             a different vocabulary of the same size can never give silently wrong ids. `None` accepts any tokenizer
             whose ids fit the embeddings.
 
+        image_backbone (`dict`, *optional*):
+            The timm image backbone the model's image features come from, when the model carries it (its weights
+            under `image_backbone.` in the same safetensors): `name`, `weights` (the fingerprint of the weights the
+            features were made with), `preprocessing` (`"center"` or `"ten_crop"`), `num_features` and
+            `data_config` (timm's). Then `get_image_features(pixel_values=...)` reads images, which the saved
+            image processor prepares; `None` (the default): precomputed `image_features` only. Written by
+            `hf_grounded.features.attach_image_backbone`.
     Example:
 
     ```python
@@ -84,6 +98,7 @@ class CharGRUConfig(PreTrainedConfig):
     initializer_range: float = 8.0
     pad_token_id: int = 0
     tokenizer_fingerprint: str | None = None
+    image_backbone: dict | None = None
 
     def __post_init__(self, **kwargs):
         check_keys(self, kwargs)
@@ -96,6 +111,7 @@ class CharGRUConfig(PreTrainedConfig):
         check_token_id("CharGRUConfig", "pad_token_id", self.pad_token_id, self.vocab_size)
         check_positive_float("CharGRUConfig", "initializer_range", self.initializer_range)
         check_positive_float("CharGRUConfig", "margin", self.margin)
+        check_image_backbone("CharGRUConfig", self.image_backbone, self.image_feature_dim)
         super().__post_init__(**kwargs)
 
     @property

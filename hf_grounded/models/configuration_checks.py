@@ -58,3 +58,20 @@ def check_positive_float(config_name: str, name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
         raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be a positive finite number, "
                          f"got {value!r}")
+
+
+# What a config's `image_backbone` holds: the backbone its image features come from, which the model then carries.
+IMAGE_BACKBONE_KEYS = ("name", "weights", "preprocessing", "num_features", "data_config")
+
+
+def check_image_backbone(config_name: str, value: object, image_feature_dim: int | None) -> None:
+    """`image_backbone` is None, or the description `hf_grounded.features.attach_image_backbone` writes: a timm
+    backbone whose pooled features are `image_feature_dim` wide."""
+    if value is None:
+        return
+    if not isinstance(value, dict) or set(value) != set(IMAGE_BACKBONE_KEYS):
+        raise ValueError(f"{config_name}.image_backbone (config.json key 'image_backbone') must be a dict of "
+                         f"{', '.join(IMAGE_BACKBONE_KEYS)}, got {reprlib.repr(value)}")
+    if value["num_features"] != image_feature_dim:
+        raise ValueError(f"{config_name}.image_backbone gives {value['num_features']!r} features where the model "
+                         f"reads image_feature_dim={image_feature_dim!r}")

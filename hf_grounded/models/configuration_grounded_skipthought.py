@@ -3,7 +3,7 @@ space is shaped by the visual space through cluster and perceptual objectives.""
 
 from transformers import PreTrainedConfig
 
-from .configuration_checks import check_keys, check_positive_float, check_size, check_token_id
+from .configuration_checks import check_image_backbone, check_keys, check_positive_float, check_size, check_token_id
 
 
 class GroundedSkipThoughtConfig(PreTrainedConfig):
@@ -54,6 +54,13 @@ class GroundedSkipThoughtConfig(PreTrainedConfig):
             a different vocabulary of the same size can never give silently wrong ids. `None` accepts any tokenizer
             whose ids fit the embeddings.
 
+        image_backbone (`dict`, *optional*):
+            The timm image backbone the model's image features come from, when the model carries it (its weights
+            under `image_backbone.` in the same safetensors): `name`, `weights` (the fingerprint of the weights the
+            features were made with), `preprocessing` (`"center"` or `"ten_crop"`), `num_features` and
+            `data_config` (timm's). Then `get_image_features(pixel_values=...)` reads images, which the saved
+            image processor prepares; `None` (the default): precomputed `image_features` only. Written by
+            `hf_grounded.features.attach_image_backbone`.
     Example:
 
     ```python
@@ -81,6 +88,7 @@ class GroundedSkipThoughtConfig(PreTrainedConfig):
     bos_token_id: int = 2
     eos_token_id: int = 3
     tokenizer_fingerprint: str | None = None
+    image_backbone: dict | None = None
 
     def __post_init__(self, **kwargs):
         check_keys(self, kwargs)
@@ -92,6 +100,7 @@ class GroundedSkipThoughtConfig(PreTrainedConfig):
         for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
             check_token_id("GroundedSkipThoughtConfig", name, getattr(self, name), self.vocab_size)
         check_positive_float("GroundedSkipThoughtConfig", "initializer_range", self.initializer_range)
+        check_image_backbone("GroundedSkipThoughtConfig", self.image_backbone, self.image_feature_dim)
         super().__post_init__(**kwargs)
 
     @property

@@ -12,7 +12,7 @@ from transformers.models.auto.modeling_auto import (
     MODEL_MAPPING,
 )
 
-from .configuration_checks import check_keys
+from .configuration_checks import check_image_backbone, check_keys
 
 _POOLINGS = ("mean", "cls")
 _SUPPORTED = ("supported: encoder-only text models, the model types transformers gives a masked-language-model head "
@@ -86,6 +86,13 @@ class GroundedTransformerConfig(PreTrainedConfig):
             SHA-256 of the tokenizer this model was trained with, written when the model is saved with its
             tokenizer; `encode()` refuses a tokenizer with another fingerprint.
 
+        image_backbone (`dict`, *optional*):
+            The timm image backbone the model's image features come from, when the model carries it (its weights
+            under `image_backbone.` in the same safetensors): `name`, `weights` (the fingerprint of the weights the
+            features were made with), `preprocessing` (`"center"` or `"ten_crop"`), `num_features` and
+            `data_config` (timm's). Then `get_image_features(pixel_values=...)` reads images, which the saved
+            image processor prepares; `None` (the default): precomputed `image_features` only. Written by
+            `hf_grounded.features.attach_image_backbone`.
     Example:
 
     ```python
@@ -110,6 +117,7 @@ class GroundedTransformerConfig(PreTrainedConfig):
     trainable_layers: int | None = None
     temperature: float = 0.05
     tokenizer_fingerprint: str | None = None
+    image_backbone: dict | None = None
 
     def __post_init__(self, **kwargs):
         check_keys(self, kwargs)
@@ -145,6 +153,7 @@ class GroundedTransformerConfig(PreTrainedConfig):
                 not 0 < self.temperature < float("inf"):
             raise ValueError(f"GroundedTransformerConfig.temperature must be a positive finite number, got "
                              f"{self.temperature!r}")
+        check_image_backbone("GroundedTransformerConfig", self.image_backbone, self.image_feature_dim)
         super().__post_init__(**kwargs)
 
     @property

@@ -248,8 +248,13 @@ class CharGRUModel(CharSentenceEncoderMixin, CharGRUPreTrainedModel):
             attention_mask = (input_ids != self.config.pad_token_id).long()
         return F.normalize(self.text_encoder(input_ids, attention_mask), dim=-1)
 
-    def get_image_features(self, image_features: torch.Tensor) -> torch.Tensor:
-        """L2-normalised image embeddings of shape `(batch_size, embed_dim)` from precomputed CNN features."""
+    def get_image_features(self, image_features: torch.Tensor | None = None,
+                           pixel_values: torch.Tensor | None = None) -> torch.Tensor:
+        """L2-normalised image embeddings of shape `(batch_size, embed_dim)` from precomputed CNN features.
+
+        `pixel_values` (from the saved image processor) instead of `image_features` runs the image backbone the model
+        carries (`config.image_backbone`) first."""
+        image_features = self._visual_vectors(image_features, pixel_values)
         if image_features.size(-1) != self.config.image_feature_dim:
             raise ValueError(
                 f"image_features have {image_features.size(-1)} dimensions, the model expects "
@@ -333,8 +338,10 @@ class CharGRUEnsembleModel(CharSentenceEncoderMixin, CharGRUPreTrainedModel):
         summed = sum(member.get_text_features(input_ids, attention_mask) for member in self.members)
         return F.normalize(summed, dim=-1)
 
-    def get_image_features(self, image_features: torch.Tensor) -> torch.Tensor:
+    def get_image_features(self, image_features: torch.Tensor | None = None,
+                           pixel_values: torch.Tensor | None = None) -> torch.Tensor:
         """L2-normalised sum of the members' image embeddings, shape `(batch_size, embed_dim)`."""
+        image_features = self._visual_vectors(image_features, pixel_values)
         return F.normalize(sum(member.get_image_features(image_features) for member in self.members), dim=-1)
 
     def forward(

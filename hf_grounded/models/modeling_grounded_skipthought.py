@@ -183,11 +183,16 @@ class GroundedSkipThoughtModel(SentenceEncoderMixin, GroundedSkipThoughtPreTrain
         """L2-normalised sentence embeddings, `(batch, hidden_size)`."""
         return F.normalize(self.sentence_states(input_ids, attention_mask), dim=-1)
 
-    def get_image_features(self, image_features: torch.Tensor) -> torch.Tensor:
-        """L2-normalised projections W·v of visual vectors into the sentence space (the **P** baseline)."""
+    def get_image_features(self, image_features: torch.Tensor | None = None,
+                           pixel_values: torch.Tensor | None = None) -> torch.Tensor:
+        """L2-normalised projections W·v of visual vectors into the sentence space (the **P** baseline).
+
+        `pixel_values` (from the saved image processor) instead of `image_features` runs the image backbone the model
+        carries (`config.image_backbone`) first."""
         if self.config.image_feature_dim is None:
             raise ValueError("this model has no image projection: set GroundedSkipThoughtConfig.image_feature_dim "
                              "(the cross-modal projection baseline P)")
+        image_features = self._visual_vectors(image_features, pixel_values)
         return F.normalize(self.image_projection(image_features), dim=-1)
 
     def sentence_nll(self, decoder: nn.GRU, states: torch.Tensor, target_ids: torch.Tensor,

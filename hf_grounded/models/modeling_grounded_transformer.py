@@ -291,9 +291,14 @@ class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrain
         """L2-normalised sentence projections into the shared space, `(batch, projection_dim)`."""
         return F.normalize(self.text_projection(self._encode_text(input_ids, attention_mask)[1]), dim=-1)
 
-    def get_image_features(self, image_features: torch.Tensor) -> torch.Tensor:
+    def get_image_features(self, image_features: torch.Tensor | None = None,
+                           pixel_values: torch.Tensor | None = None) -> torch.Tensor:
         """L2-normalised image projections into the shared space, `(batch, projection_dim)`, from precomputed CNN
-        features."""
+        features.
+
+        `pixel_values` (from the saved image processor) instead of `image_features` runs the image backbone the model
+        carries (`config.image_backbone`) first."""
+        image_features = self._visual_vectors(image_features, pixel_values)
         return F.normalize(self.image_projection(image_features), dim=-1)
 
     def forward(

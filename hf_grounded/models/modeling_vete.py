@@ -186,8 +186,13 @@ class VETEModel(SentenceEncoderMixin, VETEPreTrainedModel):
         _check_right_padded(attention_mask)
         return F.normalize(self.text_encoder(input_ids, attention_mask), dim=-1)
 
-    def get_image_features(self, image_features: torch.Tensor) -> torch.Tensor:
-        """L2-normalised image embeddings, `(batch, embed_dim)`, from precomputed CNN features."""
+    def get_image_features(self, image_features: torch.Tensor | None = None,
+                           pixel_values: torch.Tensor | None = None) -> torch.Tensor:
+        """L2-normalised image embeddings, `(batch, embed_dim)`, from precomputed CNN features.
+
+        `pixel_values` (from the saved image processor) instead of `image_features` runs the image backbone the model
+        carries (`config.image_backbone`) first."""
+        image_features = self._visual_vectors(image_features, pixel_values)
         return F.normalize(self.image_projection(image_features), dim=-1)
 
     def forward(

@@ -172,15 +172,39 @@ class EncoderPreTrainedMixin:
                 raise ValueError(f"{_config_source(tokenizer)}: {name} must be an id below the vocabulary's "
                                  f"{embedded}, got {token_id!r}")
 
+    def post_init(self) -> None:
+        """`PreTrainedModel.post_init`, once the image backbone the config names (`image_backbone`) is built, so
+        that `from_pretrained` loads its weights with the model's."""
+        backbone = getattr(self.config, "image_backbone", None)
+        if backbone is not None and "image_backbone" not in self._modules:
+            self.image_backbone = _timm_backbone(backbone["name"])
+        super().post_init()
+
+    def train(self, mode: bool = True):
+        """`nn.Module.train`, the image backbone left in eval mode: it is the fixed feature extractor the model was
+        trained against, whose batch norms must keep the statistics its features were made with."""
+        super().train(mode)
+        if "image_backbone" in self._modules:
+            self.image_backbone.eval()
+        return self
+
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs):
         """`PreTrainedModel.save_pretrained`, with the tokenizer of `set_tokenizer` (or the one `encode()` loaded)
-        written first beside the weights, and the family's other files (`_save_extra_files`), so that the folder,
-        and what `push_to_hub` uploads, holds them too."""
+        written first beside the weights, the family's other files (`_save_extra_files`) and, for a model that
+        carries its image backbone, the image processor that prepares its `pixel_values`, so that the folder, and
+        what `push_to_hub` uploads, holds them too."""
         if kwargs.get("is_main_process", True):
+            os.makedirs(save_directory, exist_ok=True)
             if self._tokenizer is not None:
-                os.makedirs(save_directory, exist_ok=True)
                 self._tokenizer.save_pretrained(save_directory)
             self._save_extra_files(save_directory)
+            backbone = getattr(self.config, "image_backbone", None)
+            if backbone is not None:
+                from .image_processing_grounded import GroundedImageProcessor
+
+                processor = GroundedImageProcessor(backbone["preprocessing"], backbone["data_config"])
+                processor.register_for_auto_class()
+                processor.save_pretrained(save_directory)
         return super().save_pretrained(save_directory, *args, **kwargs)
 
     def _save_extra_files(self, save_directory: str | os.PathLike) -> None:
@@ -366,6 +390,25 @@ class SentenceEncoderMixin:
             raise ValueError(f"{type(self).__name__} (model type {self.config.model_type!r}) does not support "
                              f"{CAPABILITIES.get(capability, capability)}: {reason}")
 
+    def _visual_vectors(self, image_features: torch.Tensor | None,
+                        pixel_values: torch.Tensor | None) -> torch.Tensor:
+        """What `get_image_features` maps into the joint space: `image_features` as given, or the features the
+        model's image backbone makes of `pixel_values` (`(batch, views, 3, H, W)` from its image processor, or
+        `(batch, 3, H, W)`), averaged over the views as the feature cache averages them."""
+        if (image_features is None) == (pixel_values is None):
+            raise ValueError("get_image_features takes either image_features (precomputed backbone features) or "
+                             "pixel_values (images, from the model's image processor), not both or neither")
+        if pixel_values is None:
+            return image_features
+        if "image_backbone" not in self._modules:
+            raise ValueError(f"{type(self).__name__} carries no image backbone, so it reads precomputed "
+                             f"image_features only: attach the one its features were made with (python "
+                             f"recipes/attach_image_backbone.py --model FOLDER)")
+        views = pixel_values if pixel_values.dim() == 5 else pixel_values.unsqueeze(1)
+        parameter = next(self.image_backbone.parameters())
+        features = self.image_backbone(views.flatten(0, 1).to(parameter.device, parameter.dtype))
+        return features.view(views.size(0), views.size(1), -1).mean(dim=1)
+
     # --- hooks a family overrides -----------------------------------------------------------------------------------
 
     def _space_embeddings(self, space: str, normalize: bool) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
@@ -417,6 +460,16 @@ class SentenceEncoderMixin:
             cached = (state, digest.hexdigest())
             self.__dict__["_weights_fingerprint"] = cached
         return cached[1]
+
+
+def _timm_backbone(name: str) -> nn.Module:
+    """timm's `name` without its classifier, in eval mode, its weights to be loaded (never downloaded)."""
+    try:  # transformers' check of a saved folder's imports passes over a try block: timm is for images alone
+        import timm
+    except ImportError as error:
+        raise ImportError(f"this model carries the image backbone {name!r}, which timm builds: pip install timm") \
+            from error
+    return timm.create_model(name, pretrained=False, num_classes=0).eval()
 
 
 def _library_backend():

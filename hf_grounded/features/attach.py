@@ -1,0 +1,41 @@
+"""A model's image backbone inside the model: the timm backbone its image features were made with, attached so that
+`get_image_features(pixel_values=...)` reads images and a saved folder carries the backbone, its preprocessing
+(an image processor) and the fingerprint of its weights."""
+
+from timm.data import resolve_data_config
+from transformers import PreTrainedModel
+
+from .backbone import create_backbone
+from .extraction import FeatureSpec
+
+# What must be equal between the backbone attached and the one the model's features came from.
+_MATCHED = ("backbone", "weights", "preprocessing")
+
+
+def attach_image_backbone(model: PreTrainedModel, spec: FeatureSpec, features_made_with: dict) -> None:
+    """Give `model` the backbone `spec` describes, refusing, in one line, one whose name, weights' fingerprint or
+    preprocessing differs from `features_made_with` (the description of the features the model was trained on,
+    `hf_grounded.inputs.training_features_description`): its images would land elsewhere than its features did.
+    The backbone is frozen and stays in eval mode; `config.image_backbone` records it."""
+    described = spec.description
+    for key in _MATCHED:
+        if features_made_with.get(key) != described[key]:
+            raise ValueError(f"the model's image features were made with {key} {features_made_with.get(key)!r}, "
+                             f"not {described[key]!r}: attach the backbone that made them")
+    if not hasattr(type(model.config), "image_backbone"):
+        raise ValueError(f"{type(model).__name__} cannot carry an image backbone ({type(model.config).__name__} "
+                         f"has no image_backbone): attach it to each member model instead")
+    backbone = create_backbone(spec.backbone)
+    if backbone.num_features != model.config.image_feature_dim:
+        raise ValueError(f"{spec.backbone.name} gives {backbone.num_features} features where the model reads "
+                         f"image_feature_dim={model.config.image_feature_dim}")
+    data_config = {key: list(value) if isinstance(value, tuple) else value
+                   for key, value in resolve_data_config({}, model=backbone).items()}
+    model.config.image_backbone = {"name": spec.backbone.name, "weights": described["weights"],
+                                   "preprocessing": spec.preprocessing, "num_features": backbone.num_features,
+                                   "data_config": data_config}
+    parameter = next(model.parameters())
+    model.image_backbone = backbone.requires_grad_(False).to(parameter.device).eval()
+
+
+__all__ = ["attach_image_backbone"]

@@ -1,0 +1,157 @@
+"""A model that carries the image backbone its features were made with (issue 59): `get_image_features(pixel_values=
+...)` from the saved image processor gives the vectors of the features path, in a process without hf_grounded
+too; a backbone that did not make the features is refused in one line, and a model without one, asked for pixels,
+says how to attach it."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from hf_grounded.data import load_captioned_images
+from hf_grounded.features import BackboneSpec, FeatureSpec, attach_image_backbone, create_backbone, extract_features
+from hf_grounded.families import FAMILIES
+from hf_grounded.models.image_processing_grounded import GroundedImageProcessor
+from hf_grounded.training import save_model
+
+from .conftest import SHARED, run_recipe_in_process
+from .family_testers import tiny_model
+
+CORPUS = ["a big red square", "a small blue circle", "a dog runs"]
+SPEC = FeatureSpec(BackboneSpec("test_efficientnet", seed=0), "ten_crop")
+
+
+@pytest.fixture(scope="module")
+def images() -> list[Image.Image]:
+    return [row["image"] for row in load_captioned_images("synthetic", seed=3, num_train=2, num_eval=5)["test"]]
+
+
+@pytest.fixture(scope="module")
+def features(images) -> torch.Tensor:
+    """The images' features as the feature cache makes them: each view through the backbone, averaged."""
+    extracted = extract_features(images, create_backbone(SPEC.backbone), SPEC.preprocessing, show_progress_bar=False)
+    return torch.stack([feature.mean(dim=0) for feature in extracted])
+
+
+def carrying(name: str, width: int):
+    torch.manual_seed(0)
+    model, tokenizer = tiny_model(name, CORPUS, width)
+    model.set_tokenizer(tokenizer)
+    attach_image_backbone(model, SPEC, SPEC.description)
+    return model.eval(), tokenizer
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_pixels_through_the_processor_land_where_the_features_do(name, images, features):
+    model, _ = carrying(name, features.size(1))
+    processor = GroundedImageProcessor(model.config.image_backbone["preprocessing"],
+                                       model.config.image_backbone["data_config"])
+    pixel_values = processor(images, return_tensors="pt")["pixel_values"]
+    assert pixel_values.shape[:2] == (len(images), 10)  # ten crops, as the features were made
+    with torch.inference_mode():
+        from_pixels = model.get_image_features(pixel_values=pixel_values)
+        from_features = model.get_image_features(features)
+    torch.testing.assert_close(from_pixels, from_features, atol=1e-4, rtol=0)
+    model.train()
+    assert not model.image_backbone.training  # its batch norms keep the statistics the features were made with
+
+
+def test_a_saved_model_reads_images_in_a_process_without_hf_grounded(tmp_path, images, features):
+    expected = {}
+    for name in sorted(FAMILIES):
+        model, tokenizer = carrying(name, features.size(1))
+        save_model(model, tokenizer, tmp_path / name)
+        assert (tmp_path / name / "preprocessor_config.json").is_file()
+        with torch.inference_mode():
+            expected[name] = model.get_image_features(features).tolist()
+    for index, image in enumerate(images):
+        image.save(tmp_path / f"{index}.png")
+    script = ("import json, sys\n"
+              "sys.modules['hf_grounded'] = None\n"
+              "import torch\n"
+              "from PIL import Image\n"
+              "from transformers import AutoImageProcessor, AutoModel\n"
+              "folder, names, count = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])\n"
+              "images = [Image.open(f'{folder}/{index}.png') for index in range(count)]\n"
+              "out = {}\n"
+              "for name in names:\n"
+              "    model = AutoModel.from_pretrained(f'{folder}/{name}', trust_remote_code=True).eval()\n"
+              "    processor = AutoImageProcessor.from_pretrained(f'{folder}/{name}', trust_remote_code=True)\n"
+              "    with torch.inference_mode():\n"
+              "        out[name] = model.get_image_features(**processor(images, return_tensors='pt')).tolist()\n"
+              "print('EMBEDDINGS ' + json.dumps(out))\n")
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path), json.dumps(sorted(expected)),
+                             str(len(images))], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    loaded = json.loads(result.stdout.rpartition("EMBEDDINGS ")[2])
+    for name, values in expected.items():
+        np.testing.assert_allclose(loaded[name], values, atol=1e-4, err_msg=name)
+
+
+def test_a_backbone_that_did_not_make_the_features_is_refused(features):
+    torch.manual_seed(0)
+    model, _ = tiny_model("vete", CORPUS, features.size(1))
+    other = FeatureSpec(BackboneSpec("test_efficientnet", seed=1), "ten_crop")
+    with pytest.raises(ValueError, match=r"^the model's image features were made with weights 'random-seed:0', not "
+                                         r"'random-seed:1': attach the backbone that made them$"):
+        attach_image_backbone(model, other, SPEC.description)
+    centre = FeatureSpec(SPEC.backbone, "center")
+    with pytest.raises(ValueError, match="made with preprocessing 'ten_crop', not 'center'"):
+        attach_image_backbone(model, centre, SPEC.description)
+    assert model.config.image_backbone is None and "image_backbone" not in model._modules
+
+
+def test_a_model_without_a_backbone_says_how_to_attach_one(images):
+    torch.manual_seed(0)
+    model, _ = tiny_model("char_gru", CORPUS, 12)
+    with pytest.raises(ValueError, match=r"carries no image backbone.*recipes/attach_image_backbone\.py"):
+        model.get_image_features(pixel_values=torch.zeros(1, 3, 8, 8))
+    with pytest.raises(ValueError, match="either image_features .* or pixel_values"):
+        model.get_image_features(torch.zeros(1, 12), pixel_values=torch.zeros(1, 3, 8, 8))
+
+
+def test_a_config_whose_backbone_does_not_give_its_width_is_refused():
+    config_class = FAMILIES["vete"].model_class.config_class
+    with pytest.raises(ValueError, match=r"image_backbone gives 1280 features where the model reads "
+                                         r"image_feature_dim=12"):
+        config_class(image_feature_dim=12, image_backbone={"name": "efficientnet_lite0", "weights": "x",
+                                                           "preprocessing": "center", "num_features": 1280,
+                                                           "data_config": {}})
+
+
+def test_the_recipe_attaches_the_run_s_own_backbone(tmp_path):
+    run_recipe_in_process("train.py", ["--backbone", "test_efficientnet", "--synthetic_train_images", "16",
+                                       "--synthetic_eval_images", "8", "--max_steps", "2", "--hidden_size", "8",
+                                       "--output_dir", str(tmp_path / "model")])
+    with pytest.raises(SystemExit):
+        run_recipe_in_process("attach_image_backbone.py", ["--model", str(tmp_path / "model"),
+                                                           "--image_preprocessing", "ten_crop"])
+    run_recipe_in_process("attach_image_backbone.py", ["--model", str(tmp_path / "model")])
+    config = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert config["image_backbone"]["name"] == "test_efficientnet"
+    assert config["image_backbone"]["weights"] == "random-seed:42"  # the run's seed drew the backbone
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SHARED / "data" / "flickr8k_sample").is_dir(), reason="needs ../shared's Flickr8k sample")
+def test_the_sample_jpegs_give_the_feature_cache_s_vectors():
+    """efficientnet_lite0's real weights, ten crops, on the sample's JPEGs: the processor and the backbone in the
+    model give the features extraction gives, to float rounding."""
+    spec = FeatureSpec(BackboneSpec("efficientnet_lite0", str(SHARED / "models" / "efficientnet_lite0.safetensors")),
+                       "ten_crop")
+    test = load_captioned_images("flickr8k", data_dir=str(SHARED / "data" / "flickr8k_sample"))["test"]
+    images = [Image.open(row["image"]["path"]) if isinstance(row["image"], dict) else row["image"]
+              for row in test.select(range(8))]
+    extracted = extract_features(images, create_backbone(spec.backbone), "ten_crop", show_progress_bar=False)
+    torch.manual_seed(0)
+    model, _ = tiny_model("char_gru", CORPUS, 1280)
+    attach_image_backbone(model, spec, spec.description)
+    processor = GroundedImageProcessor("ten_crop", model.config.image_backbone["data_config"])
+    with torch.inference_mode():
+        pixels = model.image_backbone(processor(images)["pixel_values"].flatten(0, 1)).view(len(images), 10, -1)
+    torch.testing.assert_close(pixels.mean(dim=1), torch.stack([item.mean(dim=0) for item in extracted]),
+                               atol=1e-4, rtol=1e-4)
