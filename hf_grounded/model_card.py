@@ -117,6 +117,7 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
         template_str=template,
         repo_id=model_id,
         model_name=model_name,
+        image_backbone=config.get("image_backbone"),
         dataset=dataset,
         backbone=arguments["data"]["backbone"],
         features_file=_features_file_name(arguments["data"]),

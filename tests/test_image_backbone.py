@@ -155,3 +155,31 @@ def test_the_sample_jpegs_give_the_feature_cache_s_vectors():
         pixels = model.image_backbone(processor(images)["pixel_values"].flatten(0, 1)).view(len(images), 10, -1)
     torch.testing.assert_close(pixels.mean(dim=1), torch.stack([item.mean(dim=0) for item in extracted]),
                                atol=1e-4, rtol=1e-4)
+
+
+def test_a_run_that_extracts_its_features_saves_its_backbone_and_processor(tmp_path, images):
+    """By default (`--save_image_backbone` unset) the trained model carries the backbone its run extracted features
+    with; its images then rank as its features do. With a features file, or `false`, it carries none."""
+    from transformers import AutoImageProcessor, AutoModel
+
+    run_recipe_in_process("train.py", ["--backbone", "test_efficientnet", "--synthetic_train_images", "16",
+                                       "--synthetic_eval_images", "8", "--max_steps", "2", "--hidden_size", "8",
+                                       "--image_preprocessing", "ten_crop", "--output_dir", str(tmp_path / "model")])
+    model = AutoModel.from_pretrained(tmp_path / "model").eval()
+    processor = AutoImageProcessor.from_pretrained(tmp_path / "model")
+    assert isinstance(processor, GroundedImageProcessor) and processor.preprocessing == "ten_crop"
+    spec = FeatureSpec(BackboneSpec("test_efficientnet", seed=42), "ten_crop")
+    assert model.config.image_backbone["weights"] == spec.description["weights"]
+    extracted = extract_features(images, create_backbone(spec.backbone), "ten_crop", show_progress_bar=False)
+    with torch.inference_mode():
+        torch.testing.assert_close(model.get_image_features(**processor(images)),
+                                   model.get_image_features(torch.stack([item.mean(dim=0) for item in extracted])),
+                                   atol=1e-4, rtol=0)
+    card = (tmp_path / "model" / "README.md").read_text()
+    assert "AutoImageProcessor.from_pretrained" in card and "`test_efficientnet`, ten_crop preprocessing" in card
+    run_recipe_in_process("train.py", ["--backbone", "test_efficientnet", "--synthetic_train_images", "16",
+                                       "--synthetic_eval_images", "8", "--max_steps", "2", "--hidden_size", "8",
+                                       "--save_image_backbone", "false", "--output_dir", str(tmp_path / "bare")])
+    assert "AutoImageProcessor" not in (tmp_path / "bare" / "README.md").read_text()
+    assert json.loads((tmp_path / "bare" / "config.json").read_text())["image_backbone"] is None
+    assert not (tmp_path / "bare" / "preprocessor_config.json").exists()

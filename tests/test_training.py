@@ -199,7 +199,8 @@ def test_the_final_model_is_saved_by_default_and_the_snapshots_are_still_compare
     output_dir = tmp_path / "cyclic"
     results = train(
         ModelArguments(hidden_size=8),
-        DataArguments(backbone="test_efficientnet", synthetic_train_images=64, synthetic_eval_images=10),
+        DataArguments(backbone="test_efficientnet", synthetic_train_images=64, synthetic_eval_images=10,
+                      save_image_backbone=False),  # the saved model is the snapshot, nothing added
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=2, cycle_epochs=1,
                           lr_scheduler_type="cyclic_cosine"),
     )
@@ -230,7 +231,8 @@ def test_best_validation_saves_the_candidate_with_the_best_validation_retrieval(
     output_dir = tmp_path / "cyclic"
     results = train(
         ModelArguments(hidden_size=8),
-        DataArguments(backbone="test_efficientnet", synthetic_train_images=64, synthetic_eval_images=10),
+        DataArguments(backbone="test_efficientnet", synthetic_train_images=64, synthetic_eval_images=10,
+                      save_image_backbone=False),  # the saved model is the snapshot, nothing added
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=2, cycle_epochs=1,
                           lr_scheduler_type="cyclic_cosine", saved_model="best_validation"),
     )
@@ -318,7 +320,8 @@ def test_dataloader_workers_give_the_same_model(tmp_path):
 
 def test_a_features_file_trains_the_same_model_as_the_features_extracted_into_it(tmp_path):
     data = {"backbone": "test_efficientnet", "synthetic_train_images": 40, "synthetic_eval_images": 20}
-    extracted = train(ModelArguments(hidden_size=16), DataArguments(**data, feature_cache_dir=str(tmp_path / "cache")),
+    extracted = train(ModelArguments(hidden_size=16), DataArguments(**data, feature_cache_dir=str(tmp_path / "cache"),
+                                                                    save_image_backbone=False),
                       TrainingArguments(output_dir=str(tmp_path / "extracted"), max_steps=4, seed=3))
     (cache_file,) = (tmp_path / "cache").rglob("*.safetensors")
     # A backbone that does not exist proves that nothing is extracted when a file is given.

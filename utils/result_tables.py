@@ -396,6 +396,22 @@ def _vete_search_flickr8k(result: dict) -> str:
     return "\n".join(lines)
 
 
+# --- image_throughput -------------------------------------------------------------------------------------------------
+
+def _image_throughput(result: dict) -> str:
+    """Images a second through the model's backbone and through timm's own forward, and the processor's rate."""
+    notes = result["notes"]
+    lines = [f"| batch {notes['batch']}, centre crop, efficientnet_lite0 | images/s | × timm's forward |",
+             "|---|---|---|"]
+    for row in result["rows"]:
+        lines.append(f"| {row['arm']} | {rate_cell(row['images_per_s'], 1)} | {row['vs_timm']:.2f}× |")
+    sizes = notes["model_mb"]
+    lines += ["", f"{notes['threads']} torch threads, {notes['weights']} weights. The saved char-GRU's "
+                  f"model.safetensors: {sizes['without backbone']} MB without the backbone, {sizes['with backbone']} "
+                  f"MB with it."]
+    return "\n".join(lines)
+
+
 FORMATTERS: dict[str, Callable[[dict], str]] = {
     "ablation_char_gru": _ablation_char_gru,
     "demo_load": _demo_load,
@@ -404,6 +420,7 @@ FORMATTERS: dict[str, Callable[[dict], str]] = {
     "grounded_transformer": _grounded_transformer,
     "grounded_transformer_epoch": _grounded_transformer_epoch,
     "grounding_vs_base": _grounding_vs_base,
+    "image_throughput": _image_throughput,
     "quantization_accuracy": _quantization_accuracy,
     "roofline": _roofline,
     "run_all": _run_all,

@@ -12,16 +12,23 @@ from .extraction import FeatureSpec
 _MATCHED = ("backbone", "weights", "preprocessing")
 
 
-def attach_image_backbone(model: PreTrainedModel, spec: FeatureSpec, features_made_with: dict) -> None:
-    """Give `model` the backbone `spec` describes, refusing, in one line, one whose name, weights' fingerprint or
-    preprocessing differs from `features_made_with` (the description of the features the model was trained on,
-    `hf_grounded.inputs.training_features_description`): its images would land elsewhere than its features did.
-    The backbone is frozen and stays in eval mode; `config.image_backbone` records it."""
+def check_made_with(spec: FeatureSpec, features_made_with: dict) -> None:
+    """Refuse, in one line, a backbone `spec` whose name, weights' fingerprint or preprocessing is not what made the
+    features `features_made_with` describes."""
     described = spec.description
     for key in _MATCHED:
         if features_made_with.get(key) != described[key]:
             raise ValueError(f"the model's image features were made with {key} {features_made_with.get(key)!r}, "
                              f"not {described[key]!r}: attach the backbone that made them")
+
+
+def attach_image_backbone(model: PreTrainedModel, spec: FeatureSpec, features_made_with: dict) -> None:
+    """Give `model` the backbone `spec` describes, refusing, in one line, one whose name, weights' fingerprint or
+    preprocessing differs from `features_made_with` (the description of the features the model was trained on,
+    `hf_grounded.inputs.training_features_description`): its images would land elsewhere than its features did.
+    The backbone is frozen and stays in eval mode; `config.image_backbone` records it."""
+    check_made_with(spec, features_made_with)
+    described = spec.description
     if not hasattr(type(model.config), "image_backbone"):
         raise ValueError(f"{type(model).__name__} cannot carry an image backbone ({type(model.config).__name__} "
                          f"has no image_backbone): attach it to each member model instead")
@@ -38,4 +45,4 @@ def attach_image_backbone(model: PreTrainedModel, spec: FeatureSpec, features_ma
     model.image_backbone = backbone.requires_grad_(False).to(parameter.device).eval()
 
 
-__all__ = ["attach_image_backbone"]
+__all__ = ["attach_image_backbone", "check_made_with"]

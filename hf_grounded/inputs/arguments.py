@@ -66,6 +66,12 @@ class DataArguments:
         metadata={"help": "Precomputed features (safetensors in the feature cache's format, keyed by image or video "
                           "id) to use instead of extracting them with --backbone."},
     )
+    save_image_backbone: bool | None = field(
+        default=None,
+        metadata={"help": "Save the image backbone the run's features came from inside the model, with its image "
+                          "processor, so that it reads images (get_image_features(pixel_values=...)): by default when "
+                          "the run extracted its image features itself."},
+    )
     feature_cache_dir: str | None = field(
         default=None,
         metadata={"help": "Where extracted features are cached; default $HF_GROUNDED_CACHE or "

@@ -13,6 +13,7 @@ from transformers import PreTrainedTokenizerBase
 from ..data import SPLITS
 from ..data.encoded import EncodedSplit, word_level_split
 from ..data.prepared import SplitPairs
+from ..features import FeatureSpec
 from .arguments import DataArguments
 from .loading import feature_spec, load_dataset, visual_vectors
 from .source import DataSource
@@ -57,6 +58,13 @@ class CaptionedImages(DataSource):
         if self.frames is not None:
             splits = {split: replace(encoded, frames=self.frames[split]) for split, encoded in splits.items()}
         return splits
+
+    def image_backbone(self, data_args: DataArguments, seed: int) -> FeatureSpec | None:
+        """`--backbone`'s, when the visual vectors are its features of one image (or of a video's frames pooled into
+        one vector): a model that attends over frames reads no single image."""
+        if data_args.visual_vectors != "features" or data_args.frame_pooling == "attention":
+            return None
+        return feature_spec(data_args, seed)
 
     def pairs_to_prepare(self, data_args: DataArguments, seed: int) -> tuple[dict[str, SplitPairs], str]:
         splits = {split: _image_split(self.dataset[split], self.features[split]) for split in SPLITS}

@@ -14,6 +14,7 @@ from transformers import PreTrainedTokenizerBase
 from ..data.encoded import EncodedSplit
 from ..data.prepared import SplitPairs
 from ..data.streaming import StreamedPairBatches
+from ..features import FeatureSpec
 from .arguments import DataArguments
 
 
@@ -62,6 +63,11 @@ class DataSource(ABC):
                                   group_by_length: bool) -> StreamedPairBatches:
         """This process's batches of the streamed training split, which the one term the run trains reads."""
         raise ValueError(f"{type(self).__name__} holds its training split: it streams nothing")
+
+    def image_backbone(self, data_args: DataArguments, seed: int) -> FeatureSpec | None:
+        """The backbone the run's image features come from, which the model can carry (`--save_image_backbone`);
+        None, by default: precomputed embeddings come from no backbone the run knows."""
+        return None
 
     def pairs_to_prepare(self, data_args: DataArguments, seed: int) -> tuple[dict[str, SplitPairs], str]:
         """Per split, its caption–embedding pairs as recipes/prepare_data.py writes them (one row per caption,

@@ -383,7 +383,7 @@ RESUMABLE_CHANGES = frozenset({
     "logging_steps", "save_steps", "save_total_limit", "push_to_hub", "hub_model_id", "hub_token",
     "hub_private_repo", "dataloader_num_workers", "per_device_eval_batch_size", "feature_cache_dir",
     "feature_batch_size", "saved_model", "snapshot_ensemble_size", "metric_for_best_model", "greater_is_better",
-    "stsb_dir",
+    "stsb_dir", "save_image_backbone",
 })
 
 

@@ -20,7 +20,9 @@ from ..evaluation.sts import SentencePairs, load_stsb, unsupervised_sts
 from ..families import ModelFamily
 from ..files import write_json
 from ..hub import push_to_hub
-from ..inputs import DataArguments, load_book_triples, load_data_source
+from ..features import FeatureSpec, attach_image_backbone
+from ..features.attach import check_made_with
+from ..inputs import DataArguments, DataSource, load_book_triples, load_data_source, training_features_description
 from ..inputs.fingerprint import training_data_fingerprint
 from ..model_card import write_model_card
 from ..objectives import (
@@ -95,6 +97,8 @@ class Run:
     streams: TrainingStreams
     selection: SelectionMetric
     stsb_dev: SentencePairs | None = None  # STS Benchmark's dev pairs, with --stsb_dir
+    # The backbone the run's image features came from, saved inside the model (--save_image_backbone).
+    image_backbone: FeatureSpec | None = None
     optimizer: torch.optim.Optimizer | None = None
     frozen_layer_cache: FrozenLayerCache | None = None  # with --trainable_layers (hf_grounded.training.frozen_layers)
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
@@ -147,6 +151,7 @@ def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str
         "training_steps_s": round(training_s, 1),
     }
     if accelerator.is_main_process:
+        _carry_image_backbone(saved_model, run)
         _write_outputs(saved_model, run.tokenizer, results, progress, (model_args, data_args, training_args))
         _report(results, training_args)
         print(f"finished in {time.perf_counter() - started:.0f} s; model saved to {training_args.output_dir}")
@@ -197,7 +202,24 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
                                accelerator)
     logger.info("training %s on %s", " + ".join(type(loss).__name__ for loss in losses), streams.describe())
     return Run(accelerator, model_args, data_args, training_args, model, tokenizer, family, splits, losses, streams,
-               selection, stsb_dev)
+               selection, stsb_dev, _backbone_to_save(source, data_args, training_args.seed))
+
+
+def _backbone_to_save(source: DataSource, data_args: DataArguments, seed: int) -> FeatureSpec | None:
+    """The backbone `--save_image_backbone` saves inside the model, checked now rather than after training: by
+    default the one the run extracted its features with; asked for, also the one a features file records (it must
+    have made them)."""
+    spec = source.image_backbone(data_args, seed)
+    if data_args.save_image_backbone is None:
+        return spec if data_args.image_features_file is None else None
+    if not data_args.save_image_backbone:
+        return None
+    if spec is None:
+        raise ValueError(f"--save_image_backbone: --dataset {data_args.dataset} with --visual_vectors "
+                         f"{data_args.visual_vectors} and --frame_pooling {data_args.frame_pooling} reads no one "
+                         f"image's backbone features")
+    check_made_with(spec, training_features_description(data_args, seed))
+    return spec
 
 
 def _base_teacher(model_args: ModelArguments, family: ModelFamily, accelerator: Accelerator) -> SentenceTeacher | None:
@@ -516,6 +538,25 @@ def _summary(validation: dict, selection: SelectionMetric) -> dict[str, float]:
 
 def _snapshot_summary(entry: dict, selection: SelectionMetric) -> dict:
     return {"snapshot": entry["snapshot"], "epoch": entry["epoch"], **_summary(entry["validation"], selection)}
+
+
+def _carry_image_backbone(model: nn.Module, run: Run) -> None:
+    """Attach the run's image backbone (`Run.image_backbone`) to the model it saves. A model that maps no images
+    (grounded SkipThought trained by its sentence-space objectives) has nothing to read them with; a model whose
+    config cannot carry one (a snapshot ensemble's) is saved without it, as the log says."""
+    if run.image_backbone is None:
+        return
+    if getattr(model.config, "image_feature_dim", None) is None:
+        if run.data_args.save_image_backbone:
+            logger.warning("--save_image_backbone: %s maps no images, so it is saved without %s",
+                           type(model).__name__, run.image_backbone.backbone.name)
+        return
+    if not hasattr(type(model.config), "image_backbone"):
+        logger.warning("%s cannot carry an image backbone: saved without %s", type(model).__name__,
+                       run.image_backbone.backbone.name)
+        return
+    attach_image_backbone(model, run.image_backbone,
+                          training_features_description(run.data_args, run.training_args.seed))
 
 
 def _write_outputs(model, tokenizer, results: dict, progress: TrainingProgress, arguments) -> None:
