@@ -183,3 +183,32 @@ def test_a_run_that_extracts_its_features_saves_its_backbone_and_processor(tmp_p
     assert "AutoImageProcessor" not in (tmp_path / "bare" / "README.md").read_text()
     assert json.loads((tmp_path / "bare" / "config.json").read_text())["image_backbone"] is None
     assert not (tmp_path / "bare" / "preprocessor_config.json").exists()
+
+
+def test_sentence_transformers_encodes_strings_and_images_into_the_joint_space(tmp_path, images, features):
+    """A saved model that carries its backbone, of a family whose sentence space is the joint one, is one multimodal
+    module for sentence-transformers (its processor reads both): images embed as `get_image_features` does, strings
+    as `encode()`. The grounded transformer keeps its sentence-space modules (its text pooled, not projected), which
+    STS and MTEB read: sentence-transformers embeds its text only, as before."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    sentences = ["a big red square", "a small blue circle on the left"]
+    for name in sorted(name for name, family in FAMILIES.items() if family.model_class.joint_is_sentence_space):
+        model, tokenizer = carrying(name, features.size(1))
+        save_model(model, tokenizer, tmp_path / name)
+        loaded = sentence_transformers.SentenceTransformer(str(tmp_path / name), trust_remote_code=True,
+                                                           device="cpu")
+        with torch.inference_mode():
+            expected = model.get_image_features(features).numpy()
+        np.testing.assert_allclose(loaded.encode(images), expected, atol=1e-4, err_msg=name)
+        np.testing.assert_allclose(loaded.encode(sentences), model.encode(sentences, space="joint"), atol=1e-5,
+                                   err_msg=name)
+
+
+
+def test_the_grounded_transformer_keeps_its_sentence_space_in_sentence_transformers(tmp_path, features):
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    model, tokenizer = carrying("grounded_transformer", features.size(1))
+    save_model(model, tokenizer, tmp_path / "model")
+    loaded = sentence_transformers.SentenceTransformer(str(tmp_path / "model"), trust_remote_code=True, device="cpu")
+    sentences = ["a big red square", "a small blue circle on the left"]
+    np.testing.assert_allclose(loaded.encode(sentences), model.encode(sentences), atol=1e-5)

@@ -412,6 +412,19 @@ def _image_throughput(result: dict) -> str:
     return "\n".join(lines)
 
 
+# --- image_paths_flickr8k ---------------------------------------------------------------------------------------------
+
+def _image_paths_flickr8k(result: dict) -> str:
+    """The test retrieval of one model by each path that reads the images."""
+    lines = ["| path | c2i R@1 / 5 / 10 | i2c R@1 / 5 / 10 |", "|---|---|---|"]
+    for row in result["rows"]:
+        cells = [" / ".join(f"{row[way][key]:.1f}" for key in ("R@1", "R@5", "R@10")) for way in ("c2i", "i2c")]
+        lines.append(f"| {row['path']} | {cells[0]} | {cells[1]} |")
+    notes = result["notes"]
+    lines += ["", f"{notes['model']}; the sample's {notes['images']} test images and {notes['captions']} captions."]
+    return "\n".join(lines)
+
+
 FORMATTERS: dict[str, Callable[[dict], str]] = {
     "ablation_char_gru": _ablation_char_gru,
     "demo_load": _demo_load,
@@ -420,6 +433,7 @@ FORMATTERS: dict[str, Callable[[dict], str]] = {
     "grounded_transformer": _grounded_transformer,
     "grounded_transformer_epoch": _grounded_transformer_epoch,
     "grounding_vs_base": _grounding_vs_base,
+    "image_paths_flickr8k": _image_paths_flickr8k,
     "image_throughput": _image_throughput,
     "quantization_accuracy": _quantization_accuracy,
     "roofline": _roofline,

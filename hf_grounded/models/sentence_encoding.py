@@ -200,16 +200,27 @@ class EncoderPreTrainedMixin:
             self._save_extra_files(save_directory)
             backbone = getattr(self.config, "image_backbone", None)
             if backbone is not None:
-                from .image_processing_grounded import GroundedImageProcessor
-
-                processor = GroundedImageProcessor(backbone["preprocessing"], backbone["data_config"])
-                processor.register_for_auto_class()
-                processor.save_pretrained(save_directory)
+                self._save_processors(save_directory, backbone)
         return super().save_pretrained(save_directory, *args, **kwargs)
 
     def _save_extra_files(self, save_directory: str | os.PathLike) -> None:
         """What the family writes into a saved folder besides the weights, the config and the tokenizer: nothing by
         default."""
+
+    def _save_processors(self, save_directory: str | os.PathLike, backbone: dict) -> None:
+        """The image processor of a model that carries its backbone (`AutoImageProcessor`) and, with the model's
+        tokenizer, the processor of both (`AutoProcessor`), through which sentence-transformers encodes strings and
+        images into the joint space."""
+        from .image_processing_grounded import GroundedImageProcessor
+        from .processing_grounded import GroundedProcessor
+
+        image_processor = GroundedImageProcessor(backbone["preprocessing"], backbone["data_config"])
+        image_processor.register_for_auto_class()
+        image_processor.save_pretrained(save_directory)
+        if self._tokenizer is not None:
+            processor = GroundedProcessor(image_processor, self._tokenizer)
+            processor.register_for_auto_class("AutoProcessor")
+            processor.save_pretrained(save_directory)
 
 
 class SentenceEncoderMixin:
