@@ -31,6 +31,8 @@ from .backend import exported_session, graph_sha256
 ONNX_FOLDER = "onnx"
 FLOAT_FILE = "model.onnx"
 INT8_FILE = "model_qint8.onnx"
+# The image side of a model that carries its backbone (float32 only).
+IMAGE_FILE = "image_model.onnx"
 OPSET = 17
 
 
@@ -79,7 +81,9 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
     The inputs are `input_ids` and `attention_mask` (int64, `(batch, sequence)`, right-padded, no empty row: what
     `encode()` sends after its own checks, truncation and empty-sentence handling), the outputs the model's
     `onnx_output_names`: `sentence_embedding` (`(batch, dim)`, unit length), and `joint_embedding` (the space
-    shared with the images) for a model whose joint space is not its sentence space. Each graph records the SHA-256 of the weights it was
+    shared with the images) for a model whose joint space is not its sentence space. A model that carries its image
+    backbone also gets `onnx/image_model.onnx` ("image"): its image processor's `pixel_values` to its joint-space
+    image embeddings, float32. Each graph records the SHA-256 of the weights it was
     exported from (`weights_sha256`), which `encode(backend="onnx")` checks against the model, and a digest of
     itself with that value (`graph_sha256`, see `exported_session`), so that neither changes alone.
 
@@ -114,6 +118,7 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
     example = tokenizer(["A dog runs along the beach.", "Two cats."], padding=True, padding_side="right",
                         return_tensors="pt")
     names = {"float32": FLOAT_FILE, **({"int8": INT8_FILE} if quantize else {})}
+    carries_backbone = "image_backbone" in model._modules
     # Beside onnx/, on its file system, so that the rename into place is one step; made by mkdir, not mkdtemp,
     # so that it gets the permissions of any new folder (mkdtemp's are the owner's alone).
     scratch = Path(output_dir) / f".{ONNX_FOLDER}-{secrets.token_hex(4)}"
@@ -138,6 +143,9 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
                               "attention_mask": {0: "batch", 1: "sequence"},
                               **{name: {0: "batch"} for name in outputs}})
             _check_parity(model, traced, tokenizer)
+            if carries_backbone:
+                _export_image_side(model, scratch / IMAGE_FILE)
+                names["image"] = IMAGE_FILE
         if quantize:
             kept = _narrowing_products(onnx.load(str(traced)).graph) if model.onnx_int8_keeps_narrowing_products else []
             quantize_dynamic(str(traced), str(scratch / INT8_FILE), weight_type=QuantType.QInt8, reduce_range=True,
@@ -154,6 +162,41 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
         shutil.rmtree(scratch, ignore_errors=True)
         model.train(was_training)
     return {kind: folder / name for kind, name in names.items()}
+
+
+class _ImageEmbeddings(nn.Module):
+    """A model that carries its image backbone as the image graph's computation: `pixel_values` from its image
+    processor to its unit-length joint-space embeddings."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        return self.model.get_image_features(pixel_values=pixel_values)
+
+
+def _export_image_side(model, path: Path) -> None:
+    """`onnx/image_model.onnx`: `pixel_values` (`(batch, views, 3, H, W)`, float32, dynamic batch) to
+    `image_embedding`, checked against the model on another batch than the traced one."""
+    import onnxruntime
+
+    backbone = model.config.image_backbone
+    size = backbone["data_config"]["input_size"]
+    views = 10 if backbone["preprocessing"] == "ten_crop" else 1
+    generator = torch.Generator().manual_seed(0)
+    example = torch.randn(2, views, *size, generator=generator)
+    torch.onnx.export(_ImageEmbeddings(model).eval(), (example,), str(path), dynamo=False, opset_version=OPSET,
+                      input_names=["pixel_values"], output_names=["image_embedding"],
+                      dynamic_axes={"pixel_values": {0: "batch"}, "image_embedding": {0: "batch"}})
+    check = torch.randn(3, views, *size, generator=generator)
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    found = torch.from_numpy(session.run(None, {"pixel_values": check.numpy()})[0])
+    difference = float((model.get_image_features(pixel_values=check) - found).abs().max())
+    if not difference <= PARITY_TOLERANCE:
+        raise ValueError(f"{type(model).__name__}: the image graph's embeddings differ from the model's by "
+                         f"{difference:.2e} on another batch than the traced one (more than {PARITY_TOLERANCE:g}): "
+                         f"its image backbone does not trace; nothing was written")
 
 
 def _narrowing_products(graph: "onnx.GraphProto") -> list[str]:
@@ -184,4 +227,4 @@ def _check_parity(model, traced: Path, tokenizer) -> None:
 
 
 __all__ = ["export_onnx", "check_exportable", "exported_session", "graph_sha256", "ONNX_FOLDER", "FLOAT_FILE",
-           "INT8_FILE"]
+           "IMAGE_FILE", "INT8_FILE"]

@@ -212,3 +212,46 @@ def test_the_grounded_transformer_keeps_its_sentence_space_in_sentence_transform
     loaded = sentence_transformers.SentenceTransformer(str(tmp_path / "model"), trust_remote_code=True, device="cpu")
     sentences = ["a big red square", "a small blue circle on the left"]
     np.testing.assert_allclose(loaded.encode(sentences), model.encode(sentences), atol=1e-5)
+
+
+
+def test_the_demo_indexes_images_with_the_model_s_own_backbone(tmp_path, images):
+    """No feature spec, no training record: a model that carries its backbone indexes a folder itself, each image
+    where `get_image_features(pixel_values=...)` puts it."""
+    from hf_grounded.demo import build_index
+
+    model, _ = carrying("char_gru", 256)
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for index, image in enumerate(images):
+        image.save(folder / f"{index}.png")
+    index = build_index(model, folder)
+    processor = GroundedImageProcessor("ten_crop", model.config.image_backbone["data_config"])
+    by_name = {image.name: row for image, row in zip(index.images, index.embeddings)}
+    with torch.inference_mode():
+        expected = model.get_image_features(**processor([Image.open(folder / name) for name in sorted(by_name)]))
+    torch.testing.assert_close(torch.stack([by_name[name] for name in sorted(by_name)]), expected, atol=1e-4,
+                               rtol=0)
+    bare, _ = tiny_model("char_gru", CORPUS, 256)
+    with pytest.raises(ValueError, match="carries no image backbone: give the feature spec"):
+        build_index(bare, folder)
+
+
+def test_the_image_side_exports_to_onnx_beside_the_text_side(tmp_path, images):
+    """`export_onnx` writes onnx/image_model.onnx for a model that carries its backbone: pixel values in, the
+    joint-space image embeddings out, with the weights' fingerprint and digest the text graphs carry."""
+    pytest.importorskip("onnxruntime")
+    from hf_grounded.backend import exported_session
+    from hf_grounded.onnx_export import export_onnx
+
+    model, tokenizer = carrying("vete", 256)
+    save_model(model, tokenizer, tmp_path)
+    paths = export_onnx(model, tmp_path, quantize=False)
+    assert paths["image"] == tmp_path / "onnx" / "image_model.onnx"
+    session, fingerprint = exported_session(paths["image"])
+    assert fingerprint == model.weights_fingerprint()
+    processor = GroundedImageProcessor("ten_crop", model.config.image_backbone["data_config"])
+    pixel_values = processor(images)["pixel_values"]
+    with torch.inference_mode():
+        expected = model.get_image_features(pixel_values=pixel_values).numpy()
+    np.testing.assert_allclose(session.run(None, {"pixel_values": pixel_values.numpy()})[0], expected, atol=1e-4)

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..extras import require_extra
 from .defaults import DEFAULT_MODEL, synthetic_test_images
 from .image_files import IMAGE_SUFFIXES, ImageFile, select_images
-from .index import ImageIndex, build_index, model_feature_spec
+from .index import ImageIndex, build_index, carried_feature_spec, model_feature_spec
 
 # The names of the page's module (`app`, which imports gradio), looked up on first use.
 PAGE_NAMES = ("DemoModel", "build_demo")
@@ -56,4 +56,4 @@ def launch(model_source: str, images_dir: str | Path | None, *, host: str = "127
 
 
 __all__ = ["DEFAULT_MODEL", "IMAGE_SUFFIXES", "DemoModel", "ImageFile", "ImageIndex", "build_demo", "build_index",
-           "launch", "model_feature_spec", "select_images", "synthetic_test_images"]
+           "carried_feature_spec", "launch", "model_feature_spec", "select_images", "synthetic_test_images"]

@@ -17,7 +17,7 @@ from PIL import Image, ImageDraw, ImageFont
 from transformers import AutoModel
 
 from .defaults import trained_on_synthetic_images, synthetic_test_images
-from .index import ImageIndex, build_index, model_feature_spec, summary
+from .index import ImageIndex, build_index, carried_feature_spec, model_feature_spec, summary
 from .served_files import ServedImages
 
 logger = logging.getLogger(__name__)
@@ -74,7 +74,10 @@ class DemoModel:
                         if not trained_on_synthetic_images(self.model_source):
                             raise ValueError("no folder of images was given (--images)")
                         self.images_dir = synthetic_test_images(self.model_source)
-                    spec = model_feature_spec(self.model_source, **self.feature_overrides)
+                    overridden = any(value is not None for value in self.feature_overrides.values())
+                    # A model that carries its backbone indexes the images itself, unless flags name another.
+                    spec = (None if carried_feature_spec(model) is not None and not overridden
+                            else model_feature_spec(self.model_source, **self.feature_overrides))
                     self.index = build_index(model, self.images_dir, spec, follow_symlinks=self.follow_symlinks)
                     # Static: gradio serves the gallery's files where they are instead of hashing and copying each
                     # one it returns; `ServedFilesOnly` decides which of them a visitor may fetch.

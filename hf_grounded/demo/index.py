@@ -71,6 +71,15 @@ class ImageIndex:
                     logger.warning("dropped %s from the index: %s", self.images[index].path, DROPPED)
 
 
+def carried_feature_spec(model) -> FeatureSpec | None:
+    """How the images of a model that carries its backbone become features: its own backbone (by the weights'
+    fingerprint it records) and preprocessing; None for a model that carries none."""
+    backbone = getattr(model.config, "image_backbone", None)
+    if backbone is None:
+        return None
+    return FeatureSpec(BackboneSpec(backbone["name"], fingerprint=backbone["weights"]), backbone["preprocessing"])
+
+
 def model_feature_spec(model_source: str, **overrides) -> FeatureSpec:
     """How the model's training images became features, from its `training_args.json` (a local folder or a Hub
     id); `overrides` (backbone, pretrained_file, pretrained_backbone, image_preprocessing) replace what it says.
@@ -101,11 +110,17 @@ def model_feature_spec(model_source: str, **overrides) -> FeatureSpec:
     return FeatureSpec(backbone, preprocessing=data.get("image_preprocessing", "center"))
 
 
-def build_index(model, folder: str | Path, spec: FeatureSpec, batch_size: int = 16, *,
+def build_index(model, folder: str | Path, spec: FeatureSpec | None = None, batch_size: int = 16, *,
                 follow_symlinks: bool = False) -> ImageIndex:
     """Index the images `select_images` finds in `folder`: one that cannot be read or is a link out of the folder
     (unless `follow_symlinks`) is logged, named in `skipped` and left out; features come from the feature cache
-    when it has them, else are extracted (with a tqdm progress bar) and cached."""
+    when it has them, else are extracted (with a tqdm progress bar) and cached. Without `spec`, a model that
+    carries its image backbone extracts them itself (`carried_feature_spec`); another needs `spec`
+    (`model_feature_spec`)."""
+    carried = carried_feature_spec(model)
+    if spec is None and carried is None:
+        raise ValueError(f"{model.config.model_type} model {model.config.name_or_path or ''} carries no image "
+                         f"backbone: give the feature spec its images were made with (model_feature_spec)")
     if not hasattr(model, "get_image_features") or getattr(model.config, "image_feature_dim", 0) is None:
         raise ValueError(f"{model.config.model_type} model {model.config.name_or_path or ''} has no image side "
                          f"(no image projection): it can compare sentences but not search images")
@@ -123,9 +138,11 @@ def build_index(model, folder: str | Path, spec: FeatureSpec, batch_size: int = 
         readable.append(image)
     if not readable:
         raise ValueError(f"{folder}: none of its {len(skipped)} image files can be shown ({summary(skipped)})")
+    own = spec is None or spec == carried  # the model's backbone makes them: no separate feature step
+    spec = carried if spec is None else spec
     cache_file = feature_cache_file(source_name("image-folder", str(Path(folder).resolve())), spec)
     features = cached_features([image.name for image in readable], [str(image.path) for image in readable], spec,
-                               cache_file, batch_size=batch_size)
+                               cache_file, batch_size=batch_size, backbone=model.image_backbone if own else None)
     pooled = torch.stack([item.mean(dim=0) for item in features])
     with torch.inference_mode():
         embeddings = model.get_image_features(pooled.to(model.device, model.dtype)).float().cpu()
@@ -141,4 +158,4 @@ def summary(named: dict[str, str], shown: int = 5) -> str:
     return f"{len(named):,} {'file' if len(named) == 1 else 'files'}: " + "; ".join(items)
 
 
-__all__ = ["ImageIndex", "build_index", "model_feature_spec", "summary"]
+__all__ = ["ImageIndex", "build_index", "carried_feature_spec", "model_feature_spec", "summary"]

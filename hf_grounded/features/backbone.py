@@ -20,9 +20,14 @@ class BackboneSpec:
     pretrained_file: str | None = None
     pretrained: bool = False
     seed: int = 0
+    # The weights' fingerprint where they are known by it alone: a backbone a model carries (`config.image_backbone`),
+    # which is passed to extraction as the module itself.
+    fingerprint: str | None = None
 
     def weights_fingerprint(self) -> str:
         """Identifies the weights, so cached features never outlive a change of weights."""
+        if self.fingerprint is not None:
+            return self.fingerprint
         if self.pretrained_file is not None:
             digest = hashlib.sha256()
             with open(self.pretrained_file, "rb") as handle:

@@ -161,8 +161,10 @@ def cached_features(
     batch_size: int = 16,
     num_workers: int = 0,
     accelerator: Accelerator | None = None,
+    backbone: nn.Module | None = None,
 ) -> list[torch.Tensor]:
-    """Features for `ids` (one `(frames, dim)` tensor each), read from `cache_file` when there, extracted when not.
+    """Features for `ids` (one `(frames, dim)` tensor each), read from `cache_file` when there, extracted when not
+    (by `backbone` when given, the module `spec` describes: a model's own; else by the backbone `spec` builds).
 
     Only the items missing from the cache, or whose content changed since (see `content_fingerprint`), are
     extracted, spread over Accelerate's processes, and the cache file is rewritten
@@ -183,7 +185,7 @@ def cached_features(
     # Extraction draws from the global random stream (model init, DataLoader seeds); a private stream keeps a
     # training run the same whether its features come from the cache or not.
     with torch.random.fork_rng(devices=[]):
-        backbone = create_backbone(spec.backbone)
+        backbone = backbone if backbone is not None else create_backbone(spec.backbone)
         if accelerator is None:
             local = missing
         else:
