@@ -16,6 +16,7 @@ model on other sentences than the traced ones before it is put in place (`_check
 forward pass freezes a value into the trace is refused instead of giving other embeddings.
 """
 
+import logging
 import os
 import secrets
 import shutil
@@ -27,6 +28,8 @@ from torch import nn
 
 from .files import MARKER_NAME, refuse_foreign_folder, replace_folder
 from .backend import exported_session, graph_sha256
+
+logger = logging.getLogger(__name__)
 
 ONNX_FOLDER = "onnx"
 FLOAT_FILE = "model.onnx"
@@ -144,8 +147,11 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
                               **{name: {0: "batch"} for name in outputs}})
             _check_parity(model, traced, tokenizer)
             if carries_backbone:
-                _export_image_side(model, scratch / IMAGE_FILE)
-                names["image"] = IMAGE_FILE
+                try:
+                    _export_image_side(model, scratch / IMAGE_FILE)
+                    names["image"] = IMAGE_FILE
+                except Exception as error:  # the text side stands alone; the image side only where it traces
+                    logger.warning("the image side of %s was not exported: %s", type(model).__name__, error)
         if quantize:
             kept = _narrowing_products(onnx.load(str(traced)).graph) if model.onnx_int8_keeps_narrowing_products else []
             quantize_dynamic(str(traced), str(scratch / INT8_FILE), weight_type=QuantType.QInt8, reduce_range=True,

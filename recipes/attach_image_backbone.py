@@ -22,6 +22,7 @@ import hf_grounded  # noqa: F401  (registers the Auto classes)
 from hf_grounded.command_line import run_recipe
 from hf_grounded.features import attach_image_backbone
 from hf_grounded.inputs import DataArguments, feature_spec, training_features_description
+from hf_grounded.model_card import write_model_card
 from hf_grounded.training import save_model
 
 # The run's data arguments a flag may override: which backbone and weights, and its preprocessing.
@@ -54,8 +55,11 @@ def main() -> None:
     model = AutoModel.from_pretrained(folder)
     attach_image_backbone(model, feature_spec(attached, seed), made_with)
     save_model(model, model.default_tokenizer(), folder)
+    write_model_card(folder)
     print(f"{folder}: now carries {model.config.image_backbone['name']} "
-          f"({model.config.image_backbone['preprocessing']}) and its image processor")
+          f"({model.config.image_backbone['preprocessing']}) and its image processor"
+          + ("; its weights changed, so export its ONNX graphs again (recipes/export_onnx.py)"
+             if (folder / "onnx").is_dir() else ""))
 
 
 if __name__ == "__main__":

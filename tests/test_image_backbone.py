@@ -123,17 +123,21 @@ def test_a_config_whose_backbone_does_not_give_its_width_is_refused():
                                                            "data_config": {}})
 
 
-def test_the_recipe_attaches_the_run_s_own_backbone(tmp_path):
+def test_the_recipe_attaches_the_run_s_own_backbone(tmp_path, capsys):
     run_recipe_in_process("train.py", ["--backbone", "test_efficientnet", "--synthetic_train_images", "16",
                                        "--synthetic_eval_images", "8", "--max_steps", "2", "--hidden_size", "8",
-                                       "--output_dir", str(tmp_path / "model")])
+                                       "--save_image_backbone", "false", "--output_dir", str(tmp_path / "model")])
+    assert json.loads((tmp_path / "model" / "config.json").read_text())["image_backbone"] is None
     with pytest.raises(SystemExit):
         run_recipe_in_process("attach_image_backbone.py", ["--model", str(tmp_path / "model"),
                                                            "--image_preprocessing", "ten_crop"])
+    assert ("error: the model's image features were made with preprocessing 'center', not 'ten_crop': attach the "
+            "backbone that made them") in capsys.readouterr().err
     run_recipe_in_process("attach_image_backbone.py", ["--model", str(tmp_path / "model")])
     config = json.loads((tmp_path / "model" / "config.json").read_text())
     assert config["image_backbone"]["name"] == "test_efficientnet"
     assert config["image_backbone"]["weights"] == "random-seed:42"  # the run's seed drew the backbone
+    assert "AutoImageProcessor" in (tmp_path / "model" / "README.md").read_text()  # the card says so now
 
 
 @pytest.mark.slow
@@ -255,3 +259,49 @@ def test_the_image_side_exports_to_onnx_beside_the_text_side(tmp_path, images):
     with torch.inference_mode():
         expected = model.get_image_features(pixel_values=pixel_values).numpy()
     np.testing.assert_allclose(session.run(None, {"pixel_values": pixel_values.numpy()})[0], expected, atol=1e-4)
+
+
+
+def test_a_loaded_backbone_is_frozen_and_stays_in_eval_mode(tmp_path, features):
+    from transformers import AutoModel
+
+    model, tokenizer = carrying("vete", features.size(1))
+    save_model(model, tokenizer, tmp_path)
+    loaded = AutoModel.from_pretrained(tmp_path).train()
+    assert not loaded.image_backbone.training
+    assert not any(parameter.requires_grad for parameter in loaded.image_backbone.parameters())
+    with torch.inference_mode():
+        torch.testing.assert_close(loaded.get_image_features(features), model.get_image_features(features))
+
+
+def test_asking_a_model_without_an_image_map_to_save_a_backbone_is_refused_before_training(tmp_path):
+    from hf_grounded.training import parse_arguments, train
+
+    from .family_testers import tiny_training_options
+
+    arguments = ["--model_type", "grounded_skipthought", *tiny_training_options("grounded_skipthought", tmp_path),
+                 "--backbone", "test_efficientnet", "--synthetic_train_images", "16", "--synthetic_eval_images", "8",
+                 "--save_image_backbone", "true", "--output_dir", str(tmp_path / "model")]
+    with pytest.raises(ValueError, match="--save_image_backbone: a grounded_skipthought model without an image map"):
+        train(*parse_arguments(arguments))
+    assert not (tmp_path / "model" / "model.safetensors").exists()
+
+
+def test_the_processor_refuses_arrays_it_cannot_read_naming_them():
+    processor = GroundedImageProcessor("center", {"input_size": (3, 32, 32), "mean": (0.5,) * 3, "std": (0.5,) * 3,
+                                                  "interpolation": "bilinear", "crop_pct": 1.0, "crop_mode": "center"})
+    with pytest.raises(ValueError, match=r"images\[0\] is an array of shape \(3, 8, 8\) and dtype float32"):
+        processor([np.zeros((3, 8, 8), dtype=np.float32)])
+    assert processor([np.zeros((8, 8, 3), dtype=np.uint8)])["pixel_values"].shape == (1, 1, 3, 32, 32)
+
+
+def test_a_saved_folder_s_code_asks_nothing_of_the_image_libraries_to_load(tmp_path, features):
+    """transformers checks that every package a saved folder's code imports is installed before it loads it (from
+    the Hub): timm, torchvision and Pillow are imported where that check passes over them, so a text-only user needs
+    none of them."""
+    from transformers.dynamic_module_utils import get_imports
+
+    model, tokenizer = carrying("char_gru", features.size(1))
+    save_model(model, tokenizer, tmp_path)
+    required = {name for path in tmp_path.glob("*.py") for name in get_imports(path)}
+    assert not required & {"timm", "torchvision", "PIL"}, required

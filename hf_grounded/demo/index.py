@@ -2,6 +2,7 @@
 preprocessing the model was trained with (its `training_args.json`), through the library's feature cache, so a
 restart reads them back instead of extracting again."""
 
+import copy
 import json
 import logging
 import threading
@@ -142,7 +143,9 @@ def build_index(model, folder: str | Path, spec: FeatureSpec | None = None, batc
     spec = carried if spec is None else spec
     cache_file = feature_cache_file(source_name("image-folder", str(Path(folder).resolve())), spec)
     features = cached_features([image.name for image in readable], [str(image.path) for image in readable], spec,
-                               cache_file, batch_size=batch_size, backbone=model.image_backbone if own else None)
+                               cache_file, batch_size=batch_size,
+                               # a copy: extraction moves its backbone to its device, which the model's must not
+                               backbone=copy.deepcopy(model.image_backbone) if own else None)
     pooled = torch.stack([item.mean(dim=0) for item in features])
     with torch.inference_mode():
         embeddings = model.get_image_features(pooled.to(model.device, model.dtype)).float().cpu()

@@ -46,6 +46,9 @@ def create_backbone(spec: BackboneSpec) -> nn.Module:
     `pretrained=True` alone fetches timm's default weights from the Hub; with neither, the weights are random but
     reproducible from `seed`.
     """
+    if spec.fingerprint is not None:
+        raise ValueError(f"{spec.name}'s weights are known by their fingerprint alone ({spec.fingerprint}): they are "
+                         f"inside the model that carries them, so pass that module instead of building one")
     if spec.pretrained_file is not None and not Path(spec.pretrained_file).is_file():
         raise FileNotFoundError(f"{spec.pretrained_file}: backbone weights file does not exist")
     if spec.pretrained_file is None and not spec.pretrained:

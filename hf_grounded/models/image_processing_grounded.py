@@ -18,14 +18,18 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-from PIL import Image
 from transformers.feature_extraction_utils import BatchFeature
 from transformers.image_processing_utils import BaseImageProcessor
+
+try:  # Pillow reads images; a text-only user of a saved model needs none (transformers' import check skips this block)
+    from PIL import Image
+except ImportError:
+    Image = None
 
 PRESETS = ("center", "ten_crop")
 
 
-def to_rgb(image: Image.Image) -> Image.Image:
+def to_rgb(image: "Image.Image") -> "Image.Image":
     """The image as 8-bit RGB, which every backbone expects.
 
     16-bit and 32-bit integer grayscale (16-bit PNGs open as `"I;16"` or `"I"`) is scaled from the 16-bit range,
@@ -39,7 +43,7 @@ def to_rgb(image: Image.Image) -> Image.Image:
     return image if image.mode == "RGB" else image.convert("RGB")
 
 
-def view_transform(data_config: dict, preset: str) -> Callable[[Image.Image], torch.Tensor]:
+def view_transform(data_config: dict, preset: str) -> Callable[["Image.Image"], torch.Tensor]:
     """A function from a PIL image to a `(views, 3, H, W)` tensor normalised as `data_config` says (timm's
     `resolve_data_config` of the backbone: input size, interpolation, mean, std, crop).
 
@@ -96,13 +100,18 @@ class GroundedImageProcessor(BaseImageProcessor):
                             for key, value in data_config.items()}
 
     def preprocess(self, images, return_tensors: str | None = "pt", **kwargs) -> BatchFeature:
-        """`pixel_values` for one image or a list of them (PIL images, or `(H, W, 3)` uint8 arrays)."""
+        """`pixel_values` for one image or a list of them (PIL images, or `(H, W, 3)` / `(H, W)` uint8 arrays)."""
+        if Image is None:
+            raise ImportError("images are read with Pillow: pip install pillow")
         images = images if isinstance(images, (list, tuple)) else [images]
         config = {key: tuple(value) if isinstance(value, list) else value for key, value in self.data_config.items()}
         transform = view_transform(config, self.preprocessing)
         views = []
         for index, image in enumerate(images):
             if isinstance(image, np.ndarray):
+                if image.dtype != np.uint8 or image.ndim not in (2, 3) or (image.ndim == 3 and image.shape[2] != 3):
+                    raise ValueError(f"images[{index}] is an array of shape {image.shape} and dtype {image.dtype}: "
+                                     f"give (H, W, 3) or (H, W) uint8 pixels, or a PIL image")
                 image = Image.fromarray(image)
             if not isinstance(image, Image.Image):
                 raise TypeError(f"images[{index}] is {type(image).__name__}, not a PIL image or an array")

@@ -91,8 +91,10 @@ class GroundedSentenceEncoder(SentenceEncoder, Protocol):
     """A `SentenceEncoder` with an image side: `encode(..., space="joint")` and `get_image_features` land in one
     space, compared by the dot product of unit vectors."""
 
-    def get_image_features(self, image_features: torch.Tensor) -> torch.Tensor:
-        """Precomputed image features to L2-normalised embeddings in the joint space."""
+    def get_image_features(self, image_features: torch.Tensor | None = None,
+                           pixel_values: torch.Tensor | None = None) -> torch.Tensor:
+        """Precomputed image features, or the pixels of a model that carries its image backbone, to L2-normalised
+        embeddings in the joint space."""
 
 
 class EncoderPreTrainedMixin:
@@ -114,6 +116,8 @@ class EncoderPreTrainedMixin:
         for name, tensor in model.state_dict().items():
             if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
                 raise ValueError(f"{name}: the saved weights hold NaN or infinite values; the file is corrupted")
+        if "image_backbone" in model._modules:  # loading made its weights new parameters, trainable by default
+            model.image_backbone.requires_grad_(False).eval()
         return loaded
 
     @staticmethod
@@ -177,7 +181,8 @@ class EncoderPreTrainedMixin:
         that `from_pretrained` loads its weights with the model's."""
         backbone = getattr(self.config, "image_backbone", None)
         if backbone is not None and "image_backbone" not in self._modules:
-            self.image_backbone = _timm_backbone(backbone["name"])
+            # Frozen: the fixed feature extractor the model was trained against, recorded by its fingerprint.
+            self.image_backbone = _timm_backbone(backbone["name"]).requires_grad_(False)
         super().post_init()
 
     def train(self, mode: bool = True):
@@ -418,7 +423,7 @@ class SentenceEncoderMixin:
         views = pixel_values if pixel_values.dim() == 5 else pixel_values.unsqueeze(1)
         parameter = next(self.image_backbone.parameters())
         features = self.image_backbone(views.flatten(0, 1).to(parameter.device, parameter.dtype))
-        return features.view(views.size(0), views.size(1), -1).mean(dim=1)
+        return features.view(views.size(0), views.size(1), -1).mean(dim=1).to(self.dtype)
 
     # --- hooks a family overrides -----------------------------------------------------------------------------------
 

@@ -201,6 +201,9 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     streams = training_streams(losses, source, splits, triples, tokenizer, max_length, data_args, training_args,
                                accelerator)
     logger.info("training %s on %s", " + ".join(type(loss).__name__ for loss in losses), streams.describe())
+    if data_args.save_image_backbone and not has_image_map:
+        raise ValueError(f"--save_image_backbone: a {model.config.model_type} model without an image map reads no "
+                         f"images")
     return Run(accelerator, model_args, data_args, training_args, model, tokenizer, family, splits, losses, streams,
                selection, stsb_dev, _backbone_to_save(source, data_args, training_args.seed))
 
@@ -545,11 +548,13 @@ def _carry_image_backbone(model: nn.Module, run: Run) -> None:
     (grounded SkipThought trained by its sentence-space objectives) has nothing to read them with; a model whose
     config cannot carry one (a snapshot ensemble's) is saved without it, as the log says."""
     if run.image_backbone is None:
+        if "image_backbone" in model._modules:  # a model this run continued: its backbone made no feature here
+            logger.warning("saved without the image backbone %s carried in: this run's features did not come from "
+                           "it", model.config.image_backbone["name"])
+            del model.image_backbone
+            model.config.image_backbone = None
         return
     if getattr(model.config, "image_feature_dim", None) is None:
-        if run.data_args.save_image_backbone:
-            logger.warning("--save_image_backbone: %s maps no images, so it is saved without %s",
-                           type(model).__name__, run.image_backbone.backbone.name)
         return
     if not hasattr(type(model.config), "image_backbone"):
         logger.warning("%s cannot carry an image backbone: saved without %s", type(model).__name__,
