@@ -65,8 +65,10 @@ IMAGE_BACKBONE_KEYS = ("name", "weights", "preprocessing", "num_features", "data
 
 
 def check_image_backbone(config_name: str, value: object, image_feature_dim: int | None) -> None:
-    """`image_backbone` is None, or the description `hf_grounded.features.attach_image_backbone` writes: a timm
-    backbone whose pooled features are `image_feature_dim` wide."""
+    """`image_backbone` is None, or the description `hf_grounded.features.attach_image_backbone` writes of the timm
+    backbone the model carries: `name`, `weights` (the fingerprint of the weights its features were made with),
+    `preprocessing` (`"center"` or `"ten_crop"`), `num_features` (`image_feature_dim`) and `data_config` (timm's);
+    its weights are under `image_backbone.` in the model's safetensors."""
     if value is None:
         return
     if not isinstance(value, dict) or set(value) != set(IMAGE_BACKBONE_KEYS):

@@ -59,12 +59,8 @@ class VETEConfig(PreTrainedConfig):
             whose ids fit the embeddings.
 
         image_backbone (`dict`, *optional*):
-            The timm image backbone the model's image features come from, when the model carries it (its weights
-            under `image_backbone.` in the same safetensors): `name`, `weights` (the fingerprint of the weights the
-            features were made with), `preprocessing` (`"center"` or `"ten_crop"`), `num_features` and
-            `data_config` (timm's). Then `get_image_features(pixel_values=...)` reads images, which the saved
-            image processor prepares; `None` (the default): precomputed `image_features` only. Written by
-            `hf_grounded.features.attach_image_backbone`.
+            The image backbone the model carries, which `get_image_features(pixel_values=...)` runs (written by
+            `hf_grounded.features.attach_image_backbone`); `None`: precomputed `image_features` only.
     Example:
 
     ```python
