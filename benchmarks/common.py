@@ -1,6 +1,7 @@
 """What every benchmark shares: the machine's description, alternating timed arms, peak memory, output, and the
 transfer scores of a trained model."""
 
+import argparse
 import datetime
 import json
 import os
@@ -164,6 +165,16 @@ def check_finished_run(model_dir: Path, arguments: tuple) -> None:
         described = "; ".join(f"{name}: {before!r} then, {after!r} now" for name, (before, after) in changes.items())
         raise SystemExit(f"{model_dir} was trained with other arguments ({described}): pass another --output_dir, or "
                          "remove the folder to train it again")
+
+
+def chosen_rows(parser: argparse.ArgumentParser, rows: str | None, known, default: list[str]) -> list[str]:
+    """The rows `--rows` names (comma-separated), `default` without it; an unknown one ends the command as argparse
+    ends on a bad flag, naming the rows there are."""
+    chosen = rows.split(",") if rows else default
+    unknown = [row for row in chosen if row not in known]
+    if unknown:
+        parser.error(f"--rows: unknown rows {unknown}; choose among {', '.join(known)}")
+    return chosen
 
 
 def write_results(path: str | None, name: str, rows: list[dict], notes: dict | None = None) -> None:

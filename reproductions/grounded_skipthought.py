@@ -54,7 +54,7 @@ from hf_grounded.inputs import DataArguments, image_features, load_dataset
 from hf_grounded.training import parse_arguments, save_model, train
 from hf_grounded.training.checkpoints import list_checkpoints
 
-from benchmarks.common import SHARED, check_finished_run, provenance, write_json, write_results
+from benchmarks.common import SHARED, check_finished_run, chosen_rows, provenance, write_json, write_results
 from reproductions import RESULTS
 from utils.result_tables import format_result
 
@@ -185,10 +185,7 @@ def main() -> None:
     parser.add_argument("--results_file", default=str(RESULTS / "grounded_skipthought.json"),
                         help="The table's rows with the command, commit and machine; the docs render it.")
     args = parser.parse_args()
-    folders = args.rows.split(",") if args.rows else TABLE_2 if args.quick else list(FOLDERS)
-    unknown = [folder for folder in folders if folder not in FOLDERS]
-    if unknown:
-        parser.error(f"--rows: unknown rows {unknown}; choose among {', '.join(FOLDERS)}")
+    folders = chosen_rows(parser, args.rows, FOLDERS, TABLE_2 if args.quick else list(FOLDERS))
     chosen = [FOLDERS[folder] for folder in folders]
     shared, output = Path(args.shared), Path(args.output_dir)
     output.mkdir(parents=True, exist_ok=True)

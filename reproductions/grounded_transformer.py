@@ -36,7 +36,17 @@ from transformers import AutoModel
 from hf_grounded.evaluation.sts import load_sick, load_sts_year, load_stsb, unsupervised_sts
 from hf_grounded.training import parse_arguments, train
 
-from benchmarks.common import SHARED, SICK, STS16, STSB, check_finished_run, provenance, write_json, write_results
+from benchmarks.common import (
+    SHARED,
+    SICK,
+    STS16,
+    STSB,
+    check_finished_run,
+    chosen_rows,
+    provenance,
+    write_json,
+    write_results,
+)
 from reproductions import RESULTS
 from utils.result_tables import format_result
 
@@ -104,10 +114,7 @@ def main() -> None:
     parser.add_argument("--results_file", default=str(RESULTS / "grounded_transformer.json"),
                         help="The table's rows with the command, commit and machine; the docs render it.")
     args = parser.parse_args()
-    chosen = args.rows.split(",") if args.rows else list(folders)
-    unknown = [folder for folder in chosen if folder not in folders]
-    if unknown:
-        parser.error(f"--rows: unknown rows {unknown}; choose among {', '.join(folders)}")
+    chosen = chosen_rows(parser, args.rows, folders, list(folders))
     text_model = args.text_model or packaged_minilm()
     output = Path(args.output_dir).resolve() / f"seed-{args.seed}"
     output.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,15 @@ from hf_grounded.models import VETEConfig, VETEModel
 from hf_grounded.training import parse_arguments, train
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
-from benchmarks.common import SHARED, check_finished_run, provenance, transfer_pearsons, write_json, write_results
+from benchmarks.common import (
+    SHARED,
+    check_finished_run,
+    chosen_rows,
+    provenance,
+    transfer_pearsons,
+    write_json,
+    write_results,
+)
 from reproductions import RESULTS
 from utils.result_tables import format_result
 
@@ -126,10 +134,7 @@ def main() -> None:
     parser.add_argument("--results_file", default=str(RESULTS / "vete_flickr8k.json"),
                         help="The table's rows with the command, commit and machine; the docs render it.")
     args = parser.parse_args()
-    chosen = args.rows.split(",") if args.rows else list(folders)
-    unknown = [folder for folder in chosen if folder not in folders]
-    if unknown:
-        parser.error(f"--rows: unknown rows {unknown}; choose among {', '.join(folders)}")
+    chosen = chosen_rows(parser, args.rows, folders, list(folders))
     output = Path(args.output_dir).resolve() / f"seed-{args.seed}"
     output.mkdir(parents=True, exist_ok=True)
     results_path = output / "vete_flickr8k.json"

@@ -560,8 +560,8 @@ def _carry_image_backbone(model: nn.Module, run: Run) -> None:
         logger.warning("%s cannot carry an image backbone: saved without %s", type(model).__name__,
                        run.image_backbone.backbone.name)
         return
-    attach_image_backbone(model, run.image_backbone,
-                          training_features_description(run.data_args, run.training_args.seed))
+    # `_backbone_to_save` checked it against what made the run's features before training.
+    attach_image_backbone(model, run.image_backbone, run.image_backbone.description)
 
 
 def _write_outputs(model, tokenizer, results: dict, progress: TrainingProgress, arguments) -> None:
