@@ -20,8 +20,9 @@ from transformers import AutoModel
 
 import hf_grounded  # noqa: F401  (registers the Auto classes)
 from hf_grounded.command_line import run_recipe
+from hf_grounded.demo import model_feature_spec
 from hf_grounded.features import attach_image_backbone
-from hf_grounded.inputs import DataArguments, feature_spec, training_features_description
+from hf_grounded.inputs import DataArguments, training_features_description
 from hf_grounded.model_card import write_model_card
 from hf_grounded.training import save_model
 
@@ -48,12 +49,11 @@ def main() -> None:
     data = DataArguments(**{name: value for name, value in training["data"].items() if name in names})
     seed = training.get("training", {}).get("seed", 42)
     made_with = training_features_description(data, seed)
-    chosen = {name: getattr(args, name) for name in BACKBONE_ARGUMENTS if getattr(args, name) is not None}
-    if "pretrained_backbone" in chosen:
+    chosen = {name: getattr(args, name) for name in BACKBONE_ARGUMENTS}
+    if chosen["pretrained_backbone"] is not None:
         chosen["pretrained_backbone"] = chosen["pretrained_backbone"] == "true"
-    attached = DataArguments(**{**{name: getattr(data, name) for name in names}, **chosen, "image_features_file": None})
     model = AutoModel.from_pretrained(folder)
-    attach_image_backbone(model, feature_spec(attached, seed), made_with)
+    attach_image_backbone(model, model_feature_spec(str(folder), **chosen), made_with)
     save_model(model, model.default_tokenizer(), folder)
     write_model_card(folder)
     print(f"{folder}: now carries {model.config.image_backbone['name']} "
