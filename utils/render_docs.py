@@ -54,21 +54,9 @@ def _code(text: str) -> str:
     return f"<code>{text}</code>" if "&" in text else f"`{text}`"
 
 
-def _results(name: str) -> dict:
-    path = _result_file(name)
-    if path is None:
-        raise FileNotFoundError(f"no result file {name}.json in {', '.join(map(str, RESULT_FOLDERS))}")
-    return inert(json.loads(path.read_text()))
-
-
 def _result_file(name: str) -> Path | None:
     """The result file `name`.json of the folder that holds it, or None."""
     return next((folder / f"{name}.json" for folder in RESULT_FOLDERS if (folder / f"{name}.json").is_file()), None)
-
-
-def _shown(name: str) -> str:
-    """The result file `name`.json as the docs name it: its path in the repository."""
-    return _result_file(name).relative_to(_result_file(name).parents[2]).as_posix()
 
 
 def _provenance(result: dict, benchmark: str) -> str:
@@ -85,11 +73,16 @@ def _provenance(result: dict, benchmark: str) -> str:
         made = f"written by {_code(result['command'])} at commit {commit[:10]}{changes} on {result['date'][:10]}"
     else:
         made = f"made by {_code(benchmark)} (the file records no command, commit or date)"
-    return f"Source: `{_shown(result['_name'])}`, {made}; {machine}."
+    return f"Source: `{result['_source']}`, {made}; {machine}."
 
 
 def _load(name: str) -> dict:
-    return {**_results(name), "_name": name}
+    """The result file `name`.json made inert, with where it is (`_source`: its path in the repository, as the
+    docs name it)."""
+    path = _result_file(name)
+    if path is None:
+        raise FileNotFoundError(f"no result file {name}.json in {', '.join(map(str, RESULT_FOLDERS))}")
+    return {**inert(json.loads(path.read_text())), "_source": path.relative_to(path.parents[2]).as_posix()}
 
 
 def _number(value: float, digits: int = 0) -> str:
@@ -209,7 +202,7 @@ def _rows(result: dict, key: str, *names: str) -> list[dict]:
     rows = {row[key]: row for row in result["rows"]}
     missing = [name for name in names if name not in rows]
     if missing:
-        raise ValueError(f"{_shown(result['_name'])} has no row {missing}: rerun its benchmark with those rows")
+        raise ValueError(f"{result['_source']} has no row {missing}: rerun its benchmark with those rows")
     return [rows[name] for name in names]
 
 
@@ -326,9 +319,9 @@ def benchmark_table(name: str) -> str:
     result = _load(name)
     benchmark = result.get("benchmark")
     if benchmark not in FORMATTERS:
-        raise ValueError(f"{_shown(name)}: \"benchmark\" is {benchmark!r}, not one whose tables render "
+        raise ValueError(f"{result['_source']}: \"benchmark\" is {benchmark!r}, not one whose tables render "
                          f"({', '.join(FORMATTERS)})")
-    folder = _result_file(name).parents[1].name
+    folder = result["_source"].split("/")[0]
     return f"{FORMATTERS[benchmark](result)}\n\n{_provenance(result, f'python -m {folder}.{benchmark}')}"
 
 
