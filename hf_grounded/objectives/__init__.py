@@ -19,7 +19,7 @@ import nothing of the objectives (a saved model folder runs alone).
 from .caption_groups import ClusterObjective, ClusterPairObjective, PerceptualObjective, ProjectionObjective
 from ..models.losses import hinge_loss, info_nce, last_pairs_max_margin, pearson_loss
 from .contrastive import SentenceToImageObjective, SimCSEObjective
-from .distillation import SentenceDistillation, SentenceTeacher, relational_kl
+from .distillation import RELATIONAL_MIN_SENTENCES, SentenceDistillation, SentenceTeacher, relational_kl
 from .gather import gather_with_local_grad
 from .groundsent import CaptionToCaptionObjective, CaptionToImageObjective
 from .image_text import (
@@ -72,6 +72,7 @@ from .text import SkipThoughtObjective
 
 __all__ = [
     "CAPTION_OBJECTIVES",
+    "RELATIONAL_MIN_SENTENCES",
     "BaseKeepingOptions",
     "Batches",
     "CaptionGroupLoss",

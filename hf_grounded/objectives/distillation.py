@@ -19,6 +19,9 @@ from torch import nn
 
 from .gather import gather_with_local_grad
 
+# The fewest sentences a relational distribution compares: each sentence's softmax over the others needs two of them.
+RELATIONAL_MIN_SENTENCES = 3
+
 
 class SentenceTeacher:
     """The frozen base's L2-normalised sentence embeddings of right-padded batches of token ids, each caption
@@ -85,7 +88,7 @@ class SentenceDistillation(nn.Module):
         loss = student.new_zeros(())
         if self.embedding_weight:
             loss = loss + self.embedding_weight * (1 - (student * teacher).sum(dim=-1)).mean()
-        if self.relational_weight and len(student) >= 3:
+        if self.relational_weight and len(student) >= RELATIONAL_MIN_SENTENCES:
             loss = loss + self.relational_weight * relational_kl(student, teacher, self.temperature)
         return loss
 
@@ -93,9 +96,9 @@ class SentenceDistillation(nn.Module):
 def relational_kl(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
     """KL(teacher ‖ student) between each row's softmax over its cosines to the other rows (itself left out), at
     `temperature`, averaged over rows; both take unit-length rows."""
-    if len(student) < 3:
+    if len(student) < RELATIONAL_MIN_SENTENCES:
         raise ValueError(f"relational distillation compares each sentence with the batch's others: it needs at least "
-                         f"3 sentences, got {len(student)}")
+                         f"{RELATIONAL_MIN_SENTENCES} sentences, got {len(student)}")
     itself = torch.eye(len(student), dtype=torch.bool, device=student.device)
     student_logits = (student @ student.t() / temperature).masked_fill(itself, float("-inf"))
     teacher_logits = (teacher @ teacher.t() / temperature).masked_fill(itself, float("-inf"))
@@ -106,4 +109,4 @@ def relational_kl(student: torch.Tensor, teacher: torch.Tensor, temperature: flo
     return F.kl_div(student_log_probs, teacher_log_probs, log_target=True, reduction="batchmean")
 
 
-__all__ = ["SentenceDistillation", "SentenceTeacher", "relational_kl"]
+__all__ = ["RELATIONAL_MIN_SENTENCES", "SentenceDistillation", "SentenceTeacher", "relational_kl"]

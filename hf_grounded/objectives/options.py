@@ -145,11 +145,13 @@ class BaseKeepingOptions(CheckedArguments):
         default=0.0, metadata={"minimum": 0, "help": "Weight of 1 - cos(sentence embedding, the frozen base's "
                                                      "embedding of the sentence), averaged over the batch; 0: off. "
                                                      "The base is --text_model_name_or_path as published (also "
-                                                     "when --model_name_or_path continues a saved model)."}
+                                                     "when --model_name_or_path continues a saved model, whose "
+                                                     "vocabulary it must share)."}
     )
     distill_relational_weight: float = field(
         default=0.0, metadata={"minimum": 0, "help": "Weight of KL(frozen base || model) between the in-batch "
-                                                     "similarity distributions of each caption; 0: off."}
+                                                     "similarity distributions of each caption; 0: off. Needs a "
+                                                     "global batch of at least 3 captions."}
     )
     distill_temperature: float = field(
         default=0.05, metadata={"positive": True, "help": "Temperature of the relational term's softmax."}

@@ -9,7 +9,7 @@ from torch.utils.data import Sampler
 from ..data import CaptionBatchSampler, GroupBatchSampler, TripleBatchSampler
 from ..data.encoded import EncodedSplit, EncodedTriples
 from ..inputs import DataArguments
-from ..objectives import StreamLoss
+from ..objectives import RELATIONAL_MIN_SENTENCES, BaseKeepingOptions, StreamLoss
 from .arguments import TrainingArguments
 
 
@@ -47,6 +47,26 @@ def term_sampler(term: StreamLoss, split: EncodedSplit, triples: EncodedTriples 
     raise ValueError(f"the {term.name} term reads batches of an unknown kind {kind!r}")
 
 
+def check_relational_distillation(base_options: BaseKeepingOptions | None, training_args: TrainingArguments,
+                                  num_processes: int) -> None:
+    """Refuse `--distill_relational_weight` where no step could apply it, before any data or model is built: the
+    term compares each caption with the others of the batch distillation rides on (the image-text objective's or
+    MCSE's captions, one per image, every process's gathered) and adds nothing to fewer than
+    `RELATIONAL_MIN_SENTENCES` of them, so a smaller global batch would train as if it were off while the card listed
+    it. Gradient accumulation would not widen that batch (each micro-batch compares its own captions; the trainer
+    refuses it anyway)."""
+    if base_options is None or not base_options.distill_relational_weight:
+        return
+    per_device = training_args.per_device_train_batch_size
+    captions = per_device * num_processes
+    if captions < RELATIONAL_MIN_SENTENCES:
+        raise ValueError(f"--distill_relational_weight {base_options.distill_relational_weight} compares each caption "
+                         f"with the others of its step's global batch and needs at least {RELATIONAL_MIN_SENTENCES} "
+                         f"captions, but a global batch holds {captions} (--per_device_train_batch_size {per_device} "
+                         f"on {num_processes} process{'es' if num_processes > 1 else ''}): the term would apply in no "
+                         f"step; raise the batch size or set the weight to 0")
+
+
 def _caption_pairs_sampler(split: EncodedSplit, pairs: int, loss_name: str, distributed: dict) -> Sampler:
     """Batches of `pairs` images or videos, two of each one's captions on consecutive rows."""
     lacking = [image for image, count in enumerate(split.captions_per_image) if count < 2]
@@ -56,4 +76,4 @@ def _caption_pairs_sampler(split: EncodedSplit, pairs: int, loss_name: str, dist
     return GroupBatchSampler(split.captions_per_image, pairs, 2, drop_last=True, **distributed)
 
 
-__all__ = ["term_batch_size", "term_sampler"]
+__all__ = ["check_relational_distillation", "term_batch_size", "term_sampler"]

@@ -44,6 +44,7 @@ def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, co
     _check_objective_config(model, model_args, image_feature_dim)
     tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
     model.set_tokenizer(tokenizer)
+    _check_teacher_vocabulary(model_args, model, tokenizer)
     return model, tokenizer, family
 
 
@@ -59,6 +60,35 @@ def _check_objective_config(model: PreTrainedModel, model_args: ModelArguments, 
         source = model_args.model_name_or_path or f"a new {model_args.model_type} model"
         raise ValueError(f"--objective {model_args.objective} needs a model whose config has "
                          f"{ {name: needed[name] for name in differing} }; {source} has {differing}")
+
+
+def _check_teacher_vocabulary(model_args: ModelArguments, model: PreTrainedModel,
+                              tokenizer: PreTrainedTokenizerBase) -> None:
+    """Refuse distillation from a base whose vocabulary is not the continued model's: the teacher, the frozen
+    `--text_model_name_or_path`, reads the model's token ids as its own words, so an id that names another token
+    there (even in a vocabulary of the same size) teaches the embedding of another sentence. A new model's tokenizer
+    is the base's own; a saved one's is the one its folder holds, and its config records the base it was grounded
+    from (the text encoder's `name_or_path`), which the error names."""
+    if model_args.base_options is None or not model_args.base_options.distills:
+        return
+    text_model = model_args.family_options.text_model_name_or_path
+    with named_model("--text_model_name_or_path", text_model):
+        teacher_vocabulary = AutoTokenizer.from_pretrained(text_model).get_vocab()
+    model_vocabulary = tokenizer.get_vocab()
+    if teacher_vocabulary == model_vocabulary:
+        return
+    teacher_tokens = {index: token for token, index in teacher_vocabulary.items()}
+    differing = sorted((index, token) for token, index in model_vocabulary.items()
+                       if teacher_tokens.get(index) != token)
+    example = (f"id {differing[0][0]} is {differing[0][1]!r} to the model and {teacher_tokens.get(differing[0][0])!r} "
+               f"to the teacher" if differing else f"the teacher has {len(teacher_vocabulary)} ids")
+    recorded = getattr(getattr(model.config, "text_config", None), "name_or_path", "")
+    raise ValueError(f"--text_model_name_or_path {text_model}, the teacher of --distill_weight and "
+                     f"--distill_relational_weight, has another vocabulary than --model_name_or_path "
+                     f"{model_args.model_name_or_path} ({len(differing)} of the model's {len(model_vocabulary)} ids "
+                     f"name other tokens there; {example}), so it would read the model's token ids as other words; "
+                     f"pass the encoder the model was grounded from"
+                     + (f", which its config records as {recorded}" if recorded else ""))
 
 
 __all__ = ["model_and_tokenizer"]

@@ -44,12 +44,12 @@ from .checkpoints import (
     save_checkpoint,
 )
 from .frozen_layers import FrozenLayerCache, frozen_layer_cache
-from .losses import term_batch_size
+from .losses import check_relational_distillation, term_batch_size
 from .model_setup import model_and_tokenizer
 from .output_folder import OutputFolder, claim_output_folder
 from .plots import plot_training
 from .precision import resolve_mixed_precision
-from .saving import save_model, save_model_folder
+from .saving import save_model
 from .schedules import create_scheduler
 from .selection import STSB_VALIDATION, SelectionMetric
 from .snapshots import best_snapshots, load_snapshot_ensemble, snapshot_path, validation_summary
@@ -74,6 +74,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
             "gradient accumulation would split the in-batch negatives of the contrastive loss into smaller "
             "batches; use more processes or a larger per_device_train_batch_size instead"
         )
+    check_relational_distillation(model_args.base_options, training_args, accelerator.num_processes)
     claim = claim_output_folder(training_args.output_dir, training_args.overwrite_output_dir,
                                 bool(training_args.resume_from_checkpoint), accelerator.is_main_process,
                                 accelerator.wait_for_everyone)
@@ -231,7 +232,9 @@ def _base_teacher(model_args: ModelArguments, family: ModelFamily, accelerator: 
     if model_args.base_options is None or not model_args.base_options.distills:
         return None
     if model_args.model_name_or_path is not None:
-        # A saved model does not record which encoder it was grounded from: the teacher is the one the flag names.
+        # The teacher is the encoder the flag names; one that reads the model's ids as other words was refused when
+        # the model was loaded (`model_setup._check_teacher_vocabulary`), but the same vocabulary may still have
+        # other weights than the base the config records.
         logger.warning("distilling %s from --text_model_name_or_path %s as published: pass the encoder it was "
                        "grounded from if that is another", model_args.model_name_or_path,
                        model_args.family_options.text_model_name_or_path)
@@ -399,8 +402,8 @@ def _validate_epoch(run: Run, training_s: float) -> None:
     if training_args.lr_scheduler_type == "cyclic_cosine" and (progress.epoch + 1) % training_args.cycle_epochs == 0:
         progress.history[-1]["snapshot"] = snapshot_path((progress.epoch + 1) // training_args.cycle_epochs)
         if accelerator.is_main_process:
-            save_model_folder(accelerator.unwrap_model(run.model), run.tokenizer,
-                              Path(training_args.output_dir) / progress.history[-1]["snapshot"])
+            save_model(accelerator.unwrap_model(run.model), run.tokenizer,
+                       Path(training_args.output_dir) / progress.history[-1]["snapshot"])
         accelerator.wait_for_everyone()
     accelerator.log(_flat_metrics(validation, "validation"), step=progress.step)
     logger.info("epoch %d: loss %.4f, %s", progress.epoch + 1, progress.history[-1]["train_loss"],
