@@ -13,7 +13,7 @@ import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -119,6 +119,50 @@ def replace_folder(new: Path, destination: Path) -> None:
         shutil.rmtree(previous)
 
 
+def staging_folder(parent: Path, prefix: str) -> Path:
+    """A new hidden folder in `parent` to build something in before it is renamed into place, with the permissions
+    any new folder gets here (`mkdtemp`'s are its owner's alone, which a rename would keep)."""
+    folder = Path(tempfile.mkdtemp(prefix=f".{prefix}-", dir=parent))
+    os.chmod(folder, 0o777 & ~_UMASK)
+    return folder
+
+
+def replace_entries(staged: Path, destination: Path, stale: Collection[str] = ()) -> list[str]:
+    """Move every entry of the folder `staged` into the folder `destination`, replacing entries of the same names
+    and removing the entries named in `stale`, as one change: either all of it happens or, when a rename fails,
+    `destination` is put back as it was. Returns the names moved in.
+
+    A symbolic link among the entries replaced or removed is refused, naming it, before anything moves: it could
+    lead outside the folder, and `destination` holds only what the library wrote. What is replaced is renamed aside
+    into a hidden folder of `destination` first (the same file system, so every rename is one step) and deleted once
+    the new entries are in place; a crash in between leaves it there, never a mix of files lost."""
+    names = sorted(path.name for path in staged.iterdir())
+    replaced = sorted({*names, *stale} - {staged.name})
+    for name in replaced:
+        refuse_symlink(destination / name)
+    aside = destination / f".replaced-{secrets.token_hex(4)}"
+    aside.mkdir()
+    moved_aside: list[str] = []
+    moved_in: list[str] = []
+    try:
+        for name in replaced:
+            if os.path.lexists(destination / name):
+                os.rename(destination / name, aside / name)
+                moved_aside.append(name)
+        for name in names:
+            os.rename(staged / name, destination / name)
+            moved_in.append(name)
+    except BaseException:
+        for name in reversed(moved_in):
+            os.rename(destination / name, staged / name)
+        for name in reversed(moved_aside):
+            os.rename(aside / name, destination / name)
+        shutil.rmtree(aside, ignore_errors=True)
+        raise
+    shutil.rmtree(aside)
+    return names
+
+
 def save_figure(figure, path: str | Path, **options) -> Path:
     """`figure.savefig(path, **options)` (a matplotlib figure) in the format the extension names (see
     `replaced_atomically`)."""
@@ -162,4 +206,5 @@ def _non_finite_entry(value: Any, key: str = "") -> tuple[str, float] | None:
 
 
 __all__ = ["LOCK_NAME", "MARKER_NAME", "copy_file", "is_library_folder", "open_for_writing", "refuse_foreign_folder",
-           "refuse_symlink", "replace_folder", "replaced_atomically", "save_figure", "write_json", "write_text"]
+           "refuse_symlink", "replace_entries", "replace_folder", "replaced_atomically", "save_figure",
+           "staging_folder", "write_json", "write_text"]

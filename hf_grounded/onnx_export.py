@@ -18,7 +18,6 @@ forward pass freezes a value into the trace is refused instead of giving other e
 
 import logging
 import os
-import secrets
 import shutil
 import warnings
 from pathlib import Path
@@ -26,7 +25,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .files import MARKER_NAME, refuse_foreign_folder, replace_folder
+from .files import MARKER_NAME, refuse_foreign_folder, replace_entries, staging_folder
 from .backend import exported_session, graph_sha256
 
 logger = logging.getLogger(__name__)
@@ -122,9 +121,9 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
                         return_tensors="pt")
     names = {"float32": FLOAT_FILE, **({"int8": INT8_FILE} if quantize else {})}
     carries_backbone = "image_backbone" in model._modules
-    # Beside onnx/, on its file system, so that the rename into place is one step; made by mkdir, not mkdtemp,
-    # so that it gets the permissions of any new folder (mkdtemp's are the owner's alone).
-    scratch = Path(output_dir) / f".{ONNX_FOLDER}-{secrets.token_hex(4)}"
+    # Built beside onnx/, on its file system, and moved in by the model folders' one writer's replacement.
+    staging = staging_folder(Path(output_dir), f"exporting-{ONNX_FOLDER}")
+    scratch = staging / ONNX_FOLDER
     scratch.mkdir()
     was_training = model.training
     model.eval()
@@ -163,9 +162,9 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
                                                    "graph_sha256": graph_sha256(exported, fingerprint)})
             onnx.save(exported, str(scratch / name))
         (scratch / MARKER_NAME).touch()  # so that a later export may replace this folder
-        replace_folder(scratch, folder)
+        replace_entries(staging, Path(output_dir))
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
         model.train(was_training)
     return {kind: folder / name for kind, name in names.items()}
 

@@ -14,7 +14,7 @@ from .conftest import run_python
 
 MODEL_FILES = {"config.json", "model.safetensors", "configuration_char_gru.py", "modeling_char_gru.py",
                "tokenization_char.py", "sentence_encoding.py", "configuration_checks.py", "losses.py",
-               "image_processing_grounded.py", "processing_grounded.py",
+               "image_processing_grounded.py", "processing_grounded.py", "image_backbone.py",
                "tokenizer_config.json", "vocab.json", "training_args.json", "results.json", "training_history.json",
                "training_loss.png", "learning_rate.png", "validation.png", "README.md"}
 

@@ -25,7 +25,7 @@ def pytest_configure(config) -> None:
     package.mkdir()
     models = Path(hf_grounded.__file__).parent / "models"
     for name in ("configuration_vete", "modeling_vete", "sentence_encoding", "configuration_checks", "losses",
-                 "image_processing_grounded", "processing_grounded"):
+                 "image_processing_grounded", "processing_grounded", "image_backbone"):
         shutil.copy(models / f"{name}.py", package)
     (package / "__init__.py").write_text("from .modeling_vete import VETEModel\n")
     for path in package.glob("*.py"):

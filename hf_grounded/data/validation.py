@@ -10,7 +10,9 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Literal
 
 import av
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
+
+from ..models.image_processing_grounded import read_image as read_model_image
 
 logger = logging.getLogger(__name__)
 
@@ -173,34 +175,16 @@ def read_text_lines(path: str | Path, problems: InvalidSamples | None = None) ->
     return lines
 
 
-def read_image(file: str | Path | BinaryIO, name: str, reduced: bool = False) -> Image.Image:
-    """The decoded image in `file` (a path or a binary file object), or an `InvalidSampleError` naming `name`.
-
-    An image with more pixels than PIL's decompression-bomb limit (`PIL.Image.MAX_IMAGE_PIXELS`, about 89
-    million) is refused from its header, before any pixel is decoded: a few bytes could otherwise ask for
-    gigabytes. Raise that limit for trusted large images. `reduced=True` decodes a JPEG at 1/8 scale (libjpeg's
-    DCT scaling), which still reads every byte of the compressed stream, so it finds the same corrupt data at about
-    half the cost of a full decode.
+def read_image(file: str | Path | BinaryIO | Image.Image, name: str, reduced: bool = False) -> Image.Image:
+    """The image in `file` (a path, a binary file object or a PIL image) as the models read every image
+    (`hf_grounded.models.image_processing_grounded.read_image`: bounded in pixels and aspect ratio before it is
+    decoded, upright as its EXIF orientation says, RGB), or an `InvalidSampleError` naming `name`, which a loader's
+    `skip_invalid` can report instead. `reduced=True` decodes a JPEG at 1/8 scale: a cheaper check that it decodes.
     """
-    # PIL raises SyntaxError or ValueError for some malformed headers, OSError for broken data.
     try:
-        image = Image.open(file)
-    except Image.DecompressionBombError as error:
-        raise InvalidSampleError(f"{name}: {error}") from error
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
-        raise InvalidSampleError(f"{name}: not a readable image ({error})") from error
-    if image.width * image.height > Image.MAX_IMAGE_PIXELS:
-        raise InvalidSampleError(
-            f"{name}: {image.width}x{image.height} pixels exceed PIL.Image.MAX_IMAGE_PIXELS "
-            f"({Image.MAX_IMAGE_PIXELS}), a possible decompression bomb; raise the limit if the file is trusted"
-        )
-    if reduced and image.format == "JPEG":
-        image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
-    try:
-        image.load()
-    except (OSError, SyntaxError, ValueError) as error:
-        raise InvalidSampleError(f"{name}: image does not decode ({error})") from error
-    return image
+        return read_model_image(file, name, reduced=reduced)
+    except ValueError as error:
+        raise InvalidSampleError(str(error)) from error
 
 
 def image_file_problem(path: str | Path) -> str | None:

@@ -5,6 +5,8 @@
 from timm.data import resolve_data_config
 from transformers import PreTrainedModel
 
+from ..models.image_backbone import tensors_sha256
+
 from .backbone import create_backbone
 from .extraction import FeatureSpec
 
@@ -38,11 +40,12 @@ def attach_image_backbone(model: PreTrainedModel, spec: FeatureSpec, features_ma
                          f"image_feature_dim={model.config.image_feature_dim}")
     data_config = {key: list(value) if isinstance(value, tuple) else value
                    for key, value in resolve_data_config({}, model=backbone).items()}
+    backbone = backbone.requires_grad_(False).eval()
     model.config.image_backbone = {"name": spec.backbone.name, "weights": described["weights"],
                                    "preprocessing": spec.preprocessing, "num_features": backbone.num_features,
-                                   "data_config": data_config}
+                                   "data_config": data_config, "tensors_sha256": tensors_sha256(backbone)}
     parameter = next(model.parameters())
-    model.image_backbone = backbone.requires_grad_(False).to(parameter.device).eval()
+    model.image_backbone = backbone.to(parameter.device)
 
 
 __all__ = ["attach_image_backbone", "check_made_with"]

@@ -49,15 +49,20 @@ class FeatureSpec:
 
     def cache_key(self) -> str:
         """Changes whenever anything in `description` does, so stale features are never reused."""
-        text = json.dumps(self.description, sort_keys=True)
+        text = json.dumps({**self.description, "image_reading": IMAGE_READING}, sort_keys=True)
         return f"{self.backbone.name}-{self.preprocessing}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
-def _open_image(source) -> Image.Image:
-    """A decoded PIL image from a PIL image, a path, or a datasets `Image(decode=False)` dict; a file that does not
-    decode, or has more pixels than PIL's decompression-bomb limit, is an `InvalidSampleError` naming it."""
+# How files become pixels (`read_image`), in the cache key: features made before images were read upright by their
+# EXIF orientation are made again, not reused.
+IMAGE_READING = "upright-rgb"
+
+
+def _open_image(source, index: int) -> Image.Image:
+    """A PIL image, a path, or a datasets `Image(decode=False)` dict, read as every image is (`read_image`); one that
+    cannot be is an `InvalidSampleError` naming it (its path, or its index among the sources)."""
     if isinstance(source, Image.Image):
-        return source
+        return read_image(source, f"images[{index}]")
     if isinstance(source, dict):
         if source.get("bytes") is not None:
             return read_image(io.BytesIO(source["bytes"]), source.get("path") or "image bytes")
@@ -78,7 +83,7 @@ class _Frames(Dataset):
 
     def __getitem__(self, index: int) -> torch.Tensor:
         source = self.sources[index]
-        frames = [_open_image(source)] if self.kind == "image" else sample_frames(source, self.fps)
+        frames = [_open_image(source, index)] if self.kind == "image" else sample_frames(source, self.fps)
         return torch.stack([self.preprocess(frame) for frame in frames])
 
 

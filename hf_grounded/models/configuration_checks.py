@@ -7,6 +7,8 @@ import reprlib
 
 from transformers import PreTrainedConfig
 
+from .image_backbone import check_backbone_name
+
 # What transformers itself writes into config.json, or passes when it loads one, besides a config's fields.
 _TRANSFORMERS_KEYS = {"model_type", "auto_map", "quantization_config", "name_or_path", "_name_or_path", "torch_dtype",
                       "_commit_hash", "attn_implementation", "experts_implementation", "output_attentions",
@@ -60,20 +62,26 @@ def check_positive_float(config_name: str, name: str, value: object) -> None:
                          f"got {value!r}")
 
 
-# What a config's `image_backbone` holds: the backbone its image features come from, which the model then carries.
+# What a config's `image_backbone` holds: the backbone its image features come from, which the model then carries;
+# `tensors_sha256` (the SHA-256 of its weights' tensors, checked on load) since issue 65, so an older save lacks it.
 IMAGE_BACKBONE_KEYS = ("name", "weights", "preprocessing", "num_features", "data_config")
+OPTIONAL_IMAGE_BACKBONE_KEYS = ("tensors_sha256",)
 
 
 def check_image_backbone(config_name: str, value: object, image_feature_dim: int | None) -> None:
     """`image_backbone` is None, or the description `hf_grounded.features.attach_image_backbone` writes of the timm
     backbone the model carries: `name`, `weights` (the fingerprint of the weights its features were made with),
     `preprocessing` (`"center"` or `"ten_crop"`), `num_features` (`image_feature_dim`) and `data_config` (timm's);
-    its weights are under `image_backbone.` in the model's safetensors."""
+    its weights are under `image_backbone.` in the model's safetensors, and `tensors_sha256` is their SHA-256,
+    checked when the model loads. `name` is a plain timm architecture name (`check_backbone_name`)."""
     if value is None:
         return
-    if not isinstance(value, dict) or set(value) != set(IMAGE_BACKBONE_KEYS):
+    if (not isinstance(value, dict) or not set(IMAGE_BACKBONE_KEYS) <= set(value)
+            or not set(value) <= {*IMAGE_BACKBONE_KEYS, *OPTIONAL_IMAGE_BACKBONE_KEYS}):
         raise ValueError(f"{config_name}.image_backbone (config.json key 'image_backbone') must be a dict of "
-                         f"{', '.join(IMAGE_BACKBONE_KEYS)}, got {reprlib.repr(value)}")
+                         f"{', '.join(IMAGE_BACKBONE_KEYS)} (and optionally "
+                         f"{', '.join(OPTIONAL_IMAGE_BACKBONE_KEYS)}), got {reprlib.repr(value)}")
+    check_backbone_name(config_name, value["name"])
     if value["num_features"] != image_feature_dim:
         raise ValueError(f"{config_name}.image_backbone gives {value['num_features']!r} features where the model "
                          f"reads image_feature_dim={image_feature_dim!r}")

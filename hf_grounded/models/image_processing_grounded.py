@@ -14,6 +14,8 @@ hf_grounded).
     torch.Size([1, 10, 3, 224, 224])
 """
 
+import io
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -22,11 +24,80 @@ from transformers.feature_extraction_utils import BatchFeature
 from transformers.image_processing_utils import BaseImageProcessor
 
 try:  # Pillow reads images; a text-only user of a saved model needs none (transformers' import check skips this block)
-    from PIL import Image
+    from PIL import Image, ImageOps
 except ImportError:
-    Image = None
+    Image = ImageOps = None
 
 PRESETS = ("center", "ten_crop")
+
+# What one image may cost before it is resized. Pixels: Pillow's decompression-bomb limit (about 89 million, 268 MB
+# of RGB), checked from the header before anything is decoded. Aspect ratio: the presets scale the shorter side to
+# the backbone's input (256 for ten crops at 224), so a 60000x2 strip of a few hundred bytes would become
+# 7,680,000x256 pixels (gigabytes); at 32:1 no image grows past 32 times a square one. Wider panoramas are cropped
+# to 32:1 by the caller before they are read.
+MAX_IMAGE_PIXELS = 89_478_485
+MAX_ASPECT_RATIO = 32
+# EXIF's orientation tag (`PIL.ExifTags.Base.Orientation`).
+ORIENTATION_TAG = 0x0112
+
+
+def read_image(source: "str | os.PathLike | bytes | io.IOBase | Image.Image | np.ndarray", name: str | None = None,
+               reduced: bool = False) -> "Image.Image":
+    """The one reader of an image for every path of the library and of a saved model (the image processor, feature
+    extraction, the feature cache, the demo's index): a file path, its bytes, a binary file object, a PIL image or
+    an `(H, W, 3)` / `(H, W)` uint8 array, as an 8-bit RGB PIL image, upright as its EXIF orientation says (as
+    sentence-transformers and browsers show a photo), so that one file always gives one embedding.
+
+    Refused with a `ValueError` naming `name` (the path, or the caller's name for the input): a file that is not an
+    image, one that does not decode (a truncated JPEG), an empty image, and one whose size exceeds
+    `MAX_IMAGE_PIXELS` or whose aspect ratio exceeds `MAX_ASPECT_RATIO`, checked from the header before any pixel is
+    decoded. `reduced=True` decodes a JPEG at 1/8 scale (libjpeg's DCT scaling), which still reads every byte of the
+    compressed stream: a check that the file decodes at half the cost.
+    """
+    if Image is None:
+        raise ImportError("images are read with Pillow: pip install pillow")
+    name = name or (os.fspath(source) if isinstance(source, (str, os.PathLike)) else type(source).__name__)
+    if isinstance(source, np.ndarray):
+        if source.dtype != np.uint8 or source.ndim not in (2, 3) or (source.ndim == 3 and source.shape[2] != 3):
+            raise ValueError(f"{name} is an array of shape {source.shape} and dtype {source.dtype}: give (H, W, 3) "
+                             f"or (H, W) uint8 pixels, or a PIL image")
+        _check_size(name, source.shape[1], source.shape[0])
+        return Image.fromarray(source).convert("RGB")
+    if isinstance(source, bytes):
+        source = io.BytesIO(source)
+    if not isinstance(source, Image.Image):
+        if not isinstance(source, (str, os.PathLike, io.IOBase)):
+            raise TypeError(f"{name} is {type(source).__name__}, not an image file, a PIL image or an array")
+        try:
+            # Pillow raises SyntaxError or ValueError for some malformed headers, OSError for broken data, and its
+            # own DecompressionBombError above twice its limit.
+            source = Image.open(source)
+        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
+            raise ValueError(f"{name}: not a readable image ({error})") from error
+    _check_size(name, *source.size)
+    if reduced and source.format == "JPEG":
+        source.draft(source.mode, (max(1, source.width // 8), max(1, source.height // 8)))
+    try:
+        source.load()
+        # An image read here before is upright already (its orientation tag removed): it is not copied again.
+        if source.getexif().get(ORIENTATION_TAG, 1) != 1:
+            source = ImageOps.exif_transpose(source)
+    except (OSError, SyntaxError, ValueError) as error:
+        raise ValueError(f"{name}: image does not decode ({error})") from error
+    return to_rgb(source)
+
+
+def _check_size(name: str, width: int, height: int) -> None:
+    if width < 1 or height < 1:
+        raise ValueError(f"{name} is an empty image ({width}x{height} pixels)")
+    if width * height > MAX_IMAGE_PIXELS:
+        raise ValueError(f"{name}: {width}x{height} pixels exceed the {MAX_IMAGE_PIXELS:,} an image may have "
+                         f"(hf_grounded.models.image_processing_grounded.MAX_IMAGE_PIXELS), a possible "
+                         f"decompression bomb")
+    if max(width, height) > MAX_ASPECT_RATIO * min(width, height):
+        raise ValueError(f"{name}: {width}x{height} pixels, an aspect ratio over {MAX_ASPECT_RATIO}:1, which "
+                         f"resizing would blow up (hf_grounded.models.image_processing_grounded.MAX_ASPECT_RATIO); "
+                         f"crop it first")
 
 
 def to_rgb(image: "Image.Image") -> "Image.Image":
@@ -43,9 +114,10 @@ def to_rgb(image: "Image.Image") -> "Image.Image":
     return image if image.mode == "RGB" else image.convert("RGB")
 
 
-def view_transform(data_config: dict, preset: str) -> Callable[["Image.Image"], torch.Tensor]:
-    """A function from a PIL image to a `(views, 3, H, W)` tensor normalised as `data_config` says (timm's
-    `resolve_data_config` of the backbone: input size, interpolation, mean, std, crop).
+def view_transform(data_config: dict, preset: str) -> Callable[..., torch.Tensor]:
+    """A function from an image (whatever `read_image` reads, and an optional name for its errors) to a
+    `(views, 3, H, W)` tensor normalised as `data_config` says (timm's `resolve_data_config` of the backbone: input
+    size, interpolation, mean, std, crop).
 
     - `center`: the backbone's own evaluation transform, one resize-and-centre-crop at its input size (e.g.
       InceptionV3 at 299, as Kurach et al.).
@@ -62,14 +134,14 @@ def view_transform(data_config: dict, preset: str) -> Callable[["Image.Image"], 
 
     if preset == "center":
         transform = create_transform(**data_config)
-        return lambda image: transform(to_rgb(image)).unsqueeze(0)
+        return lambda image, name=None: transform(read_image(image, name)).unsqueeze(0)
     if preset == "ten_crop":
         size = data_config["input_size"][-1]
         ten_crop = v2.Compose([v2.Resize(round(size / 0.875), interpolation=v2.InterpolationMode.BICUBIC,
                                          antialias=True), v2.TenCrop(size)])
         to_tensor = v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True),
                                 v2.Normalize(mean=data_config["mean"], std=data_config["std"])])
-        return lambda image: torch.stack([to_tensor(crop) for crop in ten_crop(to_rgb(image))])
+        return lambda image, name=None: torch.stack([to_tensor(crop) for crop in ten_crop(read_image(image, name))])
     raise ValueError(f"unknown preprocessing preset {preset!r}; choose from {PRESETS}")
 
 
@@ -100,23 +172,16 @@ class GroundedImageProcessor(BaseImageProcessor):
                             for key, value in data_config.items()}
 
     def preprocess(self, images, return_tensors: str | None = "pt", **kwargs) -> BatchFeature:
-        """`pixel_values` for one image or a list of them (PIL images, or `(H, W, 3)` / `(H, W)` uint8 arrays)."""
-        if Image is None:
-            raise ImportError("images are read with Pillow: pip install pillow")
+        """`pixel_values` for one image or a list of them (whatever `read_image` reads: PIL images, `(H, W, 3)` /
+        `(H, W)` uint8 arrays, file paths or bytes); an input that is no image is refused naming its index."""
         images = images if isinstance(images, (list, tuple)) else [images]
+        if not images:
+            raise ValueError("no images were given: pass an image or a non-empty list of them")
         config = {key: tuple(value) if isinstance(value, list) else value for key, value in self.data_config.items()}
         transform = view_transform(config, self.preprocessing)
-        views = []
-        for index, image in enumerate(images):
-            if isinstance(image, np.ndarray):
-                if image.dtype != np.uint8 or image.ndim not in (2, 3) or (image.ndim == 3 and image.shape[2] != 3):
-                    raise ValueError(f"images[{index}] is an array of shape {image.shape} and dtype {image.dtype}: "
-                                     f"give (H, W, 3) or (H, W) uint8 pixels, or a PIL image")
-                image = Image.fromarray(image)
-            if not isinstance(image, Image.Image):
-                raise TypeError(f"images[{index}] is {type(image).__name__}, not a PIL image or an array")
-            views.append(transform(image))
+        views = [transform(image, f"images[{index}]") for index, image in enumerate(images)]
         return BatchFeature({"pixel_values": torch.stack(views)}, tensor_type=return_tensors)
 
 
-__all__ = ["GroundedImageProcessor", "PRESETS", "to_rgb", "view_transform"]
+__all__ = ["GroundedImageProcessor", "MAX_ASPECT_RATIO", "MAX_IMAGE_PIXELS", "PRESETS", "read_image", "to_rgb",
+           "view_transform"]

@@ -44,6 +44,9 @@ from safetensors import safe_open
 from torch import nn
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+from transformers.utils import cached_file
+
+from .image_backbone import StoredBackbone, build_image_backbone, check_carried_backbone, tensors_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +121,7 @@ class EncoderPreTrainedMixin:
                 raise ValueError(f"{name}: the saved weights hold NaN or infinite values; the file is corrupted")
         if "image_backbone" in model._modules:  # loading made its weights new parameters, trainable by default
             model.image_backbone.requires_grad_(False).eval()
+            check_carried_backbone(model, _saved_file(model.config.name_or_path, "preprocessor_config.json"))
         return loaded
 
     @staticmethod
@@ -126,7 +130,10 @@ class EncoderPreTrainedMixin:
         meta device, so nothing is allocated yet): a model of this library has no optional weights, so a missing,
         extra, integer, boolean or differently shaped tensor means a damaged file or a config.json that does not
         match it, and is refused naming the file and the tensors instead of loading random or cast weights."""
-        _check_stored_weights(model, state_dict, checkpoint_files)
+        stored = _stored_tensors(state_dict, checkpoint_files)
+        if isinstance(model._modules.get("image_backbone"), StoredBackbone):
+            model.image_backbone.declare(stored)  # timm is not installed: the stored weights are kept as they are
+        _check_stored_weights(model, stored, checkpoint_files)
         return PreTrainedModel._load_pretrained_model(model, state_dict, checkpoint_files, load_config, *args,
                                                       **kwargs)
 
@@ -182,7 +189,7 @@ class EncoderPreTrainedMixin:
         backbone = getattr(self.config, "image_backbone", None)
         if backbone is not None and "image_backbone" not in self._modules:
             # Frozen: the fixed feature extractor the model was trained against, recorded by its fingerprint.
-            self.image_backbone = _timm_backbone(backbone["name"]).requires_grad_(False)
+            self.image_backbone = build_image_backbone(backbone["name"])
         super().post_init()
 
     def train(self, mode: bool = True):
@@ -420,8 +427,12 @@ class SentenceEncoderMixin:
             raise ValueError(f"{type(self).__name__} carries no image backbone, so it reads precomputed "
                              f"image_features only: attach the one its features were made with (python "
                              f"recipes/attach_image_backbone.py --model FOLDER)")
+        if not torch.jit.is_tracing():  # an exported graph takes what its session is given
+            _check_pixel_values(pixel_values)
         views = pixel_values if pixel_values.dim() == 5 else pixel_values.unsqueeze(1)
-        parameter = next(self.image_backbone.parameters())
+        parameter = next(self.image_backbone.parameters(), None)
+        if parameter is None:  # a StoredBackbone keeps buffers: it raises, naming timm
+            return self.image_backbone(pixel_values)
         features = self.image_backbone(views.flatten(0, 1).to(parameter.device, parameter.dtype))
         return features.view(views.size(0), views.size(1), -1).mean(dim=1).to(self.dtype)
 
@@ -469,23 +480,26 @@ class SentenceEncoderMixin:
                       for tensor in (*self.parameters(), *self.buffers()))
         cached = self.__dict__.get("_weights_fingerprint")
         if cached is None or cached[0] != state:
-            digest = hashlib.sha256()
-            for name, tensor in sorted(self.state_dict().items()):
-                digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
-                digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-            cached = (state, digest.hexdigest())
+            cached = (state, tensors_sha256(self))
             self.__dict__["_weights_fingerprint"] = cached
         return cached[1]
 
 
-def _timm_backbone(name: str) -> nn.Module:
-    """timm's `name` without its classifier, in eval mode, its weights to be loaded (never downloaded)."""
-    try:  # transformers' check of a saved folder's imports passes over a try block: timm is for images alone
-        import timm
-    except ImportError as error:
-        raise ImportError(f"this model carries the image backbone {name!r}, which timm builds: pip install timm") \
-            from error
-    return timm.create_model(name, pretrained=False, num_classes=0).eval()
+def _check_pixel_values(pixel_values: object) -> None:
+    """Refuse what the image processor never makes: anything but a `(batch, views, 3, H, W)` or `(batch, 3, H, W)`
+    floating-point tensor of finite values (uint8 0-255 pixels, booleans or complex numbers would be cast
+    silently, and one NaN pixel makes a NaN embedding)."""
+    if not isinstance(pixel_values, torch.Tensor):
+        raise TypeError(f"pixel_values must be a tensor (the image processor's output), got "
+                        f"{type(pixel_values).__name__}")
+    if not pixel_values.is_floating_point():
+        raise ValueError(f"pixel_values must be floating point, normalised as the image processor makes them, got "
+                         f"{pixel_values.dtype}: pass images through the model's image processor")
+    if pixel_values.dim() not in (4, 5) or pixel_values.size(-3) != 3 or pixel_values.numel() == 0:
+        raise ValueError(f"pixel_values must be (batch, views, 3, H, W) or (batch, 3, H, W), got shape "
+                         f"{tuple(pixel_values.shape)}")
+    if not bool(torch.isfinite(pixel_values).all()):
+        raise ValueError("pixel_values hold NaN or infinite values; the image processor makes none")
 
 
 def _library_backend():
@@ -643,17 +657,35 @@ def _state_after_last_token(states: torch.Tensor, lengths: torch.Tensor) -> torc
     return states.gather(1, last).squeeze(1)
 
 
-def _check_stored_weights(model: nn.Module, state_dict: dict | None, checkpoint_files: list[str] | None) -> None:
-    """Refuse stored weights that are not exactly the model's: names, floating dtypes and shapes."""
-    stored, files = {}, [str(path) for path in checkpoint_files or []]
-    for path in files:
-        with safe_open(path, framework="pt") as handle:
+def _stored_tensors(state_dict: dict | None, checkpoint_files: list[str] | None) -> dict[str, tuple[str, tuple]]:
+    """`{name: (dtype, shape)}` of what is stored, read from the safetensors' headers (no tensor is loaded)."""
+    stored = {}
+    for path in checkpoint_files or []:
+        with safe_open(str(path), framework="pt") as handle:
             for name in handle.keys():
                 tensor = handle.get_slice(name)
                 stored[name] = (tensor.get_dtype(), tuple(tensor.get_shape()))
     for name, tensor in (state_dict or {}).items():
         stored[name] = ("F" if tensor.is_floating_point() else str(tensor.dtype), tuple(tensor.shape))
-    source = ", ".join(files) or "the state_dict given"
+    return stored
+
+
+def _saved_file(source: str, name: str) -> str | None:
+    """The path of the file `name` saved with the model loaded from `source` (a folder or a Hub id), or None."""
+    if not source:
+        return None
+    if os.path.isdir(source):
+        path = os.path.join(source, name)
+        return path if os.path.isfile(path) else None
+    return cached_file(source, name, _raise_exceptions_for_missing_entries=False,
+                       _raise_exceptions_for_connection_errors=False)
+
+
+def _check_stored_weights(model: nn.Module, stored: dict[str, tuple[str, tuple]],
+                          checkpoint_files: list[str] | None) -> None:
+    """Refuse stored weights (`_stored_tensors`) that are not exactly the model's: names, floating dtypes and
+    shapes."""
+    source = ", ".join(str(path) for path in checkpoint_files or []) or "the state_dict given"
     expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
     # Integer buffers of the model's own (a pretrained encoder may keep some) are stored as integers.
     integers = {name for name, tensor in model.state_dict().items() if not tensor.is_floating_point()}

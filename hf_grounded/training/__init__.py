@@ -1,6 +1,6 @@
 from ..inputs import DataArguments
 from .arguments import ModelArguments, TrainingArguments, parse_arguments
-from .saving import save_model, save_model_folder
+from .saving import save_model
 from .trainer import train
 
 __all__ = [
@@ -9,6 +9,5 @@ __all__ = [
     "TrainingArguments",
     "parse_arguments",
     "save_model",
-    "save_model_folder",
     "train",
 ]

@@ -15,6 +15,7 @@ from accelerate import Accelerator
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from ..files import refuse_symlink
 from .state_files import load_state, save_state
 
 logger = logging.getLogger(__name__)
@@ -72,8 +73,10 @@ def save_checkpoint(
     process's random generators (Python, numpy, torch, CUDA), each as a JSON tree and its tensors, and the run's
     `arguments` (`arguments.json`), which a resume compares with its own.
     """
-    folder = checkpoint_dir(output_dir)
-    final, staging = folder / f"step-{step}", folder / f".saving-step-{step}"
+    # Checked at every write, not only when the run claimed its folder: a link put in place since would be followed,
+    # and rotation would then delete the `step-*` folders of wherever it leads.
+    folder = refuse_symlink(checkpoint_dir(output_dir))
+    final, staging = refuse_symlink(folder / f"step-{step}"), refuse_symlink(folder / f".saving-step-{step}")
     if accelerator.is_main_process:
         if staging.exists():
             shutil.rmtree(staging)
@@ -165,12 +168,12 @@ def _set_random_states(states: dict) -> None:
 
 
 def list_checkpoints(output_dir: str | Path) -> list[Path]:
-    """Complete checkpoints, oldest first."""
+    """Complete checkpoints, oldest first; links are none of them (see `save_checkpoint`)."""
     folder = checkpoint_dir(output_dir)
-    if not folder.is_dir():
+    if not folder.is_dir() or folder.is_symlink():
         return []
     found = [(int(match.group(1)), path) for path in folder.iterdir()
-             if path.is_dir() and (match := CHECKPOINT_PATTERN.match(path.name))]
+             if path.is_dir() and not path.is_symlink() and (match := CHECKPOINT_PATTERN.match(path.name))]
     return [path for _, path in sorted(found)]
 
 
