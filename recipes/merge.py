@@ -4,6 +4,11 @@ mergekit); the result is a normal saved model with a card that says what was mer
     python recipes/merge.py --base sentence-transformers/all-MiniLM-L6-v2 --grounded outputs/grounded-minilm \\
         --method linear --alpha 0.5 --output_dir outputs/grounded-minilm-merged
     python recipes/merge.py --base BASE --grounded DIR1 DIR2 --method ties --alpha 1 --density 0.5 --output_dir OUT
+
+--base must be the encoder each grounded model was grounded from (its config.json's text_config._name_or_path),
+and several grounded models must pool and read images alike; a merge whose weights or embeddings are not finite is
+refused. --output_dir must be new, empty, or one an hf_grounded run wrote (as train's): a folder an earlier merge or
+run wrote is replaced only with --overwrite_output_dir, and nothing is written when the merge is refused.
 """
 
 import argparse
@@ -25,10 +30,14 @@ def main() -> None:
                              "(linear, slerp); the task vectors' scale (task_arithmetic, ties).")
     parser.add_argument("--density", type=float, default=1.0,
                         help="ties: the share of each task vector's entries kept, the largest by magnitude.")
-    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--output_dir", required=True,
+                        help="The folder to write: new, empty, or one an hf_grounded run wrote.")
+    parser.add_argument("--overwrite_output_dir", action="store_true",
+                        help="Replace what an earlier merge (or other hf_grounded run) wrote in --output_dir; "
+                             "without it such a folder is refused, as train refuses it.")
     args = parser.parse_args()
     spec = MergeSpec(args.base, tuple(args.grounded), args.method, args.alpha, args.density)
-    output_dir = save_merged(spec, args.output_dir)
+    output_dir = save_merged(spec, args.output_dir, overwrite=args.overwrite_output_dir)
     print(f"merged ({spec.describe()}) into {output_dir}")
 
 
