@@ -27,6 +27,8 @@ os.umask(_UMASK)
 # Left in every folder a run of this library claims, and kept after it ends: only such folders are emptied or replaced.
 MARKER_NAME = ".hf_grounded_run"
 LOCK_NAME = ".hf_grounded.lock"
+# The hidden folder `replace_entries` moves what it replaces into until the new entries are in place.
+REPLACED_PREFIX = ".replaced-"
 
 
 def is_library_folder(path: str | Path) -> bool:
@@ -134,13 +136,15 @@ def replace_entries(staged: Path, destination: Path, stale: Collection[str] = ()
 
     A symbolic link among the entries replaced or removed is refused, naming it, before anything moves: it could
     lead outside the folder, and `destination` holds only what the library wrote. What is replaced is renamed aside
-    into a hidden folder of `destination` first (the same file system, so every rename is one step) and deleted once
-    the new entries are in place; a crash in between leaves it there, never a mix of files lost."""
+    into a hidden folder of `destination` (`REPLACED_PREFIX`) first, on the same file system so that every rename is
+    one step, and deleted once the new entries are in place. A failure in between (a full disk, a permission) puts
+    everything back; a crash there (the process killed between two renames) cannot, and leaves the previous entries
+    in that folder, from where they can be moved back: nothing is lost, but the folder then holds part of each."""
     names = sorted(path.name for path in staged.iterdir())
     replaced = sorted({*names, *stale} - {staged.name})
     for name in replaced:
         refuse_symlink(destination / name)
-    aside = destination / f".replaced-{secrets.token_hex(4)}"
+    aside = destination / f"{REPLACED_PREFIX}{secrets.token_hex(4)}"
     aside.mkdir()
     moved_aside: list[str] = []
     moved_in: list[str] = []
@@ -205,6 +209,6 @@ def _non_finite_entry(value: Any, key: str = "") -> tuple[str, float] | None:
     return None
 
 
-__all__ = ["LOCK_NAME", "MARKER_NAME", "copy_file", "is_library_folder", "open_for_writing", "refuse_foreign_folder",
+__all__ = ["LOCK_NAME", "MARKER_NAME", "REPLACED_PREFIX", "copy_file", "is_library_folder", "open_for_writing", "refuse_foreign_folder",
            "refuse_symlink", "replace_entries", "replace_folder", "replaced_atomically", "save_figure",
            "staging_folder", "write_json", "write_text"]

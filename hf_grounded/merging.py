@@ -31,7 +31,7 @@ from .files import write_text
 from .model_sources import named_model
 from .models import GroundedTransformerModel
 from .training.output_folder import check_output_folder, claim_output_folder
-from .training.saving import save_model
+from .training.saving import previous_model_entries, save_model
 
 logger = logging.getLogger(__name__)
 
@@ -238,7 +238,8 @@ def save_merged(spec: MergeSpec, output_dir: str | Path, overwrite: bool = False
         grounded="\n".join(f"- `{folder}`" for folder in spec.grounded), base=spec.base)
     with claim_output_folder(output_dir, overwrite, resuming=False, is_main_process=True,
                              resume_hint="") as output_folder:
-        output_folder.empty_earlier_run()
+        # The earlier model and card are replaced whole by the writers below, so a save that fails keeps them.
+        output_folder.empty_earlier_run(keep=[*previous_model_entries(output_dir), "README.md"])
         save_model(model, model.default_tokenizer(), output_dir)
         write_text(output_dir / "README.md", str(card))
     return output_dir

@@ -234,3 +234,21 @@ def test_a_merge_that_overflows_is_refused_and_nothing_is_written(tmp_path, caps
     _merge(capsys, "--base", tiny_bert, "--grounded", grounded, "--method", method, "--alpha", alpha,
            "--output_dir", str(folder))
     assert list(folder.iterdir()) == []
+
+
+def test_a_merge_that_fails_while_saving_keeps_the_earlier_merge_whole(tmp_path, monkeypatch, tiny_bert, grounded):
+    """`--overwrite_output_dir` replaces the earlier merge's model and card through the writers that replace whole:
+    a save that fails leaves them as they were, never an emptied folder (review of issue 65)."""
+    import hf_grounded.merging as merging
+
+    folder = tmp_path / "merged"
+    save_merged(MergeSpec(tiny_bert, (grounded,), alpha=0.3), folder)
+    first = _contents(folder)
+
+    def failing_save(*arguments, **options):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(merging, "save_model", failing_save)
+    with pytest.raises(OSError, match="disk full"):
+        save_merged(MergeSpec(tiny_bert, (grounded,), alpha=0.7), folder, overwrite=True)
+    assert _contents(folder) == first

@@ -297,3 +297,63 @@ def test_a_backbone_name_that_is_not_a_timm_architecture_is_refused(tmp_path, na
         AutoConfig.from_pretrained(tmp_path)
     with pytest.raises(ValueError, match=r"image_backbone\.name must be a timm architecture name"):
         AutoModel.from_pretrained(tmp_path)
+
+
+# --- review of the above: the processor AutoProcessor reads, half precision, snapshots, recorded names -----------
+
+def test_a_processor_config_that_disagrees_with_the_config_is_refused_on_load(tmp_path):
+    """`AutoProcessor` (and so sentence-transformers) reads the image processor inside processor_config.json."""
+    model, tokenizer = carrying("char_gru")
+    save_model(model, tokenizer, tmp_path)
+    saved = json.loads((tmp_path / "processor_config.json").read_text())
+    saved["image_processor"]["preprocessing"] = "center"
+    (tmp_path / "processor_config.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match=r"processor_config\.json: preprocessing 'center' is not config\.json's "
+                                         r"image_backbone preprocessing 'ten_crop'"):
+        AutoModel.from_pretrained(tmp_path)
+
+
+def test_a_model_loaded_in_bfloat16_passes_the_weights_check(tmp_path):
+    """The backbone's weights are checked as stored, before `dtype=` casts them (coverage: no check before)."""
+    model, tokenizer = carrying("vete")
+    save_model(model, tokenizer, tmp_path)
+    loaded = AutoModel.from_pretrained(tmp_path, dtype=torch.bfloat16)
+    assert next(loaded.image_backbone.parameters()).dtype == torch.bfloat16
+
+
+def test_a_snapshots_link_planted_mid_run_is_refused_at_write_time(tmp_path, monkeypatch):
+    from hf_grounded.training import parse_arguments, train
+    from hf_grounded.training import trainer
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    output_dir = tmp_path / "run"
+    real_snapshot_path = trainer.snapshot_path
+
+    def planting_snapshot_path(cycle: int) -> str:
+        (output_dir / "snapshots").symlink_to(elsewhere)  # after the run checked its folder
+        return real_snapshot_path(cycle)
+
+    monkeypatch.setattr(trainer, "snapshot_path", planting_snapshot_path)
+    arguments = parse_arguments(["--hidden_size", "8", "--synthetic_train_images", "16", "--synthetic_eval_images",
+                                 "8", "--num_train_epochs", "1", "--lr_scheduler_type", "cyclic_cosine",
+                                 "--cycle_epochs", "1", "--output_dir", str(output_dir)])
+    with pytest.raises(ValueError, match=r"snapshots is a symbolic link"):
+        train(*arguments)
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize(("recorded", "message"), [
+    ({"backbone": "hf-hub:someone/weights"}, r"training_args\.json: data\.backbone must be a timm architecture name"),
+    ({"backbone": "efficientnet_lite0", "pretrained_file": "/etc/passwd"},
+     r"names the weights file '/etc/passwd', a path on the machine that trained it"),
+])
+def test_a_hub_model_s_training_record_names_no_place_to_read_weights_from(tmp_path, monkeypatch, recorded, message):
+    """The demo's `model_feature_spec` reads a Hub model's training_args.json: what it names reaches timm and the
+    file system only when it is a plain architecture name and no local path."""
+    from hf_grounded.demo import index
+
+    (tmp_path / "training_args.json").write_text(json.dumps({"data": recorded, "training": {"seed": 0}}))
+    monkeypatch.setattr(index, "cached_file", lambda source, name, **options: str(tmp_path / name))
+    with pytest.raises(ValueError, match=message):
+        index.model_feature_spec("someone/grounded-model")

@@ -14,6 +14,7 @@ from transformers.utils import cached_file
 
 from ..data.validation import InvalidSampleError, read_image
 from ..features import BackboneSpec, FeatureSpec, cached_features, feature_cache_file, source_name
+from ..models.image_backbone import check_backbone_name
 from .image_files import ImageFile, select_images
 
 logger = logging.getLogger(__name__)
@@ -105,6 +106,14 @@ def model_feature_spec(model_source: str, **overrides) -> FeatureSpec:
     if data.get("visual_vectors", "features") != "features":
         raise ValueError(f"{model_source} was trained on {data['visual_vectors']} visual vectors, not image features: "
                          f"its image side means nothing for real images")
+    # What the record says reaches timm and the file system: a Hub repository's record may name neither a place to
+    # fetch weights from (`hf-hub:`, `local-dir:`) nor a file on this machine.
+    if "backbone" not in given:
+        check_backbone_name(f"{model_source}'s training_args.json: data.backbone",
+                            data.get("backbone", "efficientnet_lite0"))
+    if "pretrained_file" not in given and data.get("pretrained_file") and not Path(model_source).is_dir():
+        raise ValueError(f"{model_source}'s training_args.json names the weights file {data['pretrained_file']!r}, "
+                         f"a path on the machine that trained it: give --pretrained_file")
     seed = recorded.get("training", {}).get("seed", 42)
     backbone = BackboneSpec(data.get("backbone", "efficientnet_lite0"), data.get("pretrained_file"),
                             bool(data.get("pretrained_backbone")), seed=seed)

@@ -81,7 +81,7 @@ def check_image_backbone(config_name: str, value: object, image_feature_dim: int
         raise ValueError(f"{config_name}.image_backbone (config.json key 'image_backbone') must be a dict of "
                          f"{', '.join(IMAGE_BACKBONE_KEYS)} (and optionally "
                          f"{', '.join(OPTIONAL_IMAGE_BACKBONE_KEYS)}), got {reprlib.repr(value)}")
-    check_backbone_name(config_name, value["name"])
+    check_backbone_name(f"{config_name}.image_backbone.name", value["name"])
     if value["num_features"] != image_feature_dim:
         raise ValueError(f"{config_name}.image_backbone gives {value['num_features']!r} features where the model "
                          f"reads image_feature_dim={image_feature_dim!r}")

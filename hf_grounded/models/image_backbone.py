@@ -5,10 +5,12 @@
   them, and only reading images asks for timm, naming it.
 - Its name is a plain timm architecture name (`check_backbone_name`): timm reads `hf-hub:` and `local-dir:` names
   as places to fetch weights from, which a folder's config.json must not choose.
-- A loaded model's backbone is checked against its description (`check_carried_backbone`): its weights against the
-  SHA-256 of their tensors that `config.image_backbone` records, and the folder's saved image processor against
-  the preprocessing the config records, so that swapped weights or a processor edited apart from the config are
-  refused instead of embedding images elsewhere than the model's features.
+- A loaded model's backbone is checked against its description: the weights stored under `image_backbone.` against
+  the SHA-256 of their tensors that `config.image_backbone` records (`check_stored_backbone`, before anything is
+  loaded or cast), and the folder's saved image processors (`preprocessor_config.json`, and the copy inside
+  `processor_config.json` that `AutoProcessor` reads) against the preprocessing the config records
+  (`check_saved_processors`), so that swapped weights or a processor edited apart from the config are refused
+  instead of embedding images elsewhere than the model's features.
 """
 
 import hashlib
@@ -26,12 +28,15 @@ _STORED_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float
                   "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
                   "BOOL": torch.bool}
 PREFIX = "image_backbone."
+# The files of a saved folder that describe how images are prepared, besides config.json.
+PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")
 
 
-def check_backbone_name(config_name: str, name: object) -> None:
-    """Refuse an `image_backbone.name` that is not a plain timm architecture name."""
-    if not isinstance(name, str) or not _BACKBONE_NAME.match(name):
-        raise ValueError(f"{config_name}.image_backbone.name must be a timm architecture name (letters, digits and "
+def check_backbone_name(field: str, name: object) -> None:
+    """Refuse a backbone's name read from a file (`field` says which and where) that is not a plain timm
+    architecture name."""
+    if not isinstance(name, str) or not _BACKBONE_NAME.fullmatch(name):
+        raise ValueError(f"{field} must be a timm architecture name (letters, digits and "
                          f"underscores, e.g. 'efficientnet_lite0'), got {name!r}: a scheme such as 'hf-hub:' or "
                          f"'local-dir:' would fetch weights from where the config says")
 
@@ -76,35 +81,49 @@ def build_image_backbone(name: str) -> nn.Module:
     return timm.create_model(name, pretrained=False, num_classes=0).eval().requires_grad_(False)
 
 
-def tensors_sha256(module: nn.Module) -> str:
-    """SHA-256 of a module's state dict: every tensor's name, dtype, shape and values, in name order."""
+def tensors_sha256(tensors: nn.Module | dict[str, torch.Tensor]) -> str:
+    """SHA-256 of a module's state dict, or of named tensors: every tensor's name, dtype, shape and values, in name
+    order."""
     digest = hashlib.sha256()
-    for name, tensor in sorted(module.state_dict().items()):
+    for name, tensor in sorted((tensors.state_dict() if isinstance(tensors, nn.Module) else tensors).items()):
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
         digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
 
 
-def check_carried_backbone(model: nn.Module, processor_file: str | None) -> None:
-    """Refuse a loaded model whose backbone's weights are not those its config describes (`tensors_sha256`, recorded
-    when the backbone was attached), or whose saved image processor (`processor_file`, its
-    preprocessor_config.json, when it has one) prepares images otherwise than the config records."""
-    described = model.config.image_backbone
+def check_stored_backbone(described: dict, stored: dict[str, torch.Tensor], source: str) -> None:
+    """Refuse backbone weights `stored` (the model's `image_backbone.` tensors as its safetensors hold them, the
+    prefix removed) that are not those `described` (`config.image_backbone`) records by `tensors_sha256`, recorded
+    when the backbone was attached (a model saved before that records none, and is not checked)."""
     expected = described.get("tensors_sha256")
-    if expected is not None and tensors_sha256(model.image_backbone) != expected:
-        raise ValueError(f"{model.config.name_or_path}: the image backbone's weights in the safetensors are not the "
-                         f"ones config.json's image_backbone describes (tensors_sha256 {expected[:12]}): the model "
-                         f"would embed images unlike its features; attach the backbone again")
-    if processor_file is None:
-        return
-    with open(processor_file, encoding="utf-8") as handle:
-        saved = json.load(handle)
+    if expected is not None and tensors_sha256(stored) != expected:
+        raise ValueError(f"{source}: the image backbone's weights in the safetensors are not the ones config.json's "
+                         f"image_backbone describes (tensors_sha256 {expected[:12]}): the model would embed images "
+                         f"unlike its features; attach the backbone again")
+
+
+def check_saved_processors(described: dict, files: dict[str, str]) -> None:
+    """Refuse a saved image processor that prepares images otherwise than `described` (`config.image_backbone`)
+    records: `files` maps `preprocessor_config.json` (`AutoImageProcessor`'s) and `processor_config.json` (whose
+    `image_processor` `AutoProcessor` reads) to their paths, where the folder has them."""
     recorded = {"preprocessing": described["preprocessing"], "data_config": described["data_config"]}
-    for key, value in recorded.items():
-        if _as_lists(saved.get(key)) != _as_lists(value):
-            raise ValueError(f"{processor_file}: {key} {saved.get(key)!r} is not config.json's image_backbone "
-                             f"{key} {value!r}; the image processor must prepare images as the model's features "
-                             f"were made: save the model again to write its processor")
+    for name, path in files.items():
+        try:
+            with open(path, encoding="utf-8") as handle:
+                saved = json.load(handle)
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"{path}: not valid JSON ({error})") from error
+        if name == "processor_config.json":
+            saved = saved.get("image_processor") if isinstance(saved, dict) else None
+            if saved is None:
+                continue
+        if not isinstance(saved, dict):
+            raise ValueError(f"{path}: not a JSON object of the image processor's settings")
+        for key, value in recorded.items():
+            if _as_lists(saved.get(key)) != _as_lists(value):
+                raise ValueError(f"{path}: {key} {saved.get(key)!r} is not config.json's image_backbone {key} "
+                                 f"{value!r}; the image processor must prepare images as the model's features were "
+                                 f"made: save the model again to write its processor")
 
 
 def _as_lists(value: object) -> object:
@@ -116,5 +135,5 @@ def _as_lists(value: object) -> object:
     return value
 
 
-__all__ = ["StoredBackbone", "build_image_backbone", "check_backbone_name", "check_carried_backbone",
-           "tensors_sha256"]
+__all__ = ["PROCESSOR_FILES", "StoredBackbone", "build_image_backbone", "check_backbone_name",
+           "check_saved_processors", "check_stored_backbone", "tensors_sha256"]

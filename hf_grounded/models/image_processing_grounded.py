@@ -63,28 +63,38 @@ def read_image(source: "str | os.PathLike | bytes | io.IOBase | Image.Image | np
                              f"or (H, W) uint8 pixels, or a PIL image")
         _check_size(name, source.shape[1], source.shape[0])
         return Image.fromarray(source).convert("RGB")
+    if isinstance(source, Image.Image):
+        return _decoded(source, name, reduced)
     if isinstance(source, bytes):
         source = io.BytesIO(source)
-    if not isinstance(source, Image.Image):
-        if not isinstance(source, (str, os.PathLike, io.IOBase)):
-            raise TypeError(f"{name} is {type(source).__name__}, not an image file, a PIL image or an array")
-        try:
-            # Pillow raises SyntaxError or ValueError for some malformed headers, OSError for broken data, and its
-            # own DecompressionBombError above twice its limit.
-            source = Image.open(source)
-        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
-            raise ValueError(f"{name}: not a readable image ({error})") from error
-    _check_size(name, *source.size)
-    if reduced and source.format == "JPEG":
-        source.draft(source.mode, (max(1, source.width // 8), max(1, source.height // 8)))
+    if not isinstance(source, (str, os.PathLike, io.IOBase)):
+        raise TypeError(f"{name} is {type(source).__name__}, not an image file, a PIL image or an array")
     try:
-        source.load()
+        # Pillow raises SyntaxError or ValueError for some malformed headers, OSError for broken data, and its own
+        # DecompressionBombError above twice its limit.
+        image = Image.open(source)
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
+        raise ValueError(f"{name}: not a readable image ({error})") from error
+    try:
+        return _decoded(image, name, reduced)
+    except BaseException:
+        image.close()  # the file it holds open, which a refused image never reads
+        raise
+
+
+def _decoded(image: "Image.Image", name: str, reduced: bool) -> "Image.Image":
+    """`read_image` once the image is open: its size checked from the header, then decoded, upright and RGB."""
+    _check_size(name, *image.size)
+    if reduced and image.format == "JPEG":
+        image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
+    try:
+        image.load()
         # An image read here before is upright already (its orientation tag removed): it is not copied again.
-        if source.getexif().get(ORIENTATION_TAG, 1) != 1:
-            source = ImageOps.exif_transpose(source)
+        if image.getexif().get(ORIENTATION_TAG, 1) != 1:
+            image = ImageOps.exif_transpose(image)
     except (OSError, SyntaxError, ValueError) as error:
         raise ValueError(f"{name}: image does not decode ({error})") from error
-    return to_rgb(source)
+    return to_rgb(image)
 
 
 def _check_size(name: str, width: int, height: int) -> None:

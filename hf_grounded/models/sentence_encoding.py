@@ -46,7 +46,9 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 from transformers.utils import cached_file
 
-from .image_backbone import StoredBackbone, build_image_backbone, check_carried_backbone, tensors_sha256
+from .image_backbone import PREFIX as BACKBONE_PREFIX
+from .image_backbone import (PROCESSOR_FILES, StoredBackbone, build_image_backbone, check_saved_processors,
+                             check_stored_backbone, tensors_sha256)
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +123,11 @@ class EncoderPreTrainedMixin:
                 raise ValueError(f"{name}: the saved weights hold NaN or infinite values; the file is corrupted")
         if "image_backbone" in model._modules:  # loading made its weights new parameters, trainable by default
             model.image_backbone.requires_grad_(False).eval()
-            check_carried_backbone(model, _saved_file(model.config.name_or_path, "preprocessor_config.json"))
+            # Where the folder's processors come from: the same revision, credentials and cache as the model.
+            options = {key: kwargs[key] for key in _HUB_OPTIONS if kwargs.get(key) is not None}
+            check_saved_processors(model.config.image_backbone, {
+                name: path for name in PROCESSOR_FILES
+                if (path := _saved_file(model.config.name_or_path, name, options)) is not None})
         return loaded
 
     @staticmethod
@@ -133,6 +139,10 @@ class EncoderPreTrainedMixin:
         stored = _stored_tensors(state_dict, checkpoint_files)
         if isinstance(model._modules.get("image_backbone"), StoredBackbone):
             model.image_backbone.declare(stored)  # timm is not installed: the stored weights are kept as they are
+        if getattr(model.config, "image_backbone", None) is not None:
+            # As stored, before `dtype=` or a device map casts or moves them.
+            check_stored_backbone(model.config.image_backbone, _stored_backbone(state_dict, checkpoint_files),
+                                  ", ".join(str(path) for path in checkpoint_files or []) or "the state_dict given")
         _check_stored_weights(model, stored, checkpoint_files)
         return PreTrainedModel._load_pretrained_model(model, state_dict, checkpoint_files, load_config, *args,
                                                       **kwargs)
@@ -670,15 +680,33 @@ def _stored_tensors(state_dict: dict | None, checkpoint_files: list[str] | None)
     return stored
 
 
-def _saved_file(source: str, name: str) -> str | None:
-    """The path of the file `name` saved with the model loaded from `source` (a folder or a Hub id), or None."""
+def _stored_backbone(state_dict: dict | None, checkpoint_files: list[str] | None) -> dict[str, torch.Tensor]:
+    """The stored `image_backbone.` tensors, named without the prefix, as the files hold them."""
+    tensors = {}
+    for path in checkpoint_files or []:
+        with safe_open(str(path), framework="pt") as handle:
+            tensors.update({name[len(BACKBONE_PREFIX):]: handle.get_tensor(name) for name in handle.keys()
+                            if name.startswith(BACKBONE_PREFIX)})
+    tensors.update({name[len(BACKBONE_PREFIX):]: tensor for name, tensor in (state_dict or {}).items()
+                    if name.startswith(BACKBONE_PREFIX)})
+    return tensors
+
+
+# `from_pretrained`'s options that say where a model's files come from.
+_HUB_OPTIONS = ("revision", "token", "subfolder", "cache_dir", "local_files_only")
+
+
+def _saved_file(source: str, name: str, options: dict) -> str | None:
+    """The path of the file `name` saved with the model loaded from `source` (a folder or a Hub id, with
+    `from_pretrained`'s `options`), or None."""
     if not source:
         return None
-    if os.path.isdir(source):
-        path = os.path.join(source, name)
+    folder = os.path.join(source, options.get("subfolder") or "")
+    if os.path.isdir(folder):
+        path = os.path.join(folder, name)
         return path if os.path.isfile(path) else None
     return cached_file(source, name, _raise_exceptions_for_missing_entries=False,
-                       _raise_exceptions_for_connection_errors=False)
+                       _raise_exceptions_for_connection_errors=False, **options)
 
 
 def _check_stored_weights(model: nn.Module, stored: dict[str, tuple[str, tuple]],

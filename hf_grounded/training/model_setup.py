@@ -74,6 +74,7 @@ def _check_teacher_vocabulary(model_args: ModelArguments, model: PreTrainedModel
     text_model = model_args.family_options.text_model_name_or_path
     with named_model("--text_model_name_or_path", text_model):
         teacher_vocabulary = AutoTokenizer.from_pretrained(text_model).get_vocab()
+    # The ids' meaning is what matters: the teacher never tokenizes, it reads the ids the model's tokenizer gave.
     model_vocabulary = tokenizer.get_vocab()
     if teacher_vocabulary == model_vocabulary:
         return

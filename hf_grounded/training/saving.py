@@ -2,12 +2,15 @@
 folder is replaced whole or not at all, and nothing is written through a link."""
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ..files import refuse_symlink, replace_entries, staging_folder
+from ..files import REPLACED_PREFIX, refuse_symlink, replace_entries, staging_folder
+
+logger = logging.getLogger(__name__)
 
 # The names of the entries the last save wrote (weights, config, tokenizer, code, sentence-transformers' modules,
 # processors), kept in the folder so that the next save also removes those it no longer writes: a model saved without
@@ -25,7 +28,8 @@ def _write_model_files(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBas
         tokenizer.register_for_auto_class("AutoTokenizer")
     model.set_tokenizer(tokenizer)
     model.save_pretrained(folder)
-    (folder / MODEL_ENTRIES_NAME).write_text(json.dumps(sorted(path.name for path in folder.iterdir())))
+    written = sorted([*(path.name for path in folder.iterdir()), MODEL_ENTRIES_NAME])
+    (folder / MODEL_ENTRIES_NAME).write_text(json.dumps(written))
 
 
 def previous_model_entries(folder: Path) -> list[str]:
@@ -58,6 +62,10 @@ def save_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, outpu
     if not output_dir.is_dir():  # a link to a folder is looked through; one to nothing, or to a file, is refused
         refuse_symlink(output_dir)
     creating = not output_dir.exists()
+    for interrupted in [] if creating else sorted(output_dir.glob(f"{REPLACED_PREFIX}*")):
+        logger.warning("%s holds the model an interrupted save had moved aside (a crash between its renames): "
+                       "move its files back to restore that model; this save replaces the folder's model anyway",
+                       interrupted)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = staging_folder(output_dir.parent if creating else output_dir, f"saving-{output_dir.name}")
     try:

@@ -18,7 +18,7 @@ from ..data.encoded import EncodedSplit, EncodedTriples
 from ..evaluation.splits import evaluate_split
 from ..evaluation.sts import SentencePairs, load_stsb, unsupervised_sts
 from ..families import ModelFamily
-from ..files import write_json
+from ..files import refuse_symlink, write_json
 from ..hub import push_to_hub
 from ..features import FeatureSpec, attach_image_backbone
 from ..features.attach import check_made_with
@@ -402,8 +402,11 @@ def _validate_epoch(run: Run, training_s: float) -> None:
     if training_args.lr_scheduler_type == "cyclic_cosine" and (progress.epoch + 1) % training_args.cycle_epochs == 0:
         progress.history[-1]["snapshot"] = snapshot_path((progress.epoch + 1) // training_args.cycle_epochs)
         if accelerator.is_main_process:
-            save_model(accelerator.unwrap_model(run.model), run.tokenizer,
-                       Path(training_args.output_dir) / progress.history[-1]["snapshot"])
+            snapshot = Path(training_args.output_dir) / progress.history[-1]["snapshot"]
+            # Checked at every write: a link put in place since the run claimed its folder would be followed.
+            for path in (snapshot.parent, snapshot):
+                refuse_symlink(path)
+            save_model(accelerator.unwrap_model(run.model), run.tokenizer, snapshot)
         accelerator.wait_for_everyone()
     accelerator.log(_flat_metrics(validation, "validation"), step=progress.step)
     logger.info("epoch %d: loss %.4f, %s", progress.epoch + 1, progress.history[-1]["train_loss"],
