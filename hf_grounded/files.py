@@ -209,6 +209,6 @@ def _non_finite_entry(value: Any, key: str = "") -> tuple[str, float] | None:
     return None
 
 
-__all__ = ["LOCK_NAME", "MARKER_NAME", "REPLACED_PREFIX", "copy_file", "is_library_folder", "open_for_writing", "refuse_foreign_folder",
-           "refuse_symlink", "replace_entries", "replace_folder", "replaced_atomically", "save_figure",
-           "staging_folder", "write_json", "write_text"]
+__all__ = ["LOCK_NAME", "MARKER_NAME", "REPLACED_PREFIX", "copy_file", "is_library_folder", "open_for_writing",
+           "refuse_foreign_folder", "refuse_symlink", "replace_entries", "replace_folder", "replaced_atomically",
+           "save_figure", "staging_folder", "write_json", "write_text"]
