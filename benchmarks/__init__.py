@@ -1,3 +1,7 @@
 """Speed benchmarks: the library's path beside a baseline in the same run, on the machine that runs them, each
-run from the repository's root as `python -m benchmarks.NAME`; `common` holds what they share (and what the
-reproductions share with them). Their result files are in `results/`."""
+run from the repository's root as `python -m benchmarks.NAME`; what they share with the reproductions is
+`utils.experiments`. Their result files are in `results/`."""
+
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import SHARED, provenance, write_json
+from utils.experiments import SHARED, provenance, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = {"char-GRU h256": ["--model_type", "char_gru", "--hidden_size", "256"],

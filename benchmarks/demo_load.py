@@ -32,7 +32,7 @@ os.environ["NO_PROXY"] = "127.0.0.1,localhost"
 import gradio_client  # noqa: E402
 import httpx  # noqa: E402
 
-from benchmarks.common import write_results  # noqa: E402
+from utils.experiments import write_results  # noqa: E402
 from utils.result_tables import format_result
 
 REPO = Path(__file__).resolve().parents[1]

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import torch
 
-from benchmarks.common import alternate, flickr8k_captions, stsb_sentences, write_results
+from utils.experiments import alternate, flickr8k_captions, stsb_sentences, write_results
 from utils.result_tables import rate_cell
 from hf_grounded import (
     CharGRUConfig,

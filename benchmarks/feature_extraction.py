@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from benchmarks.common import EFFICIENTNET, FLICKR8K, alternate, write_results
+from utils.experiments import EFFICIENTNET, FLICKR8K, alternate, write_results
 from utils.result_tables import rate_cell
 from hf_grounded.features import extract_features
 from hf_grounded.features.backbone import BackboneSpec, create_backbone

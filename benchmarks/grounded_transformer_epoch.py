@@ -31,8 +31,9 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import RESULTS, SHARED, provenance, write_json, write_results
+from benchmarks import RESULTS
 from benchmarks.encoding_throughput import minilm_path
+from utils.experiments import SHARED, provenance, write_json, write_results
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 DATA = SHARED / "data" / "flickr8k"

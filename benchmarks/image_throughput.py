@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from benchmarks.common import EFFICIENTNET, alternate, write_results
+from utils.experiments import EFFICIENTNET, alternate, write_results
 from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer
 from hf_grounded.features import BackboneSpec, FeatureSpec, attach_image_backbone
 from hf_grounded.models.image_processing_grounded import GroundedImageProcessor

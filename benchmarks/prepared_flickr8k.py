@@ -20,7 +20,8 @@ from pathlib import Path
 
 from safetensors.torch import load_file
 
-from benchmarks.common import RESULTS, provenance, write_json
+from benchmarks import RESULTS
+from utils.experiments import provenance, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from benchmarks.common import STSB, write_results
+from utils.experiments import STSB, write_results
 from hf_grounded import VETEConfig, VETEModel
 from hf_grounded.evaluation.correlation import pearson
 from hf_grounded.evaluation.probe import ProbeConfig, RelatednessProbe, pair_features, score_classes

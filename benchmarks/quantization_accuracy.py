@@ -22,8 +22,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchmarks.common import alternate, flickr8k_captions, write_results
 from benchmarks.encoding_throughput import minilm_path
+from utils.experiments import alternate, flickr8k_captions, write_results
 from utils.result_tables import format_result
 from hf_grounded import GroundedTransformerModel
 

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import torch
 
-from benchmarks.common import alternate, peak_memory, reset_peak_memory, write_results
+from utils.experiments import alternate, peak_memory, reset_peak_memory, write_results
 from hf_grounded.evaluation import retrieval_ranks, summarize_ranks
 
 

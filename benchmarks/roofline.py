@@ -31,8 +31,9 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 from torch.utils.flop_counter import FlopCounterMode
 
-from benchmarks.common import RESULTS, flickr8k_captions, hardware, write_results
+from benchmarks import RESULTS
 from benchmarks.encoding_throughput import encoders
+from utils.experiments import flickr8k_captions, hardware, write_results
 from utils.result_tables import format_result
 
 BATCHES = (1, 32, 512)
@@ -41,7 +42,7 @@ PLOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "roofline.png"
 
 
 def cpu_description() -> dict:
-    """The CPU's model, the flags of `common.CPU_FLAGS` it has, and torch's view of it."""
+    """The CPU's model, the flags of `utils.experiments.CPU_FLAGS` it has, and torch's view of it."""
     machine = hardware()
     return {"model": machine["cpu"], "flags": machine["cpu_flags"],
             "torch_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads()}

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import provenance, write_json
+from utils.experiments import provenance, write_json
 from utils.result_tables import format_result
 
 REPOSITORY = Path(__file__).resolve().parents[1]

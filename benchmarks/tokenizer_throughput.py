@@ -8,7 +8,7 @@ path (`PreTrainedTokenizer`'s, what every call took before the vectorised path).
 import argparse
 import sys
 
-from benchmarks.common import alternate, flickr8k_captions, write_results
+from utils.experiments import alternate, flickr8k_captions, write_results
 from utils.result_tables import rate_cell
 from hf_grounded import CharTokenizer
 from hf_grounded.word_tokenizer import train_word_tokenizer

@@ -21,8 +21,8 @@ from contextlib import nullcontext
 
 import torch
 
-from benchmarks.common import alternate, flickr8k_captions, write_results
 from benchmarks.encoding_throughput import minilm_path
+from utils.experiments import alternate, flickr8k_captions, write_results
 from utils.result_tables import format_result
 from hf_grounded import GroundedTransformerModel
 from hf_grounded.training.frozen_layers import FrozenLayerCache, frozen_layer_cache

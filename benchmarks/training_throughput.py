@@ -18,7 +18,7 @@ import sys
 import torch
 from torch.utils.data import DataLoader
 
-from benchmarks.common import alternate, training_images, write_results
+from utils.experiments import alternate, training_images, write_results
 from utils.result_tables import TRAINING_THROUGHPUT_HEADER, training_throughput_row
 from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer, VETEConfig, VETEModel
 from hf_grounded.data import CaptionBatchSampler

@@ -46,8 +46,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from benchmarks.common import SHARED, write_json, write_results
 from reproductions import RESULTS
+from utils.experiments import SHARED, write_json, write_results
 from utils.result_tables import format_result
 from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer, hinge_loss
 from hf_grounded.data import CaptionBatchSampler, load_flickr8k

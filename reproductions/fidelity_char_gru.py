@@ -35,8 +35,8 @@ from PIL import Image
 from torchvision import transforms
 from transformers import AutoModel
 
-from benchmarks.common import SHARED, check_finished_run, provenance, same_value, write_json, write_results
 from reproductions import RESULTS
+from utils.experiments import SHARED, check_finished_run, provenance, same_value, write_json, write_results
 from utils.result_tables import format_result
 from hf_grounded import CharGRUEnsembleModel
 from hf_grounded.data import load_captioned_images

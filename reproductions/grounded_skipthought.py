@@ -54,8 +54,8 @@ from hf_grounded.inputs import DataArguments, image_features, load_dataset
 from hf_grounded.training import parse_arguments, save_model, train
 from hf_grounded.training.checkpoints import list_checkpoints
 
-from benchmarks.common import SHARED, check_finished_run, chosen_rows, provenance, write_json, write_results
 from reproductions import RESULTS
+from utils.experiments import SHARED, check_finished_run, chosen_rows, provenance, write_json, write_results
 from utils.result_tables import format_result
 
 MODEL = ["--model_type", "grounded_skipthought", "--hidden_size", "512", "--word_embedding_size", "300",

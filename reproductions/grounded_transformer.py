@@ -36,7 +36,8 @@ from transformers import AutoModel
 from hf_grounded.evaluation.sts import load_sick, load_sts_year, load_stsb, unsupervised_sts
 from hf_grounded.training import parse_arguments, train
 
-from benchmarks.common import (
+from reproductions import RESULTS
+from utils.experiments import (
     SHARED,
     SICK,
     STS16,
@@ -47,7 +48,6 @@ from benchmarks.common import (
     write_json,
     write_results,
 )
-from reproductions import RESULTS
 from utils.result_tables import format_result
 
 FEATURES = SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"

@@ -39,9 +39,9 @@ from hf_grounded.evaluation.splits import evaluate_split
 from hf_grounded.evaluation.sts import unsupervised_sts
 from hf_grounded.training import parse_arguments, train
 
-from benchmarks.common import SHARED, check_finished_run, provenance, write_json
 from reproductions import RESULTS
 from reproductions.grounded_transformer import FEATURES, packaged_minilm, sts_sets
+from utils.experiments import SHARED, check_finished_run, provenance, write_json
 from utils.result_tables import format_result, r10
 
 RUNS_DIR = RESULTS / "runs" / "grounding_vs_base"

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.common import EFFICIENTNET, FLICKR8K, provenance, write_json
+from utils.experiments import EFFICIENTNET, FLICKR8K, provenance, write_json
 from hf_grounded.data import load_captioned_images
 from hf_grounded.evaluation.retrieval import retrieval_metrics
 from hf_grounded.evaluation.suite import evaluate_model, parse_evaluation_arguments

@@ -37,7 +37,8 @@ from hf_grounded.models import VETEConfig, VETEModel
 from hf_grounded.training import parse_arguments, train
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
-from benchmarks.common import (
+from reproductions import RESULTS
+from utils.experiments import (
     SHARED,
     check_finished_run,
     chosen_rows,
@@ -46,7 +47,6 @@ from benchmarks.common import (
     write_json,
     write_results,
 )
-from reproductions import RESULTS
 from utils.result_tables import format_result
 
 CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "vete_bow_flickr8k.yaml"

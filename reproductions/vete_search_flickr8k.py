@@ -18,8 +18,8 @@ from pathlib import Path
 
 from hf_grounded.search import run_search
 
-from benchmarks.common import SHARED, STS16, transfer_pearsons, write_json, write_results
 from reproductions import RESULTS
+from utils.experiments import SHARED, STS16, transfer_pearsons, write_json, write_results
 from utils.result_tables import format_result
 
 CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "vete_bow_flickr8k.yaml"

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from benchmarks import common
+from utils import experiments as common
 from reproductions import ablation_char_gru
 from utils.result_tables import format_result
 

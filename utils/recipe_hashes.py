@@ -17,7 +17,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from benchmarks.common import EFFICIENTNET, FLICKR8K, SHARED, write_json
+from utils.experiments import EFFICIENTNET, FLICKR8K, SHARED, write_json
 
 from hf_grounded.training import parse_arguments, train
 

@@ -1,5 +1,7 @@
-"""What every benchmark shares: the machine's description, alternating timed arms, peak memory, output, and the
-transfer scores of a trained model."""
+"""What the experiments share, the speed benchmarks (`benchmarks/`), the papers' reproductions (`reproductions/`)
+and the recipe-hash guard (`utils/recipe_hashes.py`): the real data's paths, the machine's description, alternating
+timed arms, peak memory, result files with their provenance, finished runs, and the transfer scores of a trained
+model. It lives here, not in `benchmarks/`, so that no experiment reaches into the speed benchmarks."""
 
 import argparse
 import datetime
@@ -29,8 +31,6 @@ STSB = SHARED / "data" / "stsbenchmark"
 STS16 = SHARED / "data" / "sts16"
 SICK = SHARED / "data" / "sick" / "SICK.txt"
 EFFICIENTNET = SHARED / "models" / "efficientnet_lite0.safetensors"
-# Where each benchmark writes its result file, which utils/render_docs.py renders the docs from.
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 # The CPU flags that decide which kernels oneDNN and torch can use: developers', CI's and users' CPUs differ in them.
