@@ -30,6 +30,7 @@ from .extras import require_extra
 from .files import write_text
 from .model_sources import named_model
 from .models import GroundedTransformerModel
+from .models.sentence_encoding import non_finite_weight
 from .training.output_folder import check_output_folder, claim_output_folder
 from .training.saving import previous_model_entries, save_model
 
@@ -177,9 +178,9 @@ def _check_finite(spec: MergeSpec, merged: GroundedTransformerModel) -> None:
     (finite weights large enough to overflow in the forward pass), naming the merge's method and alpha."""
     merge = f"the {spec.method} merge at alpha {spec.alpha:g}" + (f", density {spec.density:g}"
                                                                  if spec.method == "ties" else "")
-    for name, tensor in merged.state_dict().items():
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise ValueError(f"{merge} gives NaN or infinite weights ({name}); choose a smaller alpha")
+    name = non_finite_weight(merged)
+    if name is not None:
+        raise ValueError(f"{merge} gives NaN or infinite weights ({name}); choose a smaller alpha")
     for space in ("sentence", "joint"):
         if not np.isfinite(merged.encode(list(PROBE_SENTENCES), space=space)).all():
             raise ValueError(f"{merge} gives NaN or infinite {space} embeddings (its weights overflow in the forward "

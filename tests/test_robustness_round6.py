@@ -17,6 +17,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModel
 
 from hf_grounded.data.validation import InvalidSampleError
+from hf_grounded.families import FAMILIES
 from hf_grounded.features import BackboneSpec, FeatureSpec, attach_image_backbone, create_backbone, extract_features
 from hf_grounded.models.image_processing_grounded import GroundedImageProcessor
 from hf_grounded.training import save_model
@@ -50,39 +51,45 @@ sys.modules['hf_grounded'] = None  # the saved folder's own code, as a user of t
 sys.modules['timm'] = None         # any import of timm now raises ImportError
 import torch
 from transformers import AutoModel
-folder, resaved = sys.argv[1], sys.argv[2]
-model = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
-out = {"embeddings": model.encode(json.loads(sys.argv[3])).tolist()}
-try:
-    model.get_image_features(pixel_values=torch.zeros(1, 10, 3, 32, 32))
-except ImportError as error:
-    out["images"] = str(error)
-model.save_pretrained(resaved)
+folder, names, sentences = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+out = {}
+for name in names:
+    model = AutoModel.from_pretrained(f"{folder}/{name}", trust_remote_code=True).eval()
+    out[name] = {"embeddings": model.encode(sentences).tolist()}
+    try:
+        model.get_image_features(pixel_values=torch.zeros(1, 10, 3, 32, 32))
+    except ImportError as error:
+        out[name]["images"] = str(error)
+    model.save_pretrained(f"{folder}/{name}-resaved")
 print("RESULT " + json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("name", ["char_gru", "grounded_transformer"])
-def test_a_model_that_carries_its_backbone_loads_and_encodes_text_without_timm(tmp_path, name):
-    model, tokenizer = carrying(name)
-    save_model(model, tokenizer, tmp_path / "model")
-    result = subprocess.run([sys.executable, "-c", WITHOUT_TIMM, str(tmp_path / "model"), str(tmp_path / "resaved"),
+def test_a_model_that_carries_its_backbone_loads_and_encodes_text_without_timm(tmp_path):
+    """Every family, in one process without timm or hf_grounded."""
+    models = {}
+    for name in sorted(FAMILIES):
+        models[name] = carrying(name)[0]
+        save_model(models[name], models[name].default_tokenizer(), tmp_path / name)
+    result = subprocess.run([sys.executable, "-c", WITHOUT_TIMM, str(tmp_path), json.dumps(sorted(models)),
                              json.dumps(SENTENCES)], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.rpartition("RESULT ")[2])
-    np.testing.assert_allclose(out["embeddings"], model.encode(SENTENCES), atol=1e-5)
-    assert "carries the image backbone 'test_efficientnet', which timm builds: pip install timm" in out["images"]
-    # Saved again without timm, the model keeps its backbone's weights, which load and read images as before.
-    stored, resaved = load_file(tmp_path / "model" / "model.safetensors"), load_file(
-        tmp_path / "resaved" / "model.safetensors")
-    backbone = sorted(key for key in stored if key.startswith("image_backbone."))
-    assert backbone and sorted(key for key in resaved if key.startswith("image_backbone.")) == backbone
-    for key in backbone:
-        torch.testing.assert_close(resaved[key], stored[key], rtol=0, atol=0)
     pixel_values = torch.randn(2, 10, 3, 32, 32)
-    with torch.inference_mode():
-        torch.testing.assert_close(AutoModel.from_pretrained(tmp_path / "resaved").get_image_features(
-            pixel_values=pixel_values), model.get_image_features(pixel_values=pixel_values))
+    for name, model in models.items():
+        np.testing.assert_allclose(out[name]["embeddings"], model.encode(SENTENCES), atol=1e-5, err_msg=name)
+        assert "carries the image backbone 'test_efficientnet', which timm builds: pip install timm" in \
+            out[name]["images"]
+        # Saved again without timm, the model keeps its backbone's weights, which load and read images as before.
+        stored = load_file(tmp_path / name / "model.safetensors")
+        resaved = load_file(tmp_path / f"{name}-resaved" / "model.safetensors")
+        backbone = sorted(key for key in stored if key.startswith("image_backbone."))
+        assert backbone and sorted(key for key in resaved if key.startswith("image_backbone.")) == backbone, name
+        for key in backbone:
+            torch.testing.assert_close(resaved[key], stored[key], rtol=0, atol=0)
+        with torch.inference_mode():
+            torch.testing.assert_close(AutoModel.from_pretrained(tmp_path / f"{name}-resaved").get_image_features(
+                pixel_values=pixel_values), model.get_image_features(pixel_values=pixel_values), msg=name)
 
 
 # --- 1: one writer, whole or nothing ----------------------------------------------------------------------------

@@ -106,7 +106,9 @@ def check_saved_processors(described: dict, files: dict[str, str]) -> None:
     """Refuse a saved image processor that prepares images otherwise than `described` (`config.image_backbone`)
     records: `files` maps `preprocessor_config.json` (`AutoImageProcessor`'s) and `processor_config.json` (whose
     `image_processor` `AutoProcessor` reads) to their paths, where the folder has them."""
-    recorded = {"preprocessing": described["preprocessing"], "data_config": described["data_config"]}
+    # As JSON holds them (tuples become lists), which is how the saved files hold them.
+    recorded = json.loads(json.dumps({"preprocessing": described["preprocessing"],
+                                      "data_config": described["data_config"]}))
     for name, path in files.items():
         try:
             with open(path, encoding="utf-8") as handle:
@@ -120,19 +122,10 @@ def check_saved_processors(described: dict, files: dict[str, str]) -> None:
         if not isinstance(saved, dict):
             raise ValueError(f"{path}: not a JSON object of the image processor's settings")
         for key, value in recorded.items():
-            if _as_lists(saved.get(key)) != _as_lists(value):
+            if saved.get(key) != value:
                 raise ValueError(f"{path}: {key} {saved.get(key)!r} is not config.json's image_backbone {key} "
                                  f"{value!r}; the image processor must prepare images as the model's features were "
                                  f"made: save the model again to write its processor")
-
-
-def _as_lists(value: object) -> object:
-    """`value` with tuples as lists, as JSON holds them."""
-    if isinstance(value, (list, tuple)):
-        return [_as_lists(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _as_lists(item) for key, item in value.items()}
-    return value
 
 
 __all__ = ["PROCESSOR_FILES", "StoredBackbone", "build_image_backbone", "check_backbone_name",

@@ -118,9 +118,9 @@ class EncoderPreTrainedMixin:
             kwargs.setdefault("name_or_path", str(folder))
         loaded = super().from_pretrained(*args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded
-        for name, tensor in model.state_dict().items():
-            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-                raise ValueError(f"{name}: the saved weights hold NaN or infinite values; the file is corrupted")
+        name = non_finite_weight(model)
+        if name is not None:
+            raise ValueError(f"{name}: the saved weights hold NaN or infinite values; the file is corrupted")
         if "image_backbone" in model._modules:  # loading made its weights new parameters, trainable by default
             model.image_backbone.requires_grad_(False).eval()
             # Where the folder's processors come from: the same revision, credentials and cache as the model.
@@ -136,12 +136,14 @@ class EncoderPreTrainedMixin:
         meta device, so nothing is allocated yet): a model of this library has no optional weights, so a missing,
         extra, integer, boolean or differently shaped tensor means a damaged file or a config.json that does not
         match it, and is refused naming the file and the tensors instead of loading random or cast weights."""
-        stored = _stored_tensors(state_dict, checkpoint_files)
+        described = getattr(model.config, "image_backbone", None)
+        # The backbone's tensors are read as stored, before `dtype=` or a device map casts or moves them.
+        prefix = None if described is None else BACKBONE_PREFIX
+        stored, backbone = _stored_tensors(state_dict, checkpoint_files, read_prefix=prefix)
         if isinstance(model._modules.get("image_backbone"), StoredBackbone):
             model.image_backbone.declare(stored)  # timm is not installed: the stored weights are kept as they are
-        if getattr(model.config, "image_backbone", None) is not None:
-            # As stored, before `dtype=` or a device map casts or moves them.
-            check_stored_backbone(model.config.image_backbone, _stored_backbone(state_dict, checkpoint_files),
+        if described is not None:
+            check_stored_backbone(described, backbone,
                                   ", ".join(str(path) for path in checkpoint_files or []) or "the state_dict given")
         _check_stored_weights(model, stored, checkpoint_files)
         return PreTrainedModel._load_pretrained_model(model, state_dict, checkpoint_files, load_config, *args,
@@ -667,29 +669,31 @@ def _state_after_last_token(states: torch.Tensor, lengths: torch.Tensor) -> torc
     return states.gather(1, last).squeeze(1)
 
 
-def _stored_tensors(state_dict: dict | None, checkpoint_files: list[str] | None) -> dict[str, tuple[str, tuple]]:
-    """`{name: (dtype, shape)}` of what is stored, read from the safetensors' headers (no tensor is loaded)."""
-    stored = {}
+def _stored_tensors(state_dict: dict | None, checkpoint_files: list[str] | None,
+                   read_prefix: str | None = None) -> tuple[dict[str, tuple[str, tuple]], dict[str, torch.Tensor]]:
+    """`{name: (dtype, shape)}` of what is stored, from the safetensors' headers, and, in the same pass, the tensors
+    whose names start with `read_prefix` (named without it), as stored; no other tensor is loaded."""
+    stored, read = {}, {}
     for path in checkpoint_files or []:
         with safe_open(str(path), framework="pt") as handle:
             for name in handle.keys():
                 tensor = handle.get_slice(name)
                 stored[name] = (tensor.get_dtype(), tuple(tensor.get_shape()))
+                if read_prefix and name.startswith(read_prefix):
+                    read[name[len(read_prefix):]] = handle.get_tensor(name)
     for name, tensor in (state_dict or {}).items():
         stored[name] = ("F" if tensor.is_floating_point() else str(tensor.dtype), tuple(tensor.shape))
-    return stored
+        if read_prefix and name.startswith(read_prefix):
+            read[name[len(read_prefix):]] = tensor
+    return stored, read
 
 
-def _stored_backbone(state_dict: dict | None, checkpoint_files: list[str] | None) -> dict[str, torch.Tensor]:
-    """The stored `image_backbone.` tensors, named without the prefix, as the files hold them."""
-    tensors = {}
-    for path in checkpoint_files or []:
-        with safe_open(str(path), framework="pt") as handle:
-            tensors.update({name[len(BACKBONE_PREFIX):]: handle.get_tensor(name) for name in handle.keys()
-                            if name.startswith(BACKBONE_PREFIX)})
-    tensors.update({name[len(BACKBONE_PREFIX):]: tensor for name, tensor in (state_dict or {}).items()
-                    if name.startswith(BACKBONE_PREFIX)})
-    return tensors
+def non_finite_weight(model: nn.Module) -> str | None:
+    """The name of the first floating-point weight or buffer of `model` holding NaN or infinity, or None."""
+    for name, tensor in model.state_dict().items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            return name
+    return None
 
 
 # `from_pretrained`'s options that say where a model's files come from.
@@ -793,4 +797,5 @@ __all__ = [
     "GroundedSentenceEncoder",
     "SentenceEncoder",
     "SentenceEncoderMixin",
+    "non_finite_weight",
 ]
