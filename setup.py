@@ -45,7 +45,7 @@ setup(
                  # extensions) and GitHub (CommonMark) show them.
                  "markdown>=3.5", "pymdown-extensions>=10", "markdown-it-py>=3"],
         "tensorboard": ["tensorboard"],
-        # demo/app.py: the Space's Gradio app.
+        # demo/: the Space's Gradio page (app.py), outside the library.
         "demo": ["gradio>=6,<7"],
         # encode(backend="onnx") and hf_grounded.onnx_export.
         "onnx": ["onnx>=1.17", "onnxruntime>=1.20"],

@@ -16,7 +16,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "search": ("optuna",),
     "tensorboard": ("tensorboard",),
 }
-# Modules the library imports that an extra brings only as a dependency of its requirements.
+# Modules the library, its recipes or its demo/ import that an extra brings only as a dependency of its requirements.
 DEPENDENCY_MODULES: dict[str, str] = {"starlette": "demo", "fastapi": "demo"}
 
 

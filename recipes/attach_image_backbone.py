@@ -13,17 +13,17 @@ fingerprint or preprocessing differs from what made the model's features is refu
 import argparse
 import json
 import logging
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 from transformers import AutoModel
 
 import hf_grounded  # noqa: F401  (registers the Auto classes)
 from hf_grounded.command_line import run_recipe
-from hf_grounded.demo import model_feature_spec
 from hf_grounded.features import attach_image_backbone
-from hf_grounded.inputs import DataArguments, training_features_description
+from hf_grounded.inputs import DataArguments, feature_spec, training_features_description
 from hf_grounded.model_card import write_model_card
+from hf_grounded.models.image_backbone import check_backbone_name
 from hf_grounded.training import save_model
 
 # The run's data arguments a flag may override: which backbone and weights, and its preprocessing.
@@ -49,11 +49,14 @@ def main() -> None:
     data = DataArguments(**{name: value for name, value in training["data"].items() if name in names})
     seed = training.get("training", {}).get("seed", 42)
     made_with = training_features_description(data, seed)
-    chosen = {name: getattr(args, name) for name in BACKBONE_ARGUMENTS}
-    if chosen["pretrained_backbone"] is not None:
+    chosen = {name: getattr(args, name) for name in BACKBONE_ARGUMENTS if getattr(args, name) is not None}
+    if "pretrained_backbone" in chosen:
         chosen["pretrained_backbone"] = chosen["pretrained_backbone"] == "true"
+    # What the record names reaches timm: a plain architecture name, never a place to fetch weights from.
+    check_backbone_name("--backbone" if "backbone" in chosen else f"{recorded}: data.backbone",
+                        chosen.get("backbone", data.backbone))
     model = AutoModel.from_pretrained(folder)
-    attach_image_backbone(model, model_feature_spec(str(folder), **chosen), made_with)
+    attach_image_backbone(model, feature_spec(replace(data, **chosen), seed), made_with)
     save_model(model, model.default_tokenizer(), folder)
     write_model_card(folder)
     print(f"{folder}: now carries {model.config.image_backbone['name']} "

@@ -7,11 +7,8 @@
 
 import logging
 
-from transformers import AutoConfig
-
 import hf_grounded  # noqa: F401  (registers the Auto classes)
 from hf_grounded.command_line import run_recipe
-from hf_grounded.model_sources import named_model
 from hf_grounded.evaluation import format_results_tables
 from hf_grounded.evaluation.suite import parse_evaluation_arguments, run_evaluation
 from hf_grounded.model_card import record_evaluation
@@ -20,10 +17,6 @@ from hf_grounded.model_card import record_evaluation
 def main() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     args, data_args = parse_evaluation_arguments()
-    # The model is loaded after the tasks' data is read and image features extracted: its config is read first,
-    # so a model that cannot be found or reached is refused before any of that.
-    with named_model("--model", args.model):
-        AutoConfig.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
     evaluation = run_evaluation(args, data_args)
     # The evaluation writes its results; the card is written from them, in the model folder.
     if args.update_model_card:

@@ -10,12 +10,15 @@ the build wrote are uploaded.
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 
 from hf_grounded.command_line import run_recipe
-from hf_grounded.demo.space import build_space_folder, push_space
 
 DEMO_FOLDER = Path(__file__).resolve().parents[1] / "demo"
+# The builder lives in demo/ beside the Space's files, which `pip install` leaves out of the library.
+sys.path.insert(0, str(DEMO_FOLDER))
+from space import build_space_folder, push_space  # noqa: E402
 
 
 def main() -> None:

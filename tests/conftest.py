@@ -1,3 +1,4 @@
+import importlib
 import os
 import runpy
 import sys
@@ -19,6 +20,7 @@ os.environ["HF_GROUNDED_CACHE"] = tempfile.mkdtemp(prefix="hf_grounded-test-cach
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
+DEMO_FOLDER = REPO_ROOT / "demo"
 # Multi-process tests run their processes on the CPU (gloo), as CI does: one thread each, and no GPU, since a
 # machine with fewer GPUs than processes cannot place them (Accelerate's barrier names a device per process).
 CPU_ONLY = {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
@@ -51,6 +53,14 @@ def run_python(code: str, cwd: Path, env: dict | None = None):
     return subprocess.run(
         [sys.executable, "-c", code], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True
     )
+
+
+def demo_module(name: str):
+    """A module of the repository's demo/ folder (the Space's page and files, and its builder), which `pip install`
+    leaves out of the library: imported as the Space's app.py imports its siblings, by name, demo/ on the path."""
+    if str(DEMO_FOLDER) not in sys.path:
+        sys.path.insert(0, str(DEMO_FOLDER))
+    return importlib.import_module(name)
 
 
 def run_recipe_in_process(recipe: str, arguments: list[str]) -> None:

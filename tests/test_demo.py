@@ -1,4 +1,4 @@
-"""The Space demo (hf_grounded.demo, demo/app.py) through its API with gradio_client, in a real browser with
+"""The Space demo (demo/page.py, demo/app.py) through its API with gradio_client, in a real browser with
 Playwright and Debian's Chromium, and under 16 concurrent visitors; on localhost only."""
 
 import os
@@ -21,9 +21,12 @@ from benchmarks import demo_load  # noqa: E402
 from benchmarks.demo_load import free_port  # noqa: E402
 import httpx  # noqa: E402
 
-from hf_grounded.demo import build_index, launch, model_feature_spec, synthetic_test_images  # noqa: E402
+from hf_grounded.demo import build_index, synthetic_test_images  # noqa: E402
 
+from .conftest import demo_module  # noqa: E402
 from .fixtures import train_tiny_char_gru  # noqa: E402
+
+launch = demo_module("page").launch
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -35,7 +38,7 @@ def trained(tmp_path_factory):
     """A tiny char-GRU trained on the synthetic set, and its test images plus an unreadable file and a text file."""
     root = tmp_path_factory.mktemp("demo")
     train_tiny_char_gru(root / "model", hidden_size=16, images=40, steps=4)
-    images = synthetic_test_images(root / "model", root / "images")
+    images = synthetic_test_images(root / "images", num_eval=20)  # the model's test images
     (images / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg at all")
     (images / "notes.txt").write_text("not an image")
     return root / "model", images
@@ -59,7 +62,7 @@ def expected_ranking(model_dir, images, query: str, top_k: int) -> list[str]:
     from transformers import AutoModel
 
     model = AutoModel.from_pretrained(model_dir).eval()
-    index = build_index(model, images, model_feature_spec(str(model_dir)))
+    index = build_index(model, images)
     text = model.encode(query, convert_to_tensor=True)
     scores = index.embeddings @ text
     return [index.paths[i].name for i in torch.argsort(scores, descending=True)[:top_k].tolist()]

@@ -20,11 +20,14 @@ os.environ["NO_PROXY"] = "127.0.0.1,localhost"
 
 gradio_client = pytest.importorskip("gradio_client")
 
-from hf_grounded.demo import launch, synthetic_test_images  # noqa: E402
-from hf_grounded.demo.event_calls import MAX_EVENT_BYTES, EventCallsOnly  # noqa: E402
+from hf_grounded.demo import synthetic_test_images  # noqa: E402
 
+from .conftest import demo_module  # noqa: E402
 from .fixtures import train_tiny_char_gru  # noqa: E402
 from .test_demo import client_of, free_port  # noqa: E402
+
+launch = demo_module("page").launch
+from event_calls import MAX_EVENT_BYTES, EventCallsOnly  # noqa: E402
 
 SECRET = b"root:SECRET-HASH-0123456789:19000:0:99999:7:::"
 
@@ -35,7 +38,7 @@ def hostile(tmp_path_factory):
     the folder (several depths), dotfiles, a hidden image, a subfolder, a dangling link, a link inside the folder."""
     root = tmp_path_factory.mktemp("demo-files")
     train_tiny_char_gru(root / "model", hidden_size=16, images=40, steps=4)
-    images = synthetic_test_images(root / "model", root / "images")
+    images = synthetic_test_images(root / "images", num_eval=20)  # the model's test images
     private = root / "private"
     (private / "deeper").mkdir(parents=True)
     (private / "shadow").write_bytes(SECRET)
@@ -320,13 +323,15 @@ def test_a_folder_of_thousands_of_unreadable_files_gets_a_short_status(hostile, 
         demo.close()
 
 
-def test_a_synthetic_model_saved_anywhere_searches_its_test_images(hostile, tmp_path):
+def test_without_a_folder_a_model_saved_anywhere_searches_the_synthetic_test_images(hostile, tmp_path):
+    """No training record is read: the synthetic set's test images of train.py's defaults (seed 42, 100 images)."""
     model_dir = tmp_path / "elsewhere" / "my-model"
     shutil.copytree(hostile[0], model_dir)
+    (model_dir / "training_args.json").unlink()
     demo = launch(str(model_dir), None, port=free_port(), block=False)
     try:
         client = client_of(demo, tmp_path)
-        assert "20 images indexed" in client.predict(api_name="/index_status")
+        assert "100 images indexed" in client.predict(api_name="/index_status")
         assert len(client.predict("a red square", 3, api_name="/search")) == 3
     finally:
         demo.close()

@@ -29,7 +29,8 @@ def test_evaluate_recipe_runs_every_task_with_data_and_updates_the_card(tmp_path
     capsys.readouterr()
     run_recipe_in_process("evaluate.py", [
         "--model", str(model_dir), "--stsb_dir", str(tmp_path / "stsb"), "--sick_path", str(tmp_path / "SICK.txt"),
-        "--dataset", "synthetic", "--coco_test_pairs", "200", "--output", str(output), "--update_model_card"])
+        "--dataset", "synthetic", "--synthetic_train_images", "40", "--synthetic_eval_images", "20",
+        "--coco_test_pairs", "200", "--output", str(output), "--update_model_card"])
     printed = capsys.readouterr().out
     results = json.loads(output.read_text())
     assert list(results) == ["stsb", "sick", "retrieval", "coco_test", "structure"]
@@ -40,8 +41,8 @@ def test_evaluate_recipe_runs_every_task_with_data_and_updates_the_card(tmp_path
     assert {"R@1", "R@10_ci95_low", "median_rank"} <= set(results["retrieval"]["c2i"])
     assert set(results["structure"]["synthetic"]) == {"c_intra", "c_inter", "rho_vis"}
     assert results["coco_test"]["synthetic"]["n"] == 400
-    # Data, features and their seed default to the model's training settings (here a random backbone and a
-    # 40/20-image synthetic set), so retrieval repeats training's own test numbers.
+    # The images' features come from the backbone the model carries (a random one, drawn from the run's seed), and
+    # the data is the run's (the seed is train.py's default), so retrieval repeats training's own test numbers.
     trained = json.loads((model_dir / "results.json").read_text())["test"]["retrieval"]
     for direction in ("c2i", "i2c"):
         for metric, value in trained[direction].items():

@@ -22,7 +22,7 @@ from hf_grounded.models.sentence_encoding import SentenceEncoderMixin
 from hf_grounded.training import parse_arguments, save_model, train
 from hf_grounded.training.checkpoints import list_checkpoints
 
-from .conftest import REPO_ROOT, run_recipe_in_process
+from .conftest import REPO_ROOT, demo_module, run_recipe_in_process
 from .family_testers import tiny_model, tiny_training_options
 
 CORPUS = ["A dog runs on the grass.", "Two dogs run.", "A cat sleeps on a red sofa .", "The grass is green.",
@@ -207,23 +207,17 @@ def test_demo_search_ranks_images_by_the_models_own_similarity(tmp_path, name):
     """The demo's search (a sentence against the indexed images) in the space `get_image_features` projects into,
     whatever the family's `encode()` returns by default."""
     pytest.importorskip("gradio")
-    from hf_grounded.data import load_captioned_images
-    from hf_grounded.demo import DemoModel
-    from hf_grounded.features import BackboneSpec, create_backbone
+    from hf_grounded.demo import synthetic_test_images
+    from hf_grounded.features import BackboneSpec, FeatureSpec, attach_image_backbone, create_backbone
 
-    images = tmp_path / "images"
-    images.mkdir()
-    for row in load_captioned_images("synthetic", seed=3, num_train=2, num_eval=6)["test"]:
-        row["image"].save(images / f"{row['image_id']}.png")
+    images = synthetic_test_images(tmp_path / "images", seed=3, num_eval=6)
     torch.manual_seed(0)
-    width = create_backbone(BackboneSpec("test_efficientnet", seed=0)).num_features
-    model, tokenizer = tiny_model(name, CORPUS, width)
+    spec = FeatureSpec(BackboneSpec("test_efficientnet", seed=0), "center")
+    model, tokenizer = tiny_model(name, CORPUS, create_backbone(spec.backbone).num_features)
+    # The model says how its images become vectors: the backbone it carries.
+    attach_image_backbone(model, spec, spec.description)
     save_model(model, tokenizer, tmp_path / "model")
-    # What the demo reads of a training run: how its images became features.
-    (tmp_path / "model" / "training_args.json").write_text(json.dumps(
-        {"data": {"dataset": "synthetic", "backbone": "test_efficientnet", "image_preprocessing": "center"},
-         "training": {"seed": 0}}))
-    demo = DemoModel(str(tmp_path / "model"), images)
+    demo = demo_module("page").DemoModel(str(tmp_path / "model"), images)
     gallery = demo.search("a big red square", 3)
     index = demo.image_index()
     with torch.inference_mode():

@@ -54,7 +54,7 @@ def test_a_dataset_without_images_loads_from_its_features_and_ignores_rows_of_no
     assert "1 feature rows are of images in no split of the dataset; they are ignored" in caplog.text
 
 
-def test_trains_and_evaluates_from_features_without_the_images(text_only_flickr8k, tmp_path, monkeypatch):
+def test_trains_and_evaluates_from_features_without_the_images(text_only_flickr8k, tmp_path, monkeypatch, capsys):
     root, features, _ = text_only_flickr8k
     output_dir = tmp_path / "model"
     run_recipe("train", ["--dataset", "flickr8k", "--data_dir", str(root), "--image_features_file", str(features),
@@ -62,9 +62,15 @@ def test_trains_and_evaluates_from_features_without_the_images(text_only_flickr8
                          "--output_dir", str(output_dir)], monkeypatch)
     results = json.loads((output_dir / "results.json").read_text())
     assert set(results["test"]["retrieval"]) == {"c2i", "i2c"}
-    # recipes/evaluate.py reads the features file from the model's training_args.json.
+    # The model carries no backbone: recipes/evaluate.py reads the images' features from the file it is given.
+    with pytest.raises(SystemExit):
+        run_recipe("evaluate", ["--model", str(output_dir), "--dataset", "flickr8k", "--data_dir", str(root),
+                                "--tasks", "retrieval", "--output", str(tmp_path / "evaluation.json")], monkeypatch)
+    assert "carries no image backbone to read the images of retrieval with: pass the features it was trained on " \
+           "(--image_features_file)" in capsys.readouterr().err
     run_recipe("evaluate", ["--model", str(output_dir), "--dataset", "flickr8k", "--data_dir", str(root),
-                            "--tasks", "retrieval", "--output", str(tmp_path / "evaluation.json")], monkeypatch)
+                            "--image_features_file", str(features), "--tasks", "retrieval",
+                            "--output", str(tmp_path / "evaluation.json")], monkeypatch)
     evaluation = json.loads((tmp_path / "evaluation.json").read_text())
     assert evaluation["retrieval"]["c2i"]["R@10"] == pytest.approx(results["test"]["retrieval"]["c2i"]["R@10"])
 

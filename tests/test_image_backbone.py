@@ -3,6 +3,7 @@
 too; a backbone that did not make the features is refused in one line, and a model without one, asked for pixels,
 says how to attach it."""
 
+import inspect
 import json
 import subprocess
 import sys
@@ -237,8 +238,21 @@ def test_the_demo_indexes_images_with_the_model_s_own_backbone(tmp_path, images)
     torch.testing.assert_close(torch.stack([by_name[name] for name in sorted(by_name)]), expected, atol=1e-4,
                                rtol=0)
     bare, _ = tiny_model("char_gru", CORPUS, 256)
-    with pytest.raises(ValueError, match="carries no image backbone: give the feature spec"):
+    with pytest.raises(ValueError, match=r"carries no image backbone to read images with: attach the one its "
+                                         r"features were made with \(python recipes/attach_image_backbone\.py"):
         build_index(bare, folder)
+
+
+def test_the_demo_s_synthetic_images_are_those_train_py_s_defaults_test_on():
+    """Without a folder, the demo searches the synthetic test images of train.py's defaults: the quick start's model's
+    own test split, with no training record read."""
+    from hf_grounded.demo import synthetic_test_images
+    from hf_grounded.training import parse_arguments
+
+    _, data_args, training_args = parse_arguments([])
+    defaults = inspect.signature(synthetic_test_images).parameters
+    assert (defaults["seed"].default, defaults["num_eval"].default) == (training_args.seed,
+                                                                       data_args.synthetic_eval_images)
 
 
 def test_the_image_side_exports_to_onnx_beside_the_text_side(tmp_path, images):

@@ -92,3 +92,17 @@ def test_the_layer_test_sees_an_upward_import(tmp_path, monkeypatch):
             test_no_module_imports_a_higher_layer(module)
     finally:
         module.unlink()
+
+
+def test_the_library_imports_nothing_of_the_demo_folder():
+    """demo/ (the Space's page, its request filters and the Space builder) is not installed with the library, so no
+    module of the library may import one of its modules (which the Space imports by their bare names)."""
+    demo = {path.stem for path in (PACKAGE.parent / "demo").glob("*.py")}
+    assert {"app", "page", "space"} <= demo
+    for path in SOURCES:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        names |= {node.module for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) and not node.level and node.module}
+        reaching = {name for name in names if name.partition(".")[0] in demo | {"demo"}}
+        assert not reaching, f"{module_name(path)} imports {reaching} of the repository's demo/"

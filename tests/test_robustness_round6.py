@@ -350,17 +350,11 @@ def test_a_snapshots_link_planted_mid_run_is_refused_at_write_time(tmp_path, mon
     assert list(elsewhere.iterdir()) == []
 
 
-@pytest.mark.parametrize(("recorded", "message"), [
-    ({"backbone": "hf-hub:someone/weights"}, r"training_args\.json: data\.backbone must be a timm architecture name"),
-    ({"backbone": "efficientnet_lite0", "pretrained_file": "/etc/passwd"},
-     r"names the weights file '/etc/passwd', a path on the machine that trained it"),
-])
-def test_a_hub_model_s_training_record_names_no_place_to_read_weights_from(tmp_path, monkeypatch, recorded, message):
-    """The demo's `model_feature_spec` reads a Hub model's training_args.json: what it names reaches timm and the
-    file system only when it is a plain architecture name and no local path."""
-    from hf_grounded.demo import index
-
-    (tmp_path / "training_args.json").write_text(json.dumps({"data": recorded, "training": {"seed": 0}}))
-    monkeypatch.setattr(index, "cached_file", lambda source, name, **options: str(tmp_path / name))
-    with pytest.raises(ValueError, match=message):
-        index.model_feature_spec("someone/grounded-model")
+def test_a_training_record_names_no_place_to_read_weights_from(tmp_path, capsys):
+    """recipes/attach_image_backbone.py reads the model's training_args.json: what it names reaches timm only when it
+    is a plain architecture name, refused before the model is even loaded."""
+    (tmp_path / "training_args.json").write_text(json.dumps(
+        {"data": {"backbone": "hf-hub:someone/weights"}, "training": {"seed": 0}}))
+    with pytest.raises(SystemExit):
+        run_recipe_in_process("attach_image_backbone.py", ["--model", str(tmp_path)])
+    assert "training_args.json: data.backbone must be a timm architecture name" in capsys.readouterr().err

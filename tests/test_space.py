@@ -1,4 +1,4 @@
-"""The demo as a Space folder (hf_grounded.demo.space, recipes/push_space.py): it carries the library as source and
+"""The demo as a Space folder (demo/space.py, recipes/push_space.py): it carries the library as source and
 installs from PyPI alone, since a Space installs requirements.txt before its other files are in place. A Space may
 be public: it holds only the images the demo shows and the library's source, as regular files, appears complete or
 not at all, and only the files the build wrote are uploaded."""
@@ -14,21 +14,24 @@ from PIL import Image
 
 pytest.importorskip("gradio")
 
-from hf_grounded.demo import space as space_module  # noqa: E402
-from hf_grounded.demo.space import (  # noqa: E402
-    LEFT_OUT_FOLDER, LEFT_OUT_HIDDEN, LEFT_OUT_LINK, LEFT_OUT_LINK_OUT, LEFT_OUT_NOT_AN_IMAGE, LEFT_OUT_NOT_OWN,
-    LEFT_OUT_NOT_REGULAR, LEFT_OUT_NOT_SOURCE, LEFT_OUT_UNDECODABLE, build_space_folder, push_space)
 from hf_grounded.files import MARKER_NAME  # noqa: E402
 
-from .conftest import REPO_ROOT, run_recipe_in_process  # noqa: E402
+from .conftest import REPO_ROOT, demo_module, run_recipe_in_process  # noqa: E402
 from .fixtures import write_jpeg  # noqa: E402
+
+space_module = demo_module("space")
+from space import (  # noqa: E402
+    LEFT_OUT_FOLDER, LEFT_OUT_HIDDEN, LEFT_OUT_LINK, LEFT_OUT_LINK_OUT, LEFT_OUT_NOT_AN_IMAGE, LEFT_OUT_NOT_OWN,
+    LEFT_OUT_NOT_REGULAR, LEFT_OUT_NOT_SOURCE, LEFT_OUT_UNDECODABLE, build_space_folder, push_space)
 
 
 def test_the_space_folder_imports_the_library_it_carries(tmp_path):
     images = tmp_path / "images"
     write_jpeg(images / "a.jpg")
     space = build_space_folder(tmp_path / "space", REPO_ROOT / "demo", images=images).path
-    assert (space / "app.py").read_text() == (REPO_ROOT / "demo" / "app.py").read_text()
+    for name in ("app.py", "page.py", "served_files.py", "event_calls.py"):
+        assert (space / name).read_text() == (REPO_ROOT / "demo" / name).read_text()
+    assert not (space / "space.py").exists()  # the builder stays behind
     assert (space / "README.md").read_text().startswith("---\ntitle:")
     assert (space / "images" / "a.jpg").read_bytes() == (images / "a.jpg").read_bytes()
     assert (space / "hf_grounded" / "model_cards" / "body.md").is_file()

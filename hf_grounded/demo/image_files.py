@@ -1,6 +1,6 @@
 """Which files of a folder the demo shows, and so serves, and the Space builder copies: one rule for both.
 
-A visitor of the demo reaches exactly the files this module selects (see `served_files.ServedFilesOnly`), and a
+A visitor of the demo reaches exactly the files this module selects (see demo/served_files.py), and a
 Space pushed to the Hub carries exactly them, so the rule is strict. An entry of the folder is an image to show when
 - its name does not start with a dot (`.env`, `.git`, editors' files are never shown nor copied),
 - its suffix is an image's (`IMAGE_SUFFIXES`),

@@ -1,20 +1,20 @@
-"""A folder of images indexed for search by sentence: each image's features from the backbone, weights and
-preprocessing the model was trained with (its `training_args.json`), through the library's feature cache, so a
-restart reads them back instead of extracting again."""
+"""A folder of images indexed for search by sentence, as the model says its images become vectors: the image
+backbone it carries (`config.image_backbone`) makes each image's features, kept by the library's feature cache so
+that a restart reads them back instead of extracting again, and `get_image_features` maps them into the joint space.
+The synthetic set's test images give a folder to try it on."""
 
-import copy
-import json
 import logging
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers.utils import cached_file
+from transformers import PreTrainedModel
 
+from ..data import make_synthetic_dataset
 from ..data.validation import InvalidSampleError, read_image
-from ..features import BackboneSpec, FeatureSpec, cached_features, feature_cache_file, source_name
-from ..models.image_backbone import check_backbone_name
+from ..features import cached_features, carried_feature_spec, feature_cache_file, source_name
 from .image_files import ImageFile, select_images
 
 logger = logging.getLogger(__name__)
@@ -73,70 +73,23 @@ class ImageIndex:
                     logger.warning("dropped %s from the index: %s", self.images[index].path, DROPPED)
 
 
-def carried_feature_spec(model) -> FeatureSpec | None:
-    """How the images of a model that carries its backbone become features: its own backbone (by the weights'
-    fingerprint it records) and preprocessing; None for a model that carries none."""
-    backbone = getattr(model.config, "image_backbone", None)
-    if backbone is None:
-        return None
-    return FeatureSpec(BackboneSpec(backbone["name"], fingerprint=backbone["weights"]), backbone["preprocessing"])
-
-
-def model_feature_spec(model_source: str, **overrides) -> FeatureSpec:
-    """How the model's training images became features, from its `training_args.json` (a local folder or a Hub
-    id); `overrides` (backbone, pretrained_file, pretrained_backbone, image_preprocessing) replace what it says.
-
-    A model trained on a precomputed features file records no usable backbone (the file's maker is not known to
-    the run), so one must be given."""
-    path = cached_file(model_source, "training_args.json", _raise_exceptions_for_missing_entries=False)
-    if path is None:
-        raise ValueError(f"{model_source} has no training_args.json, so how its images became features is not "
-                         f"known: it is not a model trained by hf_grounded")
-    recorded = json.loads(Path(path).read_text())
-    given = {key: value for key, value in overrides.items() if value is not None}
-    data = {**recorded.get("data", {}), **given}
-    features_file = recorded.get("data", {}).get("image_features_file")
-    # The run read its features from a file, so what it records of the backbone are flag defaults, not the
-    # file's maker: random weights and a centre crop would index images silently unlike the training ones.
-    if features_file and not ("backbone" in given and "image_preprocessing" in given
-                              and (given.get("pretrained_file") or given.get("pretrained_backbone"))):
-        raise ValueError(f"{model_source} was trained on precomputed features ({features_file}): give the "
-                         f"backbone, weights and preprocessing that made them (--backbone, --pretrained_file or "
-                         f"--pretrained_backbone, --image_preprocessing)")
-    if data.get("visual_vectors", "features") != "features":
-        raise ValueError(f"{model_source} was trained on {data['visual_vectors']} visual vectors, not image features: "
-                         f"its image side means nothing for real images")
-    # What the record says reaches timm and the file system: a Hub repository's record may name neither a place to
-    # fetch weights from (`hf-hub:`, `local-dir:`) nor a file on this machine.
-    if "backbone" not in given:
-        check_backbone_name(f"{model_source}'s training_args.json: data.backbone",
-                            data.get("backbone", "efficientnet_lite0"))
-    if "pretrained_file" not in given and data.get("pretrained_file") and not Path(model_source).is_dir():
-        raise ValueError(f"{model_source}'s training_args.json names the weights file {data['pretrained_file']!r}, "
-                         f"a path on the machine that trained it: give --pretrained_file")
-    seed = recorded.get("training", {}).get("seed", 42)
-    backbone = BackboneSpec(data.get("backbone", "efficientnet_lite0"), data.get("pretrained_file"),
-                            bool(data.get("pretrained_backbone")), seed=seed)
-    return FeatureSpec(backbone, preprocessing=data.get("image_preprocessing", "center"))
-
-
-def build_index(model, folder: str | Path, spec: FeatureSpec | None = None, batch_size: int = 16, *,
+def build_index(model: PreTrainedModel, folder: str | Path, batch_size: int = 16, *,
                 follow_symlinks: bool = False) -> ImageIndex:
-    """Index the images `select_images` finds in `folder`: one that cannot be read or is a link out of the folder
-    (unless `follow_symlinks`) is logged, named in `skipped` and left out; features come from the feature cache
-    when it has them, else are extracted (with a tqdm progress bar) and cached. Without `spec`, a model that
-    carries its image backbone extracts them itself (`carried_feature_spec`); another needs `spec`
-    (`model_feature_spec`)."""
-    carried = carried_feature_spec(model)
-    if spec is None and carried is None:
-        raise ValueError(f"{model.config.model_type} model {model.config.name_or_path or ''} carries no image "
-                         f"backbone: give the feature spec its images were made with (model_feature_spec)")
+    """Index the images `select_images` finds in `folder` as the model reads images: through the image backbone it
+    carries (`config.image_backbone`), whose features the feature cache keeps under that description, so a folder
+    indexed again is read back rather than extracted, then `get_image_features`. An image that cannot be read or is
+    a link out of the folder (unless `follow_symlinks`) is logged, named in `skipped` and left out."""
+    name = f"{model.config.model_type} model {model.config.name_or_path or ''}"
     if not hasattr(model, "get_image_features") or getattr(model.config, "image_feature_dim", 0) is None:
-        raise ValueError(f"{model.config.model_type} model {model.config.name_or_path or ''} has no image side "
-                         f"(no image projection): it can compare sentences but not search images")
+        raise ValueError(f"{name} has no image side (no image projection): it can compare sentences but not search "
+                         f"images")
+    spec = carried_feature_spec(model)
+    if spec is None:
+        raise ValueError(f"{name} carries no image backbone to read images with: attach the one its features were "
+                         f"made with (python recipes/attach_image_backbone.py --model FOLDER)")
     images, skipped = select_images(folder, follow_symlinks=follow_symlinks)
-    for name in skipped:
-        logger.warning("skipped %s: %s", Path(folder) / name, skipped[name])
+    for image_name in skipped:
+        logger.warning("skipped %s: %s", Path(folder) / image_name, skipped[image_name])
     readable = []
     for image in images:
         try:
@@ -148,17 +101,30 @@ def build_index(model, folder: str | Path, spec: FeatureSpec | None = None, batc
         readable.append(image)
     if not readable:
         raise ValueError(f"{folder}: none of its {len(skipped)} image files can be shown ({summary(skipped)})")
-    own = spec is None or spec == carried  # the model's backbone makes them: no separate feature step
-    spec = carried if spec is None else spec
     cache_file = feature_cache_file(source_name("image-folder", str(Path(folder).resolve())), spec)
     features = cached_features([image.name for image in readable], [str(image.path) for image in readable], spec,
-                               cache_file, batch_size=batch_size,
-                               # a copy: extraction moves its backbone to its device, which the model's must not
-                               backbone=copy.deepcopy(model.image_backbone) if own else None)
+                               cache_file, batch_size=batch_size, backbone=model.image_backbone)
     pooled = torch.stack([item.mean(dim=0) for item in features])
     with torch.inference_mode():
         embeddings = model.get_image_features(pooled.to(model.device, model.dtype)).float().cpu()
     return ImageIndex(readable, embeddings, skipped)
+
+
+def synthetic_test_images(folder: str | Path | None = None, *, seed: int = 42, num_eval: int = 100) -> Path:
+    """Write the synthetic set's test images for `seed` and `num_eval` (train.py's `--seed` and
+    `--synthetic_eval_images`, whose defaults are the quick start's model's) as PNG files into `folder` (by default
+    one in the temporary folder, kept between runs, so the feature cache finds them again) and return it."""
+    folder = Path(folder or Path(tempfile.gettempdir()) / f"hf_grounded-demo-synthetic-{seed}-{num_eval}")
+    folder.mkdir(parents=True, exist_ok=True)
+    # Each split is drawn from its own random stream: the test images do not depend on the training split's size.
+    for row in make_synthetic_dataset(num_train=0, num_validation=0, num_test=num_eval, seed=seed)["test"]:
+        path = folder / f"{row['image_id']}.png"
+        if not path.is_file():
+            # A file of its own per writer, renamed into place: two demos starting at once never interleave.
+            with tempfile.NamedTemporaryFile(dir=folder, suffix=".part", delete=False) as handle:
+                row["image"].save(handle, format="PNG")
+            Path(handle.name).replace(path)
+    return folder
 
 
 def summary(named: dict[str, str], shown: int = 5) -> str:
@@ -170,4 +136,4 @@ def summary(named: dict[str, str], shown: int = 5) -> str:
     return f"{len(named):,} {'file' if len(named) == 1 else 'files'}: " + "; ".join(items)
 
 
-__all__ = ["ImageIndex", "build_index", "carried_feature_spec", "model_feature_spec", "summary"]
+__all__ = ["ImageIndex", "build_index", "summary", "synthetic_test_images"]

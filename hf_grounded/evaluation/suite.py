@@ -4,26 +4,32 @@ Each task needs only its own inputs: STS years need `--sts_dir`, `stsb` needs `-
 `--sick_path`, and the caption tasks (`retrieval`, `coco_test`, `structure`, `human`) need `--dataset` (with
 `--data_dir`). Without `--tasks`, every task whose inputs are given runs.
 
+The model says how its images become vectors: the tasks that read images (`retrieval`, `structure`, `human`) make
+their features with the image backbone the model carries (through the feature cache, keyed by
+`config.image_backbone`), or read `--image_features_file`; a model that carries no backbone needs that file. The
+data flags (the synthetic set's size, `--data_seed`, COCO's `--char_gru_preprocessing`, `--frame_pooling`) have
+train.py's defaults: the model's training record is not read.
+
 The evaluation writes its results file and nothing else. With `--update_model_card`, recipes/evaluate.py gives
 what it ran and found (`Evaluation.card_record` and the t-SNE map) to `hf_grounded.model_card.record_evaluation`,
 which writes them into the model folder and its card; the evaluation only refuses, before anything runs, a folder
 the card could not be written to.
 """
 
-import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 from accelerate import Accelerator
 from datasets import DatasetDict
-from transformers import AutoConfig, AutoModel
+from transformers import AutoModel
 
 from ..argument_values import ArgumentParser
 from ..model_sources import named_model
 from ..data import DATASETS, SPLITS
+from ..features import carried_feature_spec
 from ..files import refuse_symlink, write_json
 from ..inputs import CaptionedImages, DataArguments, check_data_source, image_features, load_dataset
 from .evaluators import (
@@ -43,11 +49,12 @@ logger = logging.getLogger(__name__)
 
 STS_YEARS = tuple(STS_SUBTASKS)
 CAPTION_TASKS = ("retrieval", "coco_test", "structure", "human")
+# The caption tasks that read images too; coco_test reads the captions alone.
+IMAGE_TASKS = ("retrieval", "structure", "human")
 TASKS = (*STS_YEARS, "stsb", "sick", *CAPTION_TASKS)
-# How a model's training data and image features were made, read from its training_args.json as defaults.
-RECORDED_DATA_ARGUMENTS = ("backbone", "pretrained_file", "pretrained_backbone", "image_preprocessing",
-                           "image_features_file", "frame_pooling", "max_length", "char_gru_preprocessing",
-                           "synthetic_train_images", "synthetic_eval_images")
+# Training's flags for making image features, which the evaluation refuses rather than ignores: the model's own
+# backbone, or --image_features_file, gives its images' features.
+BACKBONE_FLAGS = ("backbone", "pretrained_file", "pretrained_backbone", "image_preprocessing")
 
 
 @dataclass
@@ -68,7 +75,8 @@ class EvaluationArguments:
         default=False, metadata={"help": "STS, STS-B, SICK: tokens joined by spaces plus ' .' (Merkx & Frank)."}
     )
     random_init: bool = field(
-        default=False, metadata={"help": "Evaluate the model's architecture with fresh random weights instead."}
+        default=False, metadata={"help": "Evaluate the model's architecture with fresh random weights instead (the "
+                                         "image backbone it carries kept)."}
     )
     trust_remote_code: bool = field(
         default=False, metadata={"help": "Run model code from the folder or Hub repository (not needed for "
@@ -93,26 +101,22 @@ class EvaluationArguments:
                                         "given, every other task from the Hub."}
     )
     data_seed: int = field(
-        default=42, metadata={"help": "Seed of the synthetic set and of a randomly initialised backbone: by default "
-                                      "the model's training seed from training_args.json, else train.py's 42."}
+        default=42, metadata={"help": "Seed of the synthetic set, train.py's --seed (42 by default): the model's own "
+                                      "to evaluate on the test split it was tested on."}
     )
 
 
 def parse_evaluation_arguments(argv: list[str] | None = None) -> tuple[EvaluationArguments, DataArguments]:
-    """Parse the command line. Data and feature settings (and `--data_seed`) default to those in a local model
-    folder's training_args.json, so captions and images are prepared as the model saw them in training (for a Hub
-    id, give them as flags); `--dataset` has no default."""
+    """Parse the command line; `--dataset` has no default, and training's backbone flags (`BACKBONE_FLAGS`) are
+    refused: the model's images become vectors through the backbone it carries, or `--image_features_file`."""
     parser = ArgumentParser((EvaluationArguments, DataArguments))
     parser.set_defaults(dataset=None)
-    known, _ = parser.parse_known_args(argv)
-    recorded = Path(known.model) / "training_args.json"
-    if recorded.is_file():
-        training = json.loads(recorded.read_text())
-        data = training.get("data", {})
-        parser.set_defaults(**{name: data[name] for name in RECORDED_DATA_ARGUMENTS if name in data})
-        if "seed" in training.get("training", {}):
-            parser.set_defaults(data_seed=training["training"]["seed"])
     evaluation_args, data_args = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
+    given = [f"--{name}" for name in BACKBONE_FLAGS if getattr(data_args, name) != parser.get_default(name)]
+    if given:
+        raise ValueError(f"{', '.join(given)}: the evaluation reads images with the backbone the model carries, or "
+                         f"reads --image_features_file; give the model another backbone with "
+                         f"recipes/attach_image_backbone.py")
     if data_args.dataset is not None:
         check_data_source(data_args)
     return evaluation_args, data_args
@@ -148,28 +152,40 @@ def _has_judgements(data_args: DataArguments) -> bool:
 
 
 def load_model(args: EvaluationArguments) -> torch.nn.Module:
-    """The model to evaluate, on `--device`; with `--random_init`, its architecture with fresh weights."""
+    """The model to evaluate, on `--device`; with `--random_init`, its architecture with fresh weights but for the
+    image backbone it carries: its config describes that backbone's weights, under which the feature cache keeps
+    their features."""
     import hf_grounded  # noqa: F401  (registers the Auto classes)
 
     with named_model("--model", args.model):
-        if args.random_init:
-            config = AutoConfig.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
-            torch.manual_seed(args.seed)
-            model = AutoModel.from_config(config, trust_remote_code=args.trust_remote_code)
-        else:
-            model = AutoModel.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+        model = AutoModel.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+    if args.random_init:
+        torch.manual_seed(args.seed)
+        fresh = AutoModel.from_config(model.config, trust_remote_code=args.trust_remote_code)
+        if "image_backbone" in model._modules:
+            fresh.image_backbone = model.image_backbone
+        model = fresh
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     return model.to(device).eval()
 
 
-def _caption_evaluators(tasks: list[str], args: EvaluationArguments, data_args: DataArguments) -> list[Evaluator]:
+def _caption_evaluators(tasks: list[str], args: EvaluationArguments, data_args: DataArguments,
+                        model: torch.nn.Module) -> list[Evaluator]:
     if check_data_source(data_args) is not CaptionedImages:
         raise ValueError(f"--dataset {data_args.dataset} holds precomputed embeddings, not images: the caption tasks "
                          f"({', '.join(tasks)}) read an image or video dataset ({', '.join(DATASETS)})")
-    dataset = load_dataset(data_args, args.data_seed)
+    reads_images = any(task in IMAGE_TASKS for task in tasks)
+    if reads_images and data_args.image_features_file is None and carried_feature_spec(model) is None:
+        raise ValueError(f"--model {args.model} carries no image backbone to read the images of "
+                         f"{', '.join(task for task in tasks if task in IMAGE_TASKS)} with: pass the features it was "
+                         f"trained on (--image_features_file), or attach its backbone (python "
+                         f"recipes/attach_image_backbone.py --model FOLDER)")
+    # Without a task that reads images, the captions alone are loaded: a folder without the images will do.
+    dataset = load_dataset(data_args if reads_images else replace(data_args, visual_vectors="none"), args.data_seed)
     # Only the judgements reach beyond the test split; the feature cache extracts just what is missing.
     dataset = DatasetDict({split: dataset[split] for split in (SPLITS if "human" in tasks else ("test",))})
-    features = image_features(dataset, data_args, args.data_seed, num_workers=0, accelerator=Accelerator())
+    features = (image_features(dataset, data_args, args.data_seed, num_workers=0, accelerator=Accelerator(),
+                               model=model) if reads_images else None)
     test = dataset["test"]
     groups = list(test["captions"])
     options = {"batch_size": args.batch_size}
@@ -197,8 +213,10 @@ def tsne_path(output: str | Path) -> Path:
     return Path(output).with_name(f"{Path(output).stem}_tsne.png")
 
 
-def build_evaluators(tasks: list[str], args: EvaluationArguments, data_args: DataArguments) -> list[Evaluator]:
-    """One evaluator per task, in the order of `TASKS`, each loaded from its own inputs."""
+def build_evaluators(tasks: list[str], args: EvaluationArguments, data_args: DataArguments,
+                     model: torch.nn.Module) -> list[Evaluator]:
+    """One evaluator per task, in the order of `TASKS`, each loaded from its own inputs (images through `model`'s
+    own backbone, see `_caption_evaluators`)."""
     preprocess = senteval_style if args.senteval_style else None
     text_options = {"batch_size": args.batch_size, "preprocess": preprocess}
     probe = ProbeConfig(seed=args.seed)
@@ -211,7 +229,7 @@ def build_evaluators(tasks: list[str], args: EvaluationArguments, data_args: Dat
         evaluators.append(RelatednessEvaluator(load_sick(args.sick_path), "sick", probe, args.supervised_probe,
                                                **text_options))
     if any(task in tasks for task in CAPTION_TASKS):
-        evaluators.extend(_caption_evaluators(tasks, args, data_args))
+        evaluators.extend(_caption_evaluators(tasks, args, data_args, model))
     return evaluators
 
 
@@ -254,9 +272,10 @@ def run_evaluation(args: EvaluationArguments, data_args: DataArguments) -> Evalu
         refuse_symlink(path)
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    evaluators = build_evaluators(tasks, args, data_args)
     mteb_tasks = _mteb_tasks(args) if args.mteb is not None else []
+    # Loaded before the tasks' data: its image backbone makes their image features.
     model = load_model(args)
+    evaluators = build_evaluators(tasks, args, data_args, model)
     results = run_evaluators(model, evaluators)
     mteb_model_index = []
     if mteb_tasks:

@@ -1,6 +1,6 @@
 """Image and video features from timm backbones: presets, extraction, caching."""
 
-from .attach import attach_image_backbone
+from .attach import attach_image_backbone, carried_feature_spec
 from .backbone import BackboneSpec, create_backbone
 from .cache import FeatureCache
 from .extraction import FeatureSpec, cached_features, extract_features
@@ -25,6 +25,7 @@ __all__ = [
     "check_features",
     "PRESETS",
     "cached_features",
+    "carried_feature_spec",
     "create_backbone",
     "dataset_features",
     "default_cache_dir",

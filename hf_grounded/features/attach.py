@@ -1,13 +1,14 @@
 """A model's image backbone inside the model: the timm backbone its image features were made with, attached so that
 `get_image_features(pixel_values=...)` reads images and a saved folder carries the backbone, its preprocessing
-(an image processor) and the fingerprint of its weights."""
+(an image processor) and the fingerprint of its weights; `carried_feature_spec` reads that description back, the one
+account of how the model's images become vectors."""
 
 from timm.data import resolve_data_config
 from transformers import PreTrainedModel
 
 from ..models.image_backbone import tensors_sha256
 
-from .backbone import create_backbone
+from .backbone import BackboneSpec, create_backbone
 from .extraction import FeatureSpec
 
 # What must be equal between the backbone attached and the one the model's features came from.
@@ -48,4 +49,14 @@ def attach_image_backbone(model: PreTrainedModel, spec: FeatureSpec, features_ma
     model.image_backbone = backbone.to(parameter.device)
 
 
-__all__ = ["attach_image_backbone", "check_made_with"]
+def carried_feature_spec(model: PreTrainedModel) -> FeatureSpec | None:
+    """How the images of a model that carries its backbone become features: the backbone `config.image_backbone`
+    describes (known by its weights' fingerprint; `model.image_backbone` is the module) and its preprocessing; None
+    for a model that carries none. Features cached under it are those of the training run that made the model."""
+    backbone = getattr(model.config, "image_backbone", None)
+    if backbone is None:
+        return None
+    return FeatureSpec(BackboneSpec(backbone["name"], fingerprint=backbone["weights"]), backbone["preprocessing"])
+
+
+__all__ = ["attach_image_backbone", "carried_feature_spec", "check_made_with"]

@@ -169,7 +169,8 @@ def cached_features(
     backbone: nn.Module | None = None,
 ) -> list[torch.Tensor]:
     """Features for `ids` (one `(frames, dim)` tensor each), read from `cache_file` when there, extracted when not
-    (by `backbone` when given, the module `spec` describes: a model's own; else by the backbone `spec` builds).
+    (by `backbone` when given, the module `spec` describes: a model's own, run where the model has it, since moving
+    it would move part of the model; else by the backbone `spec` builds).
 
     Only the items missing from the cache, or whose content changed since (see `content_fingerprint`), are
     extracted, spread over Accelerate's processes, and the cache file is rewritten
@@ -186,7 +187,8 @@ def cached_features(
     logger.info("extracting features for %d of %d items with %s", len(missing), len(ids), spec.cache_key())
     source_of = dict(zip(ids, sources))
     is_main = accelerator is None or accelerator.is_local_main_process
-    device = accelerator.device if accelerator is not None else None
+    device = (next(backbone.parameters()).device if backbone is not None
+              else accelerator.device if accelerator is not None else None)
     # Extraction draws from the global random stream (model init, DataLoader seeds); a private stream keeps a
     # training run the same whether its features come from the cache or not.
     with torch.random.fork_rng(devices=[]):

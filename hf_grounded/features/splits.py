@@ -11,6 +11,7 @@ import torch
 from accelerate import Accelerator
 from datasets import DatasetDict, Image
 from huggingface_hub import constants
+from torch import nn
 
 from ..data.validation import regular_file
 from ..files import MARKER_NAME, is_library_folder, refuse_foreign_folder
@@ -88,10 +89,12 @@ def dataset_features(
     batch_size: int = 16,
     num_workers: int = 0,
     accelerator: Accelerator | None = None,
+    backbone: nn.Module | None = None,
 ) -> dict[str, list[torch.Tensor]]:
     """Per split, one `(frames, dim)` tensor per row, in row order, from the `image` or `video` column.
 
-    All splits share one cache file, keyed by `image_id` / `video_id`, and one extraction pass.
+    All splits share one cache file, keyed by `image_id` / `video_id`, and one extraction pass; `backbone`, the
+    module `spec` describes (a model's own), extracts what the cache lacks (see `cached_features`).
     """
     kind, id_column = _item_column(dataset)
     ids, bounds = _split_bounds(dataset, id_column)
@@ -100,7 +103,7 @@ def dataset_features(
         sources.extend(rows.cast_column("image", Image(decode=False))["image"] if kind == "image" else rows["video"])
     features = cached_features(
         ids, sources, spec, cache_file, kind=kind, batch_size=batch_size, num_workers=num_workers,
-        accelerator=accelerator,
+        accelerator=accelerator, backbone=backbone,
     )
     return {split: features[start:end] for split, (start, end) in bounds.items()}
 

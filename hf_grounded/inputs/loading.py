@@ -5,11 +5,13 @@ import json
 import torch
 from accelerate import Accelerator
 from datasets import Dataset, DatasetDict
+from torch import nn
 
 from ..data import DATASETS, SPLITS, load_books, load_captioned_images, loader_options, sentence_triples
 from ..features import (
     BackboneSpec,
     FeatureSpec,
+    carried_feature_spec,
     check_features,
     dataset_features,
     feature_cache_file,
@@ -73,22 +75,25 @@ def feature_spec(data_args: DataArguments, seed: int) -> FeatureSpec:
 
 
 def frame_features(
-    dataset: DatasetDict, data_args: DataArguments, seed: int, num_workers: int, accelerator: Accelerator
+    dataset: DatasetDict, data_args: DataArguments, seed: int, num_workers: int, accelerator: Accelerator,
+    model: nn.Module | None = None,
 ) -> dict[str, list[torch.Tensor]]:
     """Per split and row, the `(frames, dim)` features (one frame per image): read from `--image_features_file`
-    when given, else extracted once, then cached; checked before any training (see `check_features`)."""
-    features, origin = _read_or_extract_features(dataset, data_args, seed, num_workers, accelerator)
+    when given, else extracted once, then cached, by `--backbone` or, given a `model` that carries its image backbone
+    (the evaluation's), by that backbone; checked before any training (see `check_features`)."""
+    features, origin = _read_or_extract_features(dataset, data_args, seed, num_workers, accelerator, model)
     check_features(dataset, features, origin)
     return features
 
 
 def _read_or_extract_features(
-    dataset: DatasetDict, data_args: DataArguments, seed: int, num_workers: int, accelerator: Accelerator
+    dataset: DatasetDict, data_args: DataArguments, seed: int, num_workers: int, accelerator: Accelerator,
+    model: nn.Module | None,
 ) -> tuple[dict[str, list[torch.Tensor]], str]:
     """The features, and where they come from (for error messages)."""
     if data_args.image_features_file is not None:
         return stored_features(dataset, data_args.image_features_file), data_args.image_features_file
-    spec = feature_spec(data_args, seed)
+    spec = feature_spec(data_args, seed) if model is None else carried_feature_spec(model)
     cache_file = None
     if data_args.feature_cache_dir != "none":
         options = _dataset_options(data_args, seed)
@@ -99,17 +104,18 @@ def _read_or_extract_features(
         cache_file = feature_cache_file(source, spec, data_args.feature_cache_dir)
     features = dataset_features(
         dataset, spec, cache_file, batch_size=data_args.feature_batch_size, num_workers=num_workers,
-        accelerator=accelerator,
+        accelerator=accelerator, backbone=None if model is None else model.image_backbone,
     )
     return features, str(cache_file) if cache_file is not None else spec.backbone.name
 
 
 def image_features(
-    dataset: DatasetDict, data_args: DataArguments, seed: int, num_workers: int, accelerator: Accelerator
+    dataset: DatasetDict, data_args: DataArguments, seed: int, num_workers: int, accelerator: Accelerator,
+    model: nn.Module | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Per split, one `(rows, dim)` tensor: each row's frames pooled as `--frame_pooling` says (their mean where
-    the model attends over them, T)."""
-    return pooled_features(frame_features(dataset, data_args, seed, num_workers, accelerator), data_args)
+    """Per split, one `(rows, dim)` tensor: each row's frames (`frame_features`, `model` as there) pooled as
+    `--frame_pooling` says (their mean where the model attends over them, T)."""
+    return pooled_features(frame_features(dataset, data_args, seed, num_workers, accelerator, model), data_args)
 
 
 def pooled_features(frames: dict[str, list[torch.Tensor]], data_args: DataArguments) -> dict[str, torch.Tensor]:

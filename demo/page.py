@@ -1,4 +1,5 @@
-"""The Gradio app of a model's Space: search a folder of images by sentence, and compare sentences.
+"""The page of a model's Space: search a folder of images by sentence, and compare sentences (`launch` serves it;
+app.py is its command line). It imports its siblings by name, as the Space, which holds them next to app.py, does.
 
 `build_demo` never lets an exception reach a visitor as a traceback: a model that does not load, a folder without
 readable images or an empty query becomes a message in the page (`VisitorError`, a notice that stays until
@@ -6,6 +7,7 @@ closed), and the rest keeps working.
 """
 
 import logging
+import os
 import threading
 from pathlib import Path
 
@@ -14,11 +16,14 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 from PIL import Image, ImageDraw, ImageFont
+from starlette.middleware import Middleware
 from transformers import AutoModel
 
-from .defaults import trained_on_synthetic_images, synthetic_test_images
-from .index import ImageIndex, build_index, carried_feature_spec, model_feature_spec, summary
-from .served_files import ServedImages
+from hf_grounded.demo import ImageIndex, build_index, summary, synthetic_test_images
+
+# The page's own modules, beside it in demo/ and in the Space.
+from event_calls import EventCallsOnly
+from served_files import ServedFilesOnly, ServedImages
 
 logger = logging.getLogger(__name__)
 
@@ -36,21 +41,19 @@ class VisitorError(gr.Error):
 
 class DemoModel:
     """The model behind the page and the image index, built once and shared by every visitor; what failed while
-    loading is kept as a message for the page. With no `images_dir`, a model trained on the synthetic set searches
-    that set's test images, rendered again from its recorded seed and sizes."""
+    loading is kept as a message for the page. With no `images_dir`, the page searches the synthetic set's test
+    images (`synthetic_test_images`: those the quick start's model is tested on)."""
 
     def __init__(self, model_source: str, images_dir: str | Path | None, *, trust_remote_code: bool = False,
-                 feature_overrides: dict | None = None, follow_symlinks: bool = False):
+                 follow_symlinks: bool = False):
         self.model_source, self.images_dir, self.follow_symlinks = model_source, images_dir, follow_symlinks
         self.model, self.load_error = None, None
         self.index: ImageIndex | None = None
         self.index_error: str | None = None
         self._index_lock = threading.Lock()
         self.heatmaps = ServedImages()
-        self.feature_overrides = feature_overrides or {}
         try:
-            import hf_grounded  # noqa: F401  (registers the Auto classes)
-
+            # hf_grounded's Auto classes are registered: this module imports hf_grounded.demo.
             self.model = AutoModel.from_pretrained(model_source, trust_remote_code=trust_remote_code).eval()
             if not hasattr(self.model, "encode"):
                 raise ValueError(f"{model_source} is a {type(self.model).__name__}, not an hf_grounded sentence "
@@ -71,14 +74,8 @@ class DemoModel:
             if self.index is None and self.index_error is None:
                 try:
                     if self.images_dir is None:
-                        if not trained_on_synthetic_images(self.model_source):
-                            raise ValueError("no folder of images was given (--images)")
-                        self.images_dir = synthetic_test_images(self.model_source)
-                    overridden = any(value is not None for value in self.feature_overrides.values())
-                    # A model that carries its backbone indexes the images itself, unless flags name another.
-                    spec = (None if carried_feature_spec(model) is not None and not overridden
-                            else model_feature_spec(self.model_source, **self.feature_overrides))
-                    self.index = build_index(model, self.images_dir, spec, follow_symlinks=self.follow_symlinks)
+                        self.images_dir = synthetic_test_images()
+                    self.index = build_index(model, self.images_dir, follow_symlinks=self.follow_symlinks)
                     # Static: gradio serves the gallery's files where they are instead of hashing and copying each
                     # one it returns; `ServedFilesOnly` decides which of them a visitor may fetch.
                     folder = Path(self.images_dir).resolve()
@@ -170,8 +167,8 @@ def _heatmap(cosines: np.ndarray, cell: int = 56, margin: int = 28) -> Image.Ima
 
 
 def build_demo(state: DemoModel, *, top_k: int = 8) -> gr.Blocks:
-    """The two-tab page for the model and images of `state`. Serve it with `hf_grounded.demo.launch`, which lets
-    visitors fetch the indexed images and nothing else; gradio alone would serve whole folders."""
+    """The two-tab page for the model and images of `state`. Serve it with `launch`, which lets visitors fetch the
+    indexed images and nothing else; gradio alone would serve whole folders."""
     model_source = state.model_source
     with gr.Blocks(title="hf_grounded: visually grounded sentence encoders", analytics_enabled=False) as demo:
         gr.Markdown(f"# Visually grounded sentence encoder\nModel: `{model_source}`")
@@ -199,4 +196,26 @@ def build_demo(state: DemoModel, *, top_k: int = 8) -> gr.Blocks:
     return demo
 
 
-__all__ = ["DemoModel", "build_demo"]
+def launch(model_source: str, images_dir: str | Path | None, *, host: str = "127.0.0.1", port: int | None = None,
+           concurrency: int = 4, block: bool = True, top_k: int = 8, **options) -> gr.Blocks:
+    """Build the page and serve it at `host:port`; returns the running `gr.Blocks` when `block` is False (a
+    test's server). `concurrency` requests run at once; the rest queue. `options` go to `DemoModel`.
+
+    A visitor can fetch the indexed images and the page's heatmaps, and no other file: `ServedFilesOnly` answers
+    every file request before gradio does; and can send the page's event calls, bounded, and no other request body:
+    `EventCallsOnly` refuses the rest (see SECURITY.md)."""
+    # Gradio keeps up to GRADIO_ANALYTICS_MAX_EVENTS (10,000) events for its monitoring page and summarises them all
+    # with pandas after every event: a cost per query and a memory that grow with the page's use. This page shows no
+    # monitoring, so it keeps 1,000 and summarises once per 1,000 (the variables still override).
+    os.environ.setdefault("GRADIO_ANALYTICS_MAX_EVENTS", "1000")
+    os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
+    state = DemoModel(model_source, images_dir, **options)
+    demo = build_demo(state, top_k=top_k)
+    middleware = [Middleware(EventCallsOnly), Middleware(ServedFilesOnly, serves=state.serves)]
+    demo.queue(default_concurrency_limit=concurrency).launch(
+        server_name=host, server_port=port, share=False, prevent_thread_lock=not block, quiet=not block,
+        footer_links=["api"], run_history=False, app_kwargs={"middleware": middleware})
+    return demo
+
+
+__all__ = ["DemoModel", "build_demo", "launch"]

@@ -1,14 +1,15 @@
-"""The demo as a Hugging Face Space: a folder holding the app, its Space README and requirements.txt (the files of
-the repository's demo/) and the library itself, pushed with huggingface_hub.
+"""The demo as a Hugging Face Space: a folder holding the app, its page, its Space README and requirements.txt (the
+files of the repository's demo/, this builder aside) and the library itself, pushed with huggingface_hub
+(recipes/push_space.py).
 
 A Space installs requirements.txt before the rest of its files are in place, so the library (not on PyPI) cannot be
 installed from a wheel shipped beside it; it goes into the folder as source instead, next to `app.py`, where
 Python imports it from.
 
 A Space may be public, so the folder holds only what the demo needs, each as a regular file written by the builder:
-- of the images folder, exactly the images the demo shows (`image_files.select_images`, links out of the folder not
-  followed) that also decode, as the demo indexes only those; nothing else of it (dotfiles, links, subfolders,
-  other files), and what was left out is reported with why;
+- of the images folder, exactly the images the demo shows (`hf_grounded.demo.select_images`, links out of the
+  folder not followed) that also decode, as the demo indexes only those; nothing else of it (dotfiles, links,
+  subfolders, other files), and what was left out is reported with why;
 - of the library, its own `.py` files and card templates: those the installed distribution lists (its RECORD) or,
   for a source checkout, those git tracks; never a file put beside them (a `local_settings.py` with a token), a
   link, a dotfile or a cache, and what of the package's folders was left out is reported with why.
@@ -29,14 +30,16 @@ from dataclasses import dataclass, field
 from importlib import metadata, resources
 from pathlib import Path
 
-from ..data.validation import InvalidSampleError, read_image
-from ..files import LOCK_NAME, MARKER_NAME, refuse_foreign_folder, replace_folder
-from .image_files import SKIPPED_LINK, SKIPPED_NOT_REGULAR, select_images
+import hf_grounded
+from hf_grounded.data.validation import InvalidSampleError, read_image
+from hf_grounded.demo.image_files import SKIPPED_LINK, SKIPPED_NOT_REGULAR, select_images
+from hf_grounded.files import LOCK_NAME, MARKER_NAME, refuse_foreign_folder, replace_folder
 
 logger = logging.getLogger(__name__)
 
-PACKAGE_FOLDER = Path(__file__).resolve().parents[1]
-DEMO_FILES = ("app.py", "README.md", "requirements.txt")
+PACKAGE_FOLDER = Path(hf_grounded.__file__).resolve().parent
+# The Space's files of demo/: the app, the modules it imports by name, the Space's README and its requirements.
+DEMO_FILES = ("app.py", "page.py", "served_files.py", "event_calls.py", "README.md", "requirements.txt")
 IMAGES = "images"  # the Space's folder of images, which its HF_GROUNDED_IMAGES variable names
 
 # Why an entry of the images folder is not in the Space.
@@ -101,7 +104,7 @@ class SpaceFolder:
 def build_space_folder(destination: str | Path, demo_folder: str | Path,
                        images: str | Path | None = None, overwrite: bool = False) -> SpaceFolder:
     """Write the Space into `destination` (new, empty, or with `overwrite` a Space folder built before, which is
-    replaced whole): `app.py`, `README.md` and `requirements.txt` from `demo_folder`, the `hf_grounded` package's
+    replaced whole): the `DEMO_FILES` of `demo_folder` (the repository's demo/), the `hf_grounded` package's
     source with its card templates, and in `images/` the images of the folder `images` that the demo would show.
     Every check is made before anything is written, and the folder appears complete or not at all; a folder this
     function did not build is refused, never replaced."""
