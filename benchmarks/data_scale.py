@@ -57,9 +57,9 @@ def flickr8k_text() -> list[str]:
     tokens = SHARED / "data" / "flickr8k" / "Flickr8k_text" / "Flickr8k.token.txt"
     if tokens.is_file():
         return [line.split("\t", 1)[1].strip() for line in tokens.read_text().splitlines() if "\t" in line]
-    from hf_grounded.data import load_captioned_images
+    from hf_grounded.data import make_synthetic_dataset
 
-    return [caption for captions in load_captioned_images("synthetic")["train"]["captions"] for caption in captions]
+    return [caption for captions in make_synthetic_dataset()["train"]["captions"] for caption in captions]
 
 
 def write_folder(folder: Path, size: int, captions: list[str]) -> None:

@@ -158,7 +158,7 @@ def _rss_bytes(pid: int) -> int:
 
 def synthetic_demo(folder: Path, images: int = 1000) -> tuple[Path, Path]:
     """A tiny char-GRU trained for 4 steps on the synthetic set, and `images` of that set's images to index."""
-    from hf_grounded.data import load_captioned_images
+    from hf_grounded.data import make_synthetic_dataset
     from hf_grounded.training import DataArguments, ModelArguments, TrainingArguments, train
 
     model_dir, image_dir = folder / "model", folder / "images"
@@ -166,7 +166,7 @@ def synthetic_demo(folder: Path, images: int = 1000) -> tuple[Path, Path]:
           DataArguments(backbone="test_efficientnet", synthetic_train_images=40, synthetic_eval_images=20),
           TrainingArguments(output_dir=str(model_dir), max_steps=4, per_device_train_batch_size=8))
     image_dir.mkdir()
-    for row in load_captioned_images("synthetic", seed=1, num_train=8, num_eval=images)["test"]:
+    for row in make_synthetic_dataset(num_train=8, num_validation=images, num_test=images, seed=1)["test"]:
         row["image"].save(image_dir / f"{row['image_id']}.png")
     return model_dir, image_dir
 

@@ -31,9 +31,9 @@ from importlib import metadata, resources
 from pathlib import Path
 
 import hf_grounded
-from hf_grounded.data.validation import InvalidSampleError, read_image
 from hf_grounded.demo.image_files import SKIPPED_LINK, SKIPPED_NOT_REGULAR, select_images
-from hf_grounded.files import LOCK_NAME, MARKER_NAME, refuse_foreign_folder, replace_folder
+from hf_grounded.features import read_image
+from hf_grounded.files import LOCK_NAME, MARKER_NAME, InvalidSampleError, refuse_foreign_folder, replace_folder
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,8 @@ Each file is written under a temporary name in its destination folder and rename
 sees half a file and a crash never leaves one. A symbolic link at the destination is never written through: it could
 point anywhere outside the folder, e.g. at a token file or a shell profile, which a write would then replace. It is
 refused, naming it; one put in place after that check is replaced by the rename, never followed. JSON is written
-strictly, since NaN and infinity are not JSON and a results file holding them cannot be read by other tools.
+strictly, since NaN and infinity are not JSON and a results file holding them cannot be read by other tools. A user's
+file is read only once it is known to be a regular file (`regular_file`).
 """
 
 import json
@@ -12,6 +13,7 @@ import math
 import os
 import secrets
 import shutil
+import stat
 import tempfile
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
@@ -29,6 +31,29 @@ MARKER_NAME = ".hf_grounded_run"
 LOCK_NAME = ".hf_grounded.lock"
 # The hidden folder `replace_entries` moves what it replaces into until the new entries are in place.
 REPLACED_PREFIX = ".replaced-"
+
+
+class InvalidSampleError(ValueError):
+    """A dataset file or row that cannot give a correct sample."""
+
+
+# What a path that is not a regular file is, in words (`stat`'s tests of its mode).
+_NOT_REGULAR = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def regular_file(path: str | Path) -> Path:
+    """`path`, once it is known to be a regular file (or a symbolic link to one); otherwise an `InvalidSampleError`
+    naming it and what it is. Every reader of a user's dataset files checks them this way before opening them: a
+    FIFO would block its reader for ever, a device such as /dev/zero never end, a folder fail later with a confusing
+    message. A path that cannot be looked up raises `stat`'s own `OSError` (`FileNotFoundError` when missing), which
+    the callers already handle."""
+    path = Path(path)
+    mode = path.stat().st_mode
+    if not stat.S_ISREG(mode):
+        what = next((name for test, name in _NOT_REGULAR if test(mode)), "a special file")
+        raise InvalidSampleError(f"{path}: {what}, not a regular file; a dataset's files must be regular files")
+    return path
 
 
 def is_library_folder(path: str | Path) -> bool:
@@ -209,6 +234,6 @@ def _non_finite_entry(value: Any, key: str = "") -> tuple[str, float] | None:
     return None
 
 
-__all__ = ["LOCK_NAME", "MARKER_NAME", "REPLACED_PREFIX", "copy_file", "is_library_folder", "open_for_writing",
-           "refuse_foreign_folder", "refuse_symlink", "replace_entries", "replace_folder", "replaced_atomically",
-           "save_figure", "staging_folder", "write_json", "write_text"]
+__all__ = ["InvalidSampleError", "LOCK_NAME", "MARKER_NAME", "REPLACED_PREFIX", "copy_file", "is_library_folder",
+           "open_for_writing", "refuse_foreign_folder", "refuse_symlink", "regular_file", "replace_entries",
+           "replace_folder", "replaced_atomically", "save_figure", "staging_folder", "write_json", "write_text"]

@@ -14,12 +14,12 @@ from pathlib import Path
 import optuna
 from transformers import AutoModel
 
+from .data import CaptionedImages, check_data_source
 from .evaluation import BinaryRelatednessEvaluator, STSEvaluator, load_sick, load_sts_year
 from .families import FAMILIES
 from .files import write_json, write_text
 from .training import parse_arguments, train
 from .training.arguments import recorded_arguments
-from .inputs import load_dataset
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,8 @@ def validation_scores(model, argv: list[str], validation_sts_dir: str | None, se
         sts16 = STSEvaluator(load_sts_year(validation_sts_dir, "sts16"), "sts16")(model)
         scores["sts16_all_pearson"] = sts16["all"]["pearson_mean"]
     _, data_args, training_args = parse_arguments(argv)
-    groups = list(load_dataset(data_args, training_args.seed)["validation"]["captions"])
+    rows = check_data_source(data_args, CaptionedImages).load_rows(data_args, training_args.seed)
+    groups = list(rows["validation"]["captions"])
     relatedness = BinaryRelatednessEvaluator(groups, data_args.dataset, 10000, seed)(model)
     scores["validation_relatedness_pearson"] = relatedness[data_args.dataset]["pearson"]
     return scores

@@ -20,8 +20,8 @@ from transformers import AutoModel
 
 import hf_grounded  # noqa: F401  (registers the Auto classes)
 from hf_grounded.command_line import run_recipe
+from hf_grounded.data import DataArguments, training_features_description
 from hf_grounded.features import attach_image_backbone
-from hf_grounded.inputs import DataArguments, feature_spec, training_features_description
 from hf_grounded.model_card import write_model_card
 from hf_grounded.models.image_backbone import check_backbone_name
 from hf_grounded.training import save_model
@@ -56,7 +56,7 @@ def main() -> None:
     check_backbone_name("--backbone" if "backbone" in chosen else f"{recorded}: data.backbone",
                         chosen.get("backbone", data.backbone))
     model = AutoModel.from_pretrained(folder)
-    attach_image_backbone(model, feature_spec(replace(data, **chosen), seed), made_with)
+    attach_image_backbone(model, replace(data, **chosen).feature_spec(seed), made_with)
     save_model(model, model.default_tokenizer(), folder)
     write_model_card(folder)
     print(f"{folder}: now carries {model.config.image_backbone['name']} "

@@ -14,7 +14,7 @@ from accelerate import Accelerator
 
 from hf_grounded.argument_values import ArgumentParser
 from hf_grounded.command_line import run_recipe
-from hf_grounded.inputs import DataArguments, frame_features, load_dataset
+from hf_grounded.data import CaptionedImages, DataArguments, check_data_source
 
 
 @dataclass
@@ -28,9 +28,11 @@ def main() -> None:
     parser = ArgumentParser((DataArguments, ExtractionArguments))
     data_args, extraction_args = parser.parse_args_into_dataclasses()
     accelerator = Accelerator()
-    dataset = load_dataset(data_args, extraction_args.seed)
+    caption_set = check_data_source(data_args, CaptionedImages)
+    dataset = caption_set.load_rows(data_args, extraction_args.seed)
     started = time.perf_counter()
-    features = frame_features(dataset, data_args, extraction_args.seed, extraction_args.num_workers, accelerator)
+    features = caption_set.frame_features(dataset, data_args, extraction_args.seed, extraction_args.num_workers,
+                                          accelerator)
     seconds = time.perf_counter() - started
     if accelerator.is_main_process:
         items = sum(len(rows) for rows in features.values())

@@ -30,10 +30,10 @@ from typing import Literal
 
 from hf_grounded.argument_values import ArgumentParser
 from hf_grounded.command_line import run_recipe
-from hf_grounded.data.prepared import push_prepared_dataset
+from hf_grounded.data import DataArguments, prepare_dataset
+from hf_grounded.data.prepared import push_prepared_dataset, written_by_preparation
+from hf_grounded.data.webdataset import prepare_webdataset
 from hf_grounded.files import is_library_folder
-from hf_grounded.inputs import DataArguments
-from hf_grounded.inputs.prepare import prepare_dataset, prepare_webdataset, written_by_preparation
 from hf_grounded.training.output_folder import claim_output_folder
 
 

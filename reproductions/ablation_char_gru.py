@@ -52,7 +52,7 @@ from utils.result_tables import format_result
 from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer, hinge_loss
 from hf_grounded.data import CaptionBatchSampler, load_flickr8k
 from hf_grounded.evaluation import STSEvaluator, load_stsb, retrieval_metrics
-from hf_grounded.features import stored_features
+from hf_grounded.data.captioned_images import stored_features
 from hf_grounded.data.encoded import EncodedSplit, collate_captions, length_sorted_batches
 from hf_grounded.training.schedules import get_cyclic_cosine_schedule
 from hf_grounded.training.snapshots import mean_recall_at_10

@@ -39,7 +39,7 @@ from reproductions import RESULTS
 from utils.experiments import SHARED, check_finished_run, provenance, same_value, write_json, write_results
 from utils.result_tables import format_result
 from hf_grounded import CharGRUEnsembleModel
-from hf_grounded.data import load_captioned_images
+from hf_grounded.data import load_flickr8k
 from hf_grounded.evaluation import RelatednessEvaluator, STSEvaluator, load_sick, load_sts_year, load_stsb
 from hf_grounded.features import FeatureCache
 from hf_grounded.training import parse_arguments, train
@@ -82,7 +82,7 @@ def authors_features(data_dir: str, backbone: str, pretrained_file: str, path: P
                               pretrained_cfg_overlay={"file": pretrained_file}).eval()
     normalise = transforms.Compose([transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
     ten_crop = transforms.Compose([transforms.Resize(256), transforms.TenCrop(224)])
-    dataset = load_captioned_images("flickr8k", data_dir)
+    dataset = load_flickr8k(data_dir)
     files = {}
     for split in dataset.values():
         undecoded = split.cast_column("image", ImageColumn(decode=False))

@@ -43,6 +43,7 @@ from accelerate import Accelerator
 from transformers import AutoModel, AutoTokenizer
 
 import hf_grounded  # noqa: F401  (registers the Auto classes)
+from hf_grounded.data import DataArguments, Flickr8kImages
 from hf_grounded.evaluation.evaluators import (
     RelatednessEvaluator,
     STSEvaluator,
@@ -50,7 +51,6 @@ from hf_grounded.evaluation.evaluators import (
     sentence_encoder_function,
 )
 from hf_grounded.evaluation.sts import load_sick, load_sts_year, load_stsb, unsupervised_sts
-from hf_grounded.inputs import DataArguments, image_features, load_dataset
 from hf_grounded.training import parse_arguments, save_model, train
 from hf_grounded.training.checkpoints import list_checkpoints
 
@@ -120,8 +120,8 @@ class Scorer:
     def __init__(self, shared: Path, data_dir: str, features_file: str):
         self.sick = load_sick(shared / "data" / "sick" / "SICK.txt")
         data_args = DataArguments(dataset="flickr8k", data_dir=data_dir, image_features_file=features_file)
-        dataset = load_dataset(data_args, 42)
-        features = image_features(dataset, data_args, 42, num_workers=0, accelerator=Accelerator())
+        dataset = Flickr8kImages.load_rows(data_args, 42)
+        features = Flickr8kImages.image_features(dataset, data_args, 42, num_workers=0, accelerator=Accelerator())
         self.evaluators = [
             StructureEvaluator(list(dataset["test"]["captions"]), features["test"].numpy(), "flickr8k",
                                batch_size=128),

@@ -110,14 +110,15 @@ def retrieval_splits(data_dir: str, features_file: str, text_model: str):
     """Flickr8k validation and test as the trainer encodes them (its visual vectors, captions cut at 32 tokens)."""
     from accelerate import Accelerator
 
-    from hf_grounded.inputs import load_dataset, visual_vectors
     from transformers import AutoTokenizer
+
+    from hf_grounded.data import Flickr8kImages
 
     _, data_args, _ = parse_arguments([
         "--model_type", "grounded_transformer", "--text_model_name_or_path", text_model, "--dataset", "flickr8k",
         "--data_dir", data_dir, "--image_features_file", features_file, "--max_length", "32"])
-    dataset = load_dataset(data_args, 0)
-    features, _ = visual_vectors(dataset, data_args, 0, 0, Accelerator(cpu=True))
+    dataset = Flickr8kImages.load_rows(data_args, 0)
+    features, _ = Flickr8kImages.visual_vectors(dataset, data_args, 0, 0, Accelerator(cpu=True))
     tokenizer = AutoTokenizer.from_pretrained(text_model)
     return {split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, 32)
             for split in ("validation", "test")}

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from utils.experiments import EFFICIENTNET, FLICKR8K, provenance, write_json
-from hf_grounded.data import load_captioned_images
+from hf_grounded.data import load_flickr8k
 from hf_grounded.evaluation.retrieval import retrieval_metrics
 from hf_grounded.evaluation.suite import evaluate_model, parse_evaluation_arguments
 from hf_grounded.training import parse_arguments, train
@@ -65,7 +65,7 @@ def main() -> None:
     evaluated = evaluate_model(*parse_evaluation_arguments([
         "--model", str(model_dir), "--tasks", "retrieval", "--dataset", "flickr8k", "--data_dir", str(FLICKR8K),
         "--no_supervised_probe", "--output", str(model_dir / "evaluation_retrieval.json")]))["retrieval"]
-    test = load_captioned_images("flickr8k", data_dir=str(FLICKR8K))["test"]
+    test = load_flickr8k(FLICKR8K)["test"]
     captions = [caption for row in test for caption in row["captions"]]
     owners = torch.tensor([index for index, row in enumerate(test) for _ in row["captions"]])
     paths = [row["image"]["path"] if isinstance(row["image"], dict) else row["image"].filename for row in test]

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from hf_grounded.data import load_captioned_images
+from hf_grounded.data import load_flickr8k
 from hf_grounded.data.sampling import fixed_captions
 from hf_grounded.features import FeatureCache
 from hf_grounded.models import VETEConfig, VETEModel
@@ -89,7 +89,7 @@ def pure_text_features(data_dir: str, seed: int, path: Path) -> Path:
     captions other than the one a `--caption_policy one` run with `seed` keeps (the next one, cyclically)."""
     if path.is_file():
         return path
-    dataset = load_captioned_images("flickr8k", data_dir, features_only=True)
+    dataset = load_flickr8k(data_dir, features_only=True)
     training_captions = [caption for captions in dataset["train"]["captions"] for caption in captions]
     tokenizer = train_word_tokenizer(training_captions)
     torch.manual_seed(seed)

@@ -25,7 +25,7 @@ from hf_grounded.objectives import (
 )
 from hf_grounded.data.encoded import collate_captions
 from hf_grounded.data.prepared import load_prepared_split
-from hf_grounded.inputs import EmbeddingPairs, PreparedPairs
+from hf_grounded.data import EmbeddingPairs, PreparedPairs
 from hf_grounded.objectives.registry import create_training_losses
 from hf_grounded.training import parse_arguments
 from hf_grounded.training.streams import training_streams

@@ -5,9 +5,12 @@ from datasets import Image
 
 from hf_grounded.data import (
     CaptionBatchSampler,
+    CaptionedImages,
+    DataArguments,
     GroupBatchSampler,
     caption_pairs,
-    load_captioned_images,
+    check_data_source,
+    load_data_source,
     make_synthetic_dataset,
 )
 from hf_grounded.data.synthetic import COLOURS, SHAPES, SIZES
@@ -56,11 +59,25 @@ def test_synonyms_never_share_a_caption_but_meet_through_images():
 
 def test_unknown_dataset_name_is_refused():
     with pytest.raises(ValueError, match="unknown dataset 'flickr9k'"):
-        load_captioned_images("flickr9k")
-    with pytest.raises(ValueError, match="takes no data_dir"):
-        load_captioned_images("synthetic", data_dir="/somewhere")
-    with pytest.raises(ValueError, match="pass data_dir"):
-        load_captioned_images("flickr8k")
+        load_data_source(DataArguments(dataset="flickr9k"), seed=0)
+    with pytest.raises(ValueError, match="--dataset synthetic is drawn in memory and takes no --data_dir"):
+        load_data_source(DataArguments(dataset="synthetic", data_dir="/somewhere"), seed=0)
+    with pytest.raises(ValueError, match="--dataset flickr8k is read from a local folder: pass --data_dir"):
+        load_data_source(DataArguments(dataset="flickr8k"), seed=0)
+
+
+def test_a_source_refuses_the_options_and_readers_it_does_not_serve():
+    """Checked from the arguments alone, before anything is read: a source of its own vectors takes no option of how
+    images become them, and a reader of image rows (the evaluation's caption tasks) takes no other kind."""
+    with pytest.raises(ValueError, match="--dataset embeddings trains sentences on vectors of its own, not on images: "
+                                         "--image_features_file, --training_unit cannot apply"):
+        check_data_source(DataArguments(dataset="embeddings", image_features_file="x.safetensors",
+                                        training_unit="word"))
+    with pytest.raises(ValueError, match=r"--dataset prepared is read as PreparedPairs; this reads CaptionedImages "
+                                         r"\(--dataset synthetic, flickr8k, coco, msvd\)"):
+        check_data_source(DataArguments(dataset="prepared"), CaptionedImages)
+    assert check_data_source(DataArguments(dataset="coco", image_features_file="x.safetensors"),
+                             CaptionedImages).__name__ == "CocoImages"
 
 
 def _epoch(sampler, epoch):

@@ -8,9 +8,8 @@ import sys
 import numpy as np
 import pytest
 
+from hf_grounded.data import DataArguments, prepare_dataset
 from hf_grounded.data.embeddings import write_embedding_shards
-from hf_grounded.inputs import DataArguments
-from hf_grounded.inputs.prepare import prepare_dataset
 
 from .conftest import CPU_ONLY, REPO_ROOT
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from hf_grounded.data import DataArguments
 from hf_grounded.data.embeddings import FeatureRows, embedding_shards, write_embedding_shards
-from hf_grounded.inputs import DataArguments
 from hf_grounded.training import parse_arguments, train
 from hf_grounded.word_tokenizer import train_word_tokenizer
 from hf_grounded.training.checkpoints import list_checkpoints
@@ -235,7 +235,7 @@ def test_a_learnt_word_vocabulary_is_kept_beside_the_cached_captions_and_read_ba
     cached table it is read from datasets' cache instead of counted again (most of a warm set-up at millions of
     pairs); other options make another vocabulary."""
     import hf_grounded.word_tokenizer as word_tokenizer
-    from hf_grounded.inputs import EmbeddingPairs
+    from hf_grounded.data import EmbeddingPairs
 
     corpus = EmbeddingPairs.load(DataArguments(dataset="embeddings", data_dir=str(folder), heldout_pairs=50),
                                   seed=0).corpus

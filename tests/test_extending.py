@@ -1,9 +1,11 @@
 """docs/extending.md: a new objective is one term plus one registry entry, a new family one model plus one registry
-entry, a new data source one class plus one registry entry. Each is defined here, in the test, and trained through
+entry, a new data source one file plus one registry entry. The objective and the family are defined here, in the
+test; the data source is the page's own file and entry, run as it stands there. Each is trained through
 recipes/train.py's own code path; nothing else of the library is touched, which proves the registries are the only
 places to."""
 
 import json
+import re
 import runpy
 import sys
 from dataclasses import dataclass, field
@@ -11,7 +13,6 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 import torch.nn.functional as F
-from datasets import Dataset
 from safetensors.torch import load_file
 from torch import nn
 from transformers import PreTrainedConfig, PreTrainedModel
@@ -19,8 +20,7 @@ from transformers.utils import ModelOutput
 
 from hf_grounded import CharTokenizer
 from hf_grounded.families import FAMILIES, ModelFamily, config_from_options
-from hf_grounded.data.encoded import EncodedSplit
-from hf_grounded.inputs import DATA_SOURCES, DataSource
+from hf_grounded.data import DATA_SOURCES
 from hf_grounded.objectives import CAPTION_OBJECTIVES, CaptionObjective, ImageTextLoss
 
 from .conftest import REPO_ROOT
@@ -157,42 +157,26 @@ def test_an_option_of_another_family_is_refused_naming_its_home(monkeypatch, cap
         "--model_type char_gru, --model_type grounded_skipthought) (--debug shows where)"]
 
 
-class ColourSquares(DataSource):
-    """The toy data source: each image a colour, one-hot in 3 features; its captions name the colour."""
-
-    COLOURS = ("red", "green", "blue")
-
-    def __init__(self, seed: int):
-        generator = torch.Generator().manual_seed(seed)
-        self.rows, self.features = {}, {}
-        for split, count in (("train", 24), ("validation", 6), ("test", 6)):
-            colours = torch.randint(len(self.COLOURS), (count,), generator=generator)
-            self.rows[split] = Dataset.from_dict({"captions": [[f"a {self.COLOURS[colour]} square",
-                                                                f"something {self.COLOURS[colour]}"]
-                                                               for colour in colours.tolist()]})
-            self.features[split] = F.one_hot(colours, len(self.COLOURS)).float()
-
-    @classmethod
-    def load(cls, data_args, seed, accelerator=None, num_workers=0):
-        if data_args.data_dir is not None:
-            raise ValueError("the colour squares are drawn in memory and take no --data_dir")
-        return cls(seed)
-
-    @property
-    def corpus(self):
-        return [caption for captions in self.rows["train"]["captions"] for caption in captions]
-
-    @property
-    def image_feature_dim(self):
-        return len(self.COLOURS)
-
-    def encode(self, tokenizer, max_length, data_args, seed, accelerator=None):
-        return {split: EncodedSplit.from_dataset(rows, self.features[split], tokenizer, max_length)
-                for split, rows in self.rows.items()}
+def extending_example() -> tuple[str, str]:
+    """docs/extending.md's new data source as the page shows it: its file (colour_squares.py) and its registry
+    entry."""
+    blocks = re.findall(r"```python\n(.*?)```", (REPO_ROOT / "docs" / "extending.md").read_text(), re.DOTALL)
+    source = next(block for block in blocks if block.startswith('"""colour_squares.py'))
+    entry = next(block for block in blocks if "register_data_source(" in block)
+    return source, entry
 
 
-def test_a_new_data_source_is_one_class_and_one_registry_entry(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(DATA_SOURCES, "colour_squares", ColourSquares)
+def test_a_new_data_source_is_one_file_and_one_registry_entry(tmp_path, monkeypatch, capsys):
+    source, entry = extending_example()
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    (plugin / "colour_squares.py").write_text(source)
+    monkeypatch.syspath_prepend(str(plugin))
+    monkeypatch.delitem(sys.modules, "colour_squares", raising=False)
+    # The entry registers the source; the test's teardown takes it out of the registry again.
+    monkeypatch.setitem(DATA_SOURCES, "colour_squares", None)
+    exec(compile(entry, "docs/extending.md", "exec"), {})
+    assert DATA_SOURCES["colour_squares"].__module__ == "colour_squares"
     output_dir = tmp_path / "colours"
     train_recipe(["--dataset", "colour_squares", "--hidden_size", "8", "--max_steps", "12",
                   "--per_device_train_batch_size", "8", "--output_dir", str(output_dir)], monkeypatch)

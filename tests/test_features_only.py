@@ -10,8 +10,8 @@ import sys
 import pytest
 import torch
 
+from hf_grounded.data import DataArguments, Flickr8kImages
 from hf_grounded.features import FeatureCache
-from hf_grounded.inputs import DataArguments, load_dataset
 
 from .conftest import REPO_ROOT
 from .fixtures import flickr8k_official
@@ -43,13 +43,12 @@ def run_recipe(name: str, argv: list[str], monkeypatch) -> None:
 def test_a_dataset_without_images_loads_from_its_features_and_ignores_rows_of_no_split(text_only_flickr8k, caplog):
     root, features, splits = text_only_flickr8k
     data_args = DataArguments(dataset="flickr8k", data_dir=str(root), image_features_file=str(features))
-    dataset = load_dataset(data_args, 0)
+    dataset = Flickr8kImages.load_rows(data_args, 0)
     assert dataset["train"]["image_id"] == splits["train"] and "image" not in dataset["train"].column_names
     from accelerate import Accelerator
 
-    from hf_grounded.inputs import image_features
     with caplog.at_level(logging.INFO):
-        vectors = image_features(dataset, data_args, 0, 0, Accelerator())
+        vectors = Flickr8kImages.image_features(dataset, data_args, 0, 0, Accelerator())
     assert vectors["train"].shape == (4, 12)
     assert "1 feature rows are of images in no split of the dataset; they are ignored" in caplog.text
 
@@ -84,14 +83,13 @@ def test_an_image_without_features_is_an_error_naming_it_or_skipped_and_counted(
     data_args = DataArguments(dataset="flickr8k", data_dir=str(root), image_features_file=str(partial.path))
     from accelerate import Accelerator
 
-    from hf_grounded.inputs import image_features
     with pytest.raises(ValueError, match=f"has no features for 3 of the dataset's 8 images, e.g. "
                                          f"\\['{splits['train'][0]}'"):
-        image_features(load_dataset(data_args, 0), data_args, 0, 0, Accelerator())
+        Flickr8kImages.image_features(Flickr8kImages.load_rows(data_args, 0), data_args, 0, 0, Accelerator())
     data_args = DataArguments(dataset="flickr8k", data_dir=str(root), image_features_file=str(partial.path),
                               skip_invalid=True)
     with caplog.at_level(logging.WARNING):
-        dataset = load_dataset(data_args, 0)
+        dataset = Flickr8kImages.load_rows(data_args, 0)
     assert [len(dataset[split]) for split in ("train", "validation", "test")] == [3, 1, 1]
     assert "skipped 3 images that have no row in" in caplog.text
 

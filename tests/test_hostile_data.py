@@ -12,10 +12,10 @@ import threading
 
 import pytest
 
-from hf_grounded.data import load_books, load_flickr8k, webdataset
+from hf_grounded.data import InvalidSampleError, load_books, load_flickr8k, webdataset
 from hf_grounded.data.embeddings import embedding_shards
 from hf_grounded.data.prepared import split_files
-from hf_grounded.data.validation import InvalidSampleError, read_json
+from hf_grounded.data.validation import read_json
 from hf_grounded.data.webdataset import expand_shards, read_samples
 from hf_grounded.features import FeatureCache
 from hf_grounded.features.cache import read_feature_file

@@ -13,7 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
-from hf_grounded.data import load_captioned_images
+from hf_grounded.data import load_flickr8k, make_synthetic_dataset
 from hf_grounded.features import BackboneSpec, FeatureSpec, attach_image_backbone, create_backbone, extract_features
 from hf_grounded.families import FAMILIES
 from hf_grounded.models.image_processing_grounded import GroundedImageProcessor
@@ -28,7 +28,7 @@ SPEC = FeatureSpec(BackboneSpec("test_efficientnet", seed=0), "ten_crop")
 
 @pytest.fixture(scope="module")
 def images() -> list[Image.Image]:
-    return [row["image"] for row in load_captioned_images("synthetic", seed=3, num_train=2, num_eval=5)["test"]]
+    return [row["image"] for row in make_synthetic_dataset(num_train=2, num_validation=5, num_test=5, seed=3)["test"]]
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +148,7 @@ def test_the_sample_jpegs_give_the_feature_cache_s_vectors():
     model give the features extraction gives, to float rounding."""
     spec = FeatureSpec(BackboneSpec("efficientnet_lite0", str(SHARED / "models" / "efficientnet_lite0.safetensors")),
                        "ten_crop")
-    test = load_captioned_images("flickr8k", data_dir=str(SHARED / "data" / "flickr8k_sample"))["test"]
+    test = load_flickr8k(SHARED / "data" / "flickr8k_sample")["test"]
     images = [Image.open(row["image"]["path"]) if isinstance(row["image"], dict) else row["image"]
               for row in test.select(range(8))]
     extracted = extract_features(images, create_backbone(spec.backbone), "ten_crop", show_progress_bar=False)

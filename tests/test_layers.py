@@ -13,7 +13,9 @@ LAYERS = [
     # The backend runs the models' int8 copy and ONNX graph; sentence_encoding imports it when asked to.
     ("models", ["hf_grounded.models", "hf_grounded.backend", "hf_grounded.families", "hf_grounded"]),
     ("objectives", ["hf_grounded.objectives"]),
-    ("data and features", ["hf_grounded.data", "hf_grounded.features", "hf_grounded.inputs"]),
+    # How images become features; the data sources read them.
+    ("features", ["hf_grounded.features"]),
+    ("data", ["hf_grounded.data"]),
     # The evaluation gives its results; the cards write them (recipes/evaluate.py --update_model_card).
     ("evaluation", ["hf_grounded.evaluation", "hf_grounded.metrics"]),
     ("cards and export", ["hf_grounded.model_card", "hf_grounded.hub", "hf_grounded.onnx_export"]),

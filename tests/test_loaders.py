@@ -4,9 +4,10 @@ import pytest
 from datasets import Image
 
 from hf_grounded.data import (
+    DataArguments,
+    Flickr8kImages,
     InvalidSampleError,
     char_gru_caption,
-    load_captioned_images,
     load_coco,
     load_flickr8k,
     load_msvd,
@@ -26,7 +27,8 @@ def test_flickr8k_official_layout(tmp_path):
     assert row["captions"][0] == f"{fixtures.CAPTIONS[0]} 4"  # raw text, as written
     assert row["image"].size == (40, 30)
     assert isinstance(dataset["train"].features["image"], Image)
-    assert load_captioned_images("flickr8k", str(tmp_path))["validation"]["image_id"][0] == splits["dev"][0]
+    rows = Flickr8kImages.load_rows(DataArguments(dataset="flickr8k", data_dir=str(tmp_path)), seed=0)
+    assert rows["validation"]["image_id"][0] == splits["dev"][0]
 
 
 def test_flickr8k_karpathy_layout(tmp_path):

@@ -15,7 +15,7 @@ from hf_grounded import VETEConfig, VETEModel  # noqa: E402
 from hf_grounded.evaluation.mteb import MTEBEncoder, local_task, mteb_tasks  # noqa: E402
 from hf_grounded.evaluation.suite import EvaluationArguments, evaluate_model  # noqa: E402
 from hf_grounded.evaluation.sts import load_stsb  # noqa: E402
-from hf_grounded.inputs import DataArguments  # noqa: E402
+from hf_grounded.data import DataArguments  # noqa: E402
 from hf_grounded.word_tokenizer import train_word_tokenizer  # noqa: E402
 
 from .conftest import SHARED, run_recipe_in_process  # noqa: E402

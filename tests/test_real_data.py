@@ -7,7 +7,8 @@ import torch
 from datasets import DatasetDict
 
 from hf_grounded.data import load_books, load_flickr8k, load_msvd, sentence_triples
-from hf_grounded.features import BackboneSpec, FeatureSpec, dataset_features, feature_cache_file
+from hf_grounded.data.captioned_images import dataset_features
+from hf_grounded.features import BackboneSpec, FeatureSpec, feature_cache_file
 
 from .conftest import SHARED
 

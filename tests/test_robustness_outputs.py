@@ -145,7 +145,7 @@ def test_overwrite_replaces_only_what_a_preparation_wrote(embeddings_source, tmp
 
 
 def test_a_feature_cache_folder_is_claimed_and_one_holding_only_caches_is_adopted(tmp_path):
-    from hf_grounded.features.splits import claim_cache_folder
+    from hf_grounded.features.cache import claim_cache_folder
 
     new = tmp_path / "new"
     claim_cache_folder(new)
@@ -426,18 +426,18 @@ def test_a_dangling_link_as_output_folder_is_named(tmp_path, capsys):
 
 
 def test_a_folder_whose_preparation_was_killed_or_lost_a_shard_is_refused_for_training(tmp_path, monkeypatch):
-    from hf_grounded.inputs import prepare as prepare_module
+    from hf_grounded.data import webdataset
 
     write_shards(tmp_path / "shards", per_shard=(3, 2, 2))
     output = tmp_path / "embeddings"
-    write_shard = prepare_module.write_shard
+    write_shard = webdataset.write_shard
 
     def killed_at_the_third_shard(folder, number, *args, **kwargs):
         if number == 2:
             raise _Killed
         return write_shard(folder, number, *args, **kwargs)
 
-    monkeypatch.setattr(prepare_module, "write_shard", killed_at_the_third_shard)
+    monkeypatch.setattr(webdataset, "write_shard", killed_at_the_third_shard)
     arguments = ["--shards", str(tmp_path / "shards"), "--output_dir", str(output), *BACKBONE]
     with pytest.raises(_Killed):
         run_recipe_in_process("prepare_data.py", arguments)

@@ -16,7 +16,7 @@ from PIL import Image, ImageOps
 from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModel
 
-from hf_grounded.data.validation import InvalidSampleError
+from hf_grounded.data import InvalidSampleError
 from hf_grounded.families import FAMILIES
 from hf_grounded.features import BackboneSpec, FeatureSpec, attach_image_backbone, create_backbone, extract_features
 from hf_grounded.models.image_processing_grounded import GroundedImageProcessor

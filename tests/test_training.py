@@ -381,7 +381,7 @@ def test_broken_features_are_refused_before_training_naming_the_image(tmp_path, 
 
 def test_features_of_the_wrong_width_or_dtype_are_refused_naming_the_image():
     from hf_grounded.data import make_synthetic_dataset
-    from hf_grounded.features import check_features
+    from hf_grounded.data.captioned_images import check_features
 
     dataset = make_synthetic_dataset(num_train=3, num_validation=1, num_test=1, seed=0)
     good = {split: [torch.randn(1, 8) for _ in range(len(dataset[split]))] for split in dataset}
@@ -423,9 +423,9 @@ def test_vete_trains_with_the_hinge_objective_through_the_same_trainer(tmp_path)
     assert "visually enhanced text embedding (VETE)" in card and "a bidirectional hinge loss (margin 0.2)" in card
     assert model.encode(["a red square", "a blue circle"]).shape == (2, 16)
     # The vocabulary is exactly the training captions' words: nothing from validation or test.
-    from hf_grounded.inputs import load_dataset
+    from hf_grounded.data import SyntheticImages
 
-    dataset = load_dataset(DataArguments(synthetic_train_images=40, synthetic_eval_images=10), seed=42)
+    dataset = SyntheticImages.load_rows(DataArguments(synthetic_train_images=40, synthetic_eval_images=10), seed=42)
     train_words = {word for captions in dataset["train"]["captions"] for caption in captions
                    for word in re.findall(r"\w+|[^\w\s]+", caption.lower())}
     vocabulary = set(AutoTokenizer.from_pretrained(output_dir).get_vocab()) - {"<pad>", "<unk>", "<S>", "</S>"}
@@ -471,10 +471,9 @@ def test_vete_trains_word_level_through_the_same_trainer(tmp_path):
     assert epochs[-1]["train_loss"] < epochs[0]["train_loss"]
     # One caption kept per image, every word of it a step's pair: as many passes over the 40 images as the
     # longest kept caption has words, 5 batches of 8 each.
-    from hf_grounded.data import fixed_captions
-    from hf_grounded.inputs import load_dataset
+    from hf_grounded.data import SyntheticImages, fixed_captions
 
-    dataset = load_dataset(DataArguments(synthetic_train_images=40, synthetic_eval_images=10), seed=42)
+    dataset = SyntheticImages.load_rows(DataArguments(synthetic_train_images=40, synthetic_eval_images=10), seed=42)
     captions = dataset["train"]["captions"]
     kept = [captions[image][choice] for image, choice in enumerate(fixed_captions([len(c) for c in captions], 42))]
     longest = max(len(re.findall(r"\w+|[^\w\s]+", caption)) for caption in kept)

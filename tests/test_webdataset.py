@@ -11,7 +11,7 @@ import re
 import pytest
 import torch
 
-from hf_grounded.data import load_captioned_images
+from hf_grounded.data import make_synthetic_dataset
 from hf_grounded.data.embeddings import FeatureRows, embedding_shards, read_captions
 from hf_grounded.features import BackboneSpec, create_backbone
 from hf_grounded.features.extraction import extract_features
@@ -30,7 +30,7 @@ def _member(archive: tarfile.TarFile, name: str, data: bytes) -> None:
 
 def write_shards(folder, per_shard=(12, 9)) -> list:
     """img2dataset's layout from the synthetic set's images and captions: KEY.jpg, KEY.txt, KEY.json per sample."""
-    rows = list(load_captioned_images("synthetic", seed=5, num_train=sum(per_shard), num_eval=1)["train"])
+    rows = list(make_synthetic_dataset(num_train=sum(per_shard), num_validation=1, num_test=1, seed=5)["train"])
     folder.mkdir(parents=True, exist_ok=True)
     start = 0
     for number, count in enumerate(per_shard):

@@ -185,12 +185,12 @@ def write_results(path: str | None, name: str, rows: list[dict], notes: dict | N
 
 def training_images() -> tuple[str, Dataset]:
     """The training split of $HF_GROUNDED_DATA's Flickr8k sample, or of the embedded synthetic set when it is absent."""
-    from hf_grounded.data import load_captioned_images
+    from hf_grounded.data import load_flickr8k, make_synthetic_dataset
 
     if FLICKR8K.is_dir():
-        return "flickr8k sample", load_captioned_images("flickr8k", data_dir=str(FLICKR8K))["train"]
+        return "flickr8k sample", load_flickr8k(FLICKR8K)["train"]
     print(f"no {FLICKR8K} ({DATA_VARIABLE} names the data folder): the embedded synthetic set instead", file=sys.stderr)
-    return "synthetic", load_captioned_images("synthetic")["train"]
+    return "synthetic", make_synthetic_dataset()["train"]
 
 
 def flickr8k_captions(limit: int | None = None) -> tuple[str, list[str]]:

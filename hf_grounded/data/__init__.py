@@ -1,40 +1,30 @@
-from .books import load_books, sentence_triples, split_sentences, strip_gutenberg_boilerplate
-from .coco import char_gru_caption, load_coco
-from .flickr8k import load_flickr8k
-from .msvd import load_msvd
-from .registry import DATASETS, load_captioned_images, loader_options
-from .sampling import (
-    CAPTION_POLICIES,
-    CaptionBatchSampler,
-    GroupBatchSampler,
-    TripleBatchSampler,
-    caption_pairs,
-    fixed_captions,
-)
-from .schema import SPLITS, one_row_per_caption
-from .synthetic import make_synthetic_dataset
-from .validation import InvalidSampleError
+"""A run's data: every `--dataset` kind is one `DataSource` class in one registry (`DATA_SOURCES`), each with its
+code here: the caption sets (synthetic, Flickr8k, COCO, MSVD), each a `CaptionedImages` beside its loader; a
+clip-retrieval folder of precomputed embeddings (`EmbeddingPairs`), which webdataset.py writes from WebDataset
+shards; a prepared dataset (`PreparedPairs`), streamed by streaming.py. Beside them the run's `DataArguments`, the
+books SkipThought reads, and what training draws from a source: tokenised splits and their samplers."""
 
-__all__ = [
-    "CAPTION_POLICIES",
-    "CaptionBatchSampler",
-    "DATASETS",
-    "GroupBatchSampler",
-    "InvalidSampleError",
-    "SPLITS",
-    "TripleBatchSampler",
-    "caption_pairs",
-    "char_gru_caption",
-    "fixed_captions",
-    "load_books",
-    "load_captioned_images",
-    "loader_options",
-    "load_coco",
-    "load_flickr8k",
-    "load_msvd",
-    "make_synthetic_dataset",
-    "one_row_per_caption",
-    "sentence_triples",
-    "split_sentences",
-    "strip_gutenberg_boilerplate",
-]
+from ..files import InvalidSampleError
+from .arguments import DataArguments
+from .books import load_book_triples, load_books, sentence_triples, split_sentences, strip_gutenberg_boilerplate
+from .captioned_images import CaptionedImages, training_features_description
+from .coco import CocoImages, char_gru_caption, load_coco
+from .embedding_pairs import EmbeddingPairs
+from .encoded import EncodedSplit
+from .flickr8k import Flickr8kImages, load_flickr8k
+from .msvd import MsvdVideos, load_msvd
+from .prepared_pairs import PreparedPairs
+from .registry import DATA_SOURCES, check_data_source, load_data_source, prepare_dataset, register_data_source
+from .sampling import (CAPTION_POLICIES, CaptionBatchSampler, GroupBatchSampler, TripleBatchSampler, caption_pairs,
+                       fixed_captions)
+from .schema import SPLITS, one_row_per_caption
+from .source import DataSource
+from .synthetic import SyntheticImages, make_synthetic_dataset
+
+__all__ = ["CAPTION_POLICIES", "CaptionBatchSampler", "CaptionedImages", "CocoImages", "DATA_SOURCES", "DataArguments",
+           "DataSource", "EmbeddingPairs", "EncodedSplit", "Flickr8kImages", "GroupBatchSampler", "InvalidSampleError",
+           "MsvdVideos", "PreparedPairs", "SPLITS", "SyntheticImages", "TripleBatchSampler", "caption_pairs",
+           "char_gru_caption", "check_data_source", "fixed_captions", "load_book_triples", "load_books", "load_coco",
+           "load_data_source", "load_flickr8k", "load_msvd", "make_synthetic_dataset", "one_row_per_caption",
+           "prepare_dataset", "register_data_source", "sentence_triples", "split_sentences",
+           "strip_gutenberg_boilerplate", "training_features_description"]

@@ -6,7 +6,9 @@ from pathlib import Path
 from datasets import Dataset, Features, Value
 from sentencex import segment
 
-from .validation import InvalidSampleError, InvalidSamples, read_text_lines
+from ..files import InvalidSampleError
+from .arguments import DataArguments
+from .validation import InvalidSamples, read_text_lines
 
 _START = re.compile(r"^\*\*\*\s*START OF (THE|THIS) PROJECT GUTENBERG EBOOK.*$", re.IGNORECASE | re.MULTILINE)
 _END = re.compile(
@@ -95,4 +97,10 @@ def sentence_triples(sentences: Dataset) -> Dataset:
     return Dataset.from_dict(rows)
 
 
-__all__ = ["load_books", "sentence_triples", "split_sentences", "strip_gutenberg_boilerplate"]
+def load_book_triples(data_args: DataArguments) -> tuple[Dataset, list[str]]:
+    """SkipThought's (previous, current, next) triples of `--books_dir`, and all its sentences in order."""
+    sentences = load_books(data_args.books_dir, skip_invalid=data_args.skip_invalid)
+    return sentence_triples(sentences), list(sentences["text"])
+
+
+__all__ = ["load_book_triples", "load_books", "sentence_triples", "split_sentences", "strip_gutenberg_boilerplate"]

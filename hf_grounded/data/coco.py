@@ -7,11 +7,13 @@ from pathlib import Path
 
 from datasets import DatasetDict
 
+from ..files import InvalidSampleError
+from .arguments import DataArguments
+from .captioned_images import CaptionedImages
 from .karpathy import read_karpathy_json
 from .schema import build_dataset_dict, image_features_schema
 from .validation import (
     ConfinedFolder,
-    InvalidSampleError,
     InvalidSamples,
     RepeatedIds,
     image_file_problems,
@@ -96,6 +98,15 @@ def load_coco(
     return build_dataset_dict(rows, image_features_schema(with_images=not features_only))
 
 
+class CocoImages(CaptionedImages):
+    """`--dataset coco --data_dir DIR`: `load_coco`'s rows, their captions as `--char_gru_preprocessing` says."""
+
+    @classmethod
+    def read_rows(cls, data_args: DataArguments, seed: int, features_only: bool) -> DatasetDict:
+        return load_coco(data_args.data_dir, char_gru_preprocessing=data_args.char_gru_preprocessing,
+                         skip_invalid=data_args.skip_invalid, features_only=features_only)
+
+
 def _official_entries(data_dir: Path, split_dir: Path, problems: InvalidSamples) -> list[dict]:
     images = {}
     image_ids, caption_ids = RepeatedIds("image id", problems), RepeatedIds("caption id", problems)
@@ -147,4 +158,4 @@ def _official_entries(data_dir: Path, split_dir: Path, problems: InvalidSamples)
     return entries
 
 
-__all__ = ["char_gru_caption", "load_coco"]
+__all__ = ["CocoImages", "char_gru_caption", "load_coco"]

@@ -21,9 +21,8 @@ import pyarrow.parquet as pq
 import torch
 from datasets import Dataset
 
-from ..files import open_for_writing, replaced_atomically
+from ..files import open_for_writing, regular_file, replaced_atomically
 from .schema import is_text
-from .validation import regular_file
 
 logger = logging.getLogger(__name__)
 

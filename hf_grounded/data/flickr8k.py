@@ -6,6 +6,8 @@ from pathlib import Path
 
 from datasets import DatasetDict
 
+from .arguments import DataArguments
+from .captioned_images import CaptionedImages
 from .karpathy import read_karpathy_json
 from .schema import build_dataset_dict, image_features_schema
 from .validation import (
@@ -77,6 +79,14 @@ def load_flickr8k(data_dir: str | Path, skip_invalid: bool = False, features_onl
     return build_dataset_dict(rows, image_features_schema(with_images=image_dir is not None))
 
 
+class Flickr8kImages(CaptionedImages):
+    """`--dataset flickr8k --data_dir DIR`: `load_flickr8k`'s rows."""
+
+    @classmethod
+    def read_rows(cls, data_args: DataArguments, seed: int, features_only: bool) -> DatasetDict:
+        return load_flickr8k(data_args.data_dir, data_args.skip_invalid, features_only)
+
+
 def _image_folder(data_dir: Path) -> Path:
     for name in IMAGE_FOLDERS:
         if (data_dir / name).is_dir():
@@ -143,4 +153,4 @@ def _official_splits(text_dir: Path,
     return splits
 
 
-__all__ = ["load_flickr8k", "read_flickr8k_captions"]
+__all__ = ["Flickr8kImages", "load_flickr8k", "read_flickr8k_captions"]

@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from .validation import InvalidSampleError, InvalidSamples, RepeatedIds, read_json
+from ..files import InvalidSampleError
+from .validation import InvalidSamples, RepeatedIds, read_json
 
 # Karpathy's 'restval' images are COCO validation images that the standard split trains on.
 KARPATHY_SPLITS = {"train": "train", "restval": "train", "val": "validation", "test": "test"}

@@ -8,10 +8,12 @@ from pathlib import Path
 
 from datasets import DatasetDict
 
+from ..files import InvalidSampleError
+from .arguments import DataArguments
+from .captioned_images import CaptionedImages
 from .schema import build_dataset_dict, video_features_schema
 from .validation import (
     ConfinedFolder,
-    InvalidSampleError,
     InvalidSamples,
     RepeatedIds,
     read_text_lines,
@@ -66,6 +68,14 @@ def load_msvd(data_dir: str | Path, skip_invalid: bool = False, features_only: b
             rows[split].append(row)
     problems.log_summary()
     return build_dataset_dict(rows, video_features_schema(with_video))
+
+
+class MsvdVideos(CaptionedImages):
+    """`--dataset msvd --data_dir DIR`: `load_msvd`'s rows, one per video."""
+
+    @classmethod
+    def read_rows(cls, data_args: DataArguments, seed: int, features_only: bool) -> DatasetDict:
+        return load_msvd(data_args.data_dir, data_args.skip_invalid, features_only)
 
 
 def _tsv_captions(data_dir: Path, problems: InvalidSamples) -> dict[str, dict[str, tuple[list[str], str]]]:
@@ -142,4 +152,4 @@ def _csv_captions(data_dir: Path, problems: InvalidSamples) -> dict[str, dict[st
     return captions_by_split
 
 
-__all__ = ["load_msvd"]
+__all__ = ["MsvdVideos", "load_msvd"]

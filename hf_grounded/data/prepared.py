@@ -28,10 +28,9 @@ import pyarrow.parquet as pq
 from datasets import Dataset, IterableDataset, load_dataset, load_dataset_builder
 from huggingface_hub import DatasetCard, DatasetCardData, HfApi
 
-from ..files import write_text
+from ..files import regular_file, write_text
+from .embeddings import MANIFEST_NAME
 from .schema import SPLITS, is_text
-from .validation import regular_file
-
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +40,15 @@ CARD_KEY = "hf_grounded"
 EARLIER_DATA = ".data.earlier"
 PARTIAL_DATA = ".data.partial"
 PARTIAL_CARD = ".README.md.partial"
+
+# The entries of an output folder that a preparation writes, and all that --overwrite_output_dir deletes there.
+_WRITTEN = frozenset({"README.md", "data", PARTIAL_DATA, EARLIER_DATA, PARTIAL_CARD, "img_emb", "metadata",
+                      MANIFEST_NAME})
+
+
+def written_by_preparation(name: str) -> bool:
+    """Whether `name` (an entry of an output folder) is one a preparation writes, or a temporary file of one."""
+    return name in _WRITTEN or (name.startswith(".") and name.endswith(".partial"))
 
 
 @dataclass
@@ -379,4 +387,4 @@ def push_prepared_dataset(folder: str | Path, repo_id: str, token: str | None = 
 
 __all__ = ["CARD_KEY", "EARLIER_DATA", "PAIR_COLUMNS", "PARTIAL_CARD", "PARTIAL_DATA", "SplitPairs",
            "finish_interrupted_swap", "load_prepared_split", "push_prepared_dataset", "refuse_interrupted_swap",
-           "shard_rows", "split_files", "unsound_pairs", "write_prepared_dataset"]
+           "shard_rows", "split_files", "unsound_pairs", "write_prepared_dataset", "written_by_preparation"]

@@ -1,62 +1,86 @@
-"""The image and video caption datasets by name, each read by its loader (`--dataset NAME --data_dir DIR`); the
-registry of every `--dataset` kind, precomputed embeddings included, is `hf_grounded.inputs.DATA_SOURCES`."""
+"""The registry of `--dataset` kinds: each name and the `DataSource` class that reads it, as `FAMILIES` holds the
+model families and `CAPTION_OBJECTIVES` the objectives. The trainer, the evaluation and recipes/prepare_data.py know
+a dataset only through its entry; a new kind is one file holding its `DataSource` class and one entry here (or, from
+a plugin, `register_data_source`)."""
 
-import functools
-import inspect
-from collections.abc import Callable
+from pathlib import Path
 
-from datasets import DatasetDict
+from accelerate import Accelerator
 
-from .coco import load_coco
-from .flickr8k import load_flickr8k
-from .msvd import load_msvd
-from .synthetic import make_synthetic_dataset
+from .arguments import DataArguments
+from .coco import CocoImages
+from .embedding_pairs import EmbeddingPairs
+from .flickr8k import Flickr8kImages
+from .msvd import MsvdVideos
+from .prepared import write_prepared_dataset
+from .prepared_pairs import PreparedPairs
+from .source import DataSource
+from .synthetic import SyntheticImages
 
-
-def _synthetic(data_dir: str | None, seed: int = 0, num_train: int = 1000, num_eval: int = 100,
-               features_only: bool = False) -> DatasetDict:
-    # Its images are drawn in memory, so rows keep them even when the features come from elsewhere.
-    if data_dir is not None:
-        raise ValueError("the synthetic dataset is generated in memory and takes no data_dir")
-    return make_synthetic_dataset(num_train=num_train, num_validation=num_eval, num_test=num_eval, seed=seed)
-
-
-def _needs_folder(loader: Callable[..., DatasetDict], name: str) -> Callable[..., DatasetDict]:
-    @functools.wraps(loader)  # keeps the loader's signature, which `loader_options` reads
-    def load(data_dir: str | None, **options) -> DatasetDict:
-        if data_dir is None:
-            raise ValueError(f"dataset {name!r} is read from a local folder: pass data_dir (--data_dir)")
-        return loader(data_dir, **options)
-
-    return load
-
-
-DATASETS: dict[str, Callable[..., DatasetDict]] = {
-    "synthetic": _synthetic,
-    "flickr8k": _needs_folder(load_flickr8k, "flickr8k"),
-    "coco": _needs_folder(load_coco, "coco"),
-    "msvd": _needs_folder(load_msvd, "msvd"),
+DATA_SOURCES: dict[str, type[DataSource]] = {
+    # The caption sets: rows of images or videos with their captions, paired with visual vectors (CaptionedImages).
+    "synthetic": SyntheticImages,
+    "flickr8k": Flickr8kImages,
+    "coco": CocoImages,
+    "msvd": MsvdVideos,
+    # A clip-retrieval folder's caption–embedding pairs (img_emb/, metadata/), the training split left on disk.
+    "embeddings": EmbeddingPairs,
+    # A prepared dataset that recipes/prepare_data.py wrote: a folder or a Hub dataset id, streamable.
+    "prepared": PreparedPairs,
 }
 
 
-def loader_options(name: str, options: dict) -> dict:
-    """The options of `options` that the dataset `name`'s loader takes (the synthetic set its size and seed, COCO its
-    caption preparation, the real ones `skip_invalid`): each loader says which by its signature."""
-    parameters = inspect.signature(DATASETS[name]).parameters
-    return {option: value for option, value in options.items() if option in parameters}
+def register_data_source(name: str, source_class: type[DataSource]) -> None:
+    """Add `source_class` to the registry as `--dataset name`; from then on the recipes read it."""
+    DATA_SOURCES[name] = source_class
 
 
-def load_captioned_images(name: str, data_dir: str | None = None, **options) -> DatasetDict:
-    """A `DatasetDict` (train / validation / test), one row per image (or video) with its `captions` and id.
+def check_data_source(data_args: DataArguments, kind: type[DataSource] = DataSource) -> type[DataSource]:
+    """The class that reads `--dataset`, once the options that it cannot take are refused; `kind`, the kind of
+    source the caller reads (the caption tasks read a `CaptionedImages`), refuses any other."""
+    if data_args.dataset not in DATA_SOURCES:
+        raise ValueError(f"unknown dataset {data_args.dataset!r}; available: {sorted(DATA_SOURCES)}")
+    source_class = DATA_SOURCES[data_args.dataset]
+    if not issubclass(source_class, kind):
+        kinds = ", ".join(name for name, entry in DATA_SOURCES.items() if issubclass(entry, kind))
+        raise ValueError(f"--dataset {data_args.dataset} is read as {source_class.__name__}; this reads "
+                         f"{kind.__name__} (--dataset {kinds})")
+    if data_args.streaming and not source_class.streamable:
+        streamable = " or ".join(sorted(name for name, entry in DATA_SOURCES.items() if entry.streamable)) or "no"
+        raise ValueError(f"--streaming streams a {streamable} dataset (--dataset {streamable}), not --dataset "
+                         f"{data_args.dataset}: write one with recipes/prepare_data.py")
+    if not source_class.reads_images:
+        conflicts = {"--image_features_file": data_args.image_features_file is not None,
+                     "--visual_vectors": data_args.visual_vectors != "features",
+                     "--training_unit": data_args.training_unit != "sentence",
+                     "--frame_pooling attention": data_args.frame_pooling == "attention"}
+        named = [name for name, conflicting in conflicts.items() if conflicting]
+        if named:
+            raise ValueError(f"--dataset {data_args.dataset} trains sentences on vectors of its own, not on images: "
+                             f"{', '.join(named)} cannot apply")
+    return source_class
 
-    `options` go to the dataset's loader: `seed`, `num_train`, `num_eval` for the synthetic set;
-    `skip_invalid` (and `char_gru_preprocessing` for COCO) for the real ones; `features_only` for every dataset,
-    when the visual vectors come from elsewhere: the real ones then neither look for nor check images or videos.
-    """
-    if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; the image and video datasets: {sorted(DATASETS)} (every "
-                         f"--dataset kind, precomputed embeddings too: hf_grounded.inputs.DATA_SOURCES)")
-    return DATASETS[name](data_dir, **options)
+
+def load_data_source(data_args: DataArguments, seed: int, accelerator: Accelerator | None = None,
+                     num_workers: int = 0) -> DataSource:
+    """The dataset `--dataset` names, read by its registry entry and checked."""
+    return check_data_source(data_args).load(data_args, seed, accelerator, num_workers)
 
 
-__all__ = ["DATASETS", "load_captioned_images", "loader_options"]
+def prepare_dataset(data_args: DataArguments, output_dir: str | Path, seed: int, num_workers: int = 0,
+                    embedding_dtype: str = "float16", shard_rows: int = 100_000) -> dict:
+    """`--dataset` (with `--data_dir`) as a prepared dataset in `output_dir`: each caption beside its image's
+    features, as a run of the trainer on that dataset would compute them (`--backbone`, `--image_preprocessing`,
+    `--frame_pooling`, or `--image_features_file`), or beside its embedding in a clip-retrieval folder (split by
+    `--heldout_pairs` and the seed): what its registry entry's `pairs_to_prepare` gives. Returns what the dataset
+    card records."""
+    if data_args.frame_pooling == "attention":
+        raise ValueError("--frame_pooling attention keeps every frame's features; a prepared dataset holds one "
+                         "embedding per image or video: use --frame_pooling mean or first")
+    source = load_data_source(data_args, seed, num_workers=num_workers)
+    splits, features = source.pairs_to_prepare(data_args, seed)
+    description = {"source": data_args.dataset, "source_dir": data_args.data_dir, "features": features}
+    return write_prepared_dataset(output_dir, splits, description, embedding_dtype, shard_rows)
+
+
+__all__ = ["DATA_SOURCES", "check_data_source", "load_data_source", "prepare_dataset", "register_data_source"]

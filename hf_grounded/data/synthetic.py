@@ -12,6 +12,8 @@ from datasets import Dataset, DatasetDict
 from PIL import Image as PILImage
 from PIL import ImageDraw
 
+from .arguments import DataArguments
+from .captioned_images import CaptionedImages
 from .schema import image_features_schema
 
 # (plain word, synonym, RGB)
@@ -78,6 +80,24 @@ def make_synthetic_dataset(
     return DatasetDict(splits)
 
 
+class SyntheticImages(CaptionedImages):
+    """`--dataset synthetic`: `--synthetic_train_images` training images and `--synthetic_eval_images` validation and
+    test images each, drawn from the seed; drawn even when their features come from elsewhere."""
+
+    reads_folder = False
+
+    @classmethod
+    def read_rows(cls, data_args: DataArguments, seed: int, features_only: bool) -> DatasetDict:
+        return make_synthetic_dataset(num_train=data_args.synthetic_train_images,
+                                      num_validation=data_args.synthetic_eval_images,
+                                      num_test=data_args.synthetic_eval_images, seed=seed)
+
+    @classmethod
+    def cache_options(cls, data_args: DataArguments, seed: int) -> dict:
+        return {"seed": seed, "num_train": data_args.synthetic_train_images,
+                "num_eval": data_args.synthetic_eval_images}
+
+
 def _make_example(rng: random.Random, captions_per_image: int, image_size: int):
     objects = [_random_object(rng) for _ in range(rng.choice((1, 2)))]
     image = _render(rng, objects, image_size)
@@ -131,4 +151,4 @@ def _draw_shape(draw: ImageDraw.ImageDraw, shape: str, cx: float, cy: float, r: 
         draw.rectangle([cx - bar, cy - r, cx + bar, cy + r], fill=colour)
 
 
-__all__ = ["make_synthetic_dataset", "COLOURS", "SHAPES", "SIZES"]
+__all__ = ["COLOURS", "SHAPES", "SIZES", "SyntheticImages", "make_synthetic_dataset"]

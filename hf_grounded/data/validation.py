@@ -3,25 +3,20 @@
 import json
 import logging
 import os
-import stat
 from collections.abc import Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO, Literal
+from typing import Literal
 
 import av
-from PIL import Image
 
-from ..models.image_processing_grounded import read_image as read_model_image
+from ..features import read_image
+from ..files import InvalidSampleError, regular_file
 
 logger = logging.getLogger(__name__)
 
 JPEG_START = b"\xff\xd8"
 JPEG_END = b"\xff\xd9"
-
-
-class InvalidSampleError(ValueError):
-    """A dataset file or row that cannot give a correct sample."""
 
 
 class InvalidSamples:
@@ -120,25 +115,6 @@ class ConfinedFolder:
         return path
 
 
-# What a path that is not a regular file is, in words (`stat`'s tests of its mode).
-_NOT_REGULAR = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
-def regular_file(path: str | Path) -> Path:
-    """`path`, once it is known to be a regular file (or a symbolic link to one); otherwise an `InvalidSampleError`
-    naming it and what it is. Every reader of a user's dataset files checks them this way before opening them: a
-    FIFO would block its reader for ever, a device such as /dev/zero never end, a folder fail later with a confusing
-    message. A path that cannot be looked up raises `stat`'s own `OSError` (`FileNotFoundError` when missing), which
-    the callers already handle."""
-    path = Path(path)
-    mode = path.stat().st_mode
-    if not stat.S_ISREG(mode):
-        what = next((name for test, name in _NOT_REGULAR if test(mode)), "a special file")
-        raise InvalidSampleError(f"{path}: {what}, not a regular file; a dataset's files must be regular files")
-    return path
-
-
 def read_json(path: str | Path) -> object:
     """A JSON file's content, or an `InvalidSampleError` naming the file and the line of the first problem."""
     try:
@@ -173,18 +149,6 @@ def read_text_lines(path: str | Path, problems: InvalidSamples | None = None) ->
     if lines and lines[-1][1] == "" and raw.endswith(b"\n"):
         lines.pop()
     return lines
-
-
-def read_image(file: str | Path | BinaryIO | Image.Image, name: str, reduced: bool = False) -> Image.Image:
-    """The image in `file` (a path, a binary file object or a PIL image) as the models read every image
-    (`hf_grounded.models.image_processing_grounded.read_image`: bounded in pixels and aspect ratio before it is
-    decoded, upright as its EXIF orientation says, RGB), or an `InvalidSampleError` naming `name`, which a loader's
-    `skip_invalid` can report instead. `reduced=True` decodes a JPEG at 1/8 scale: a cheaper check that it decodes.
-    """
-    try:
-        return read_model_image(file, name, reduced=reduced)
-    except ValueError as error:
-        raise InvalidSampleError(str(error)) from error
 
 
 def image_file_problem(path: str | Path) -> str | None:
@@ -240,6 +204,5 @@ def video_file_problem(path: str | Path) -> str | None:
     return None
 
 
-__all__ = ["ConfinedFolder", "InvalidSampleError", "InvalidSamples", "RepeatedIds", "image_file_problem",
-           "image_file_problems", "raise_or_report", "read_image", "read_json", "read_text_lines", "regular_file",
-           "video_file_problem"]
+__all__ = ["ConfinedFolder", "InvalidSamples", "RepeatedIds", "image_file_problem", "image_file_problems",
+           "raise_or_report", "read_json", "read_text_lines", "video_file_problem"]

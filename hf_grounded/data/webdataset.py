@@ -1,7 +1,8 @@
 """img2dataset's WebDataset shards (`00000.tar`, ...: per sample `KEY.jpg`, `KEY.txt` with its caption and
 `KEY.json`), turned into clip-retrieval's folder of precomputed embeddings (`hf_grounded.data.embeddings`) that
 `--dataset embeddings` trains from: each shard's images go through the backbone once, shard N becoming
-`img_emb/img_emb_N.npy` and `metadata/metadata_N.parquet`.
+`img_emb/img_emb_N.npy` and `metadata/metadata_N.parquet` (`prepare_webdataset`, a rerun resuming after the last
+whole shard).
 
 A sample is the members sharing a key, webdataset's: a member's whole path up to the first dot of its base name.
 Only its image and caption are read, from the archive into memory, never extracted to disk, so a member's name
@@ -13,17 +14,20 @@ import json
 import logging
 import re
 import tarfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import torch
 
-from ..files import open_for_writing, refuse_symlink, replaced_atomically, write_json
-from .embeddings import MANIFEST_NAME, RECORD_KEY, numbered_files, written_record
-from .validation import InvalidSampleError, read_image, regular_file
+from ..features import create_backbone, extract_features, read_image
+from ..files import InvalidSampleError, open_for_writing, refuse_symlink, regular_file, replaced_atomically, write_json
+from .arguments import DataArguments
+from .embeddings import MANIFEST_NAME, RECORD_KEY, numbered_files, read_manifest, written_record
 
 logger = logging.getLogger(__name__)
 
@@ -267,5 +271,55 @@ def iterate_pending(shards: list[Path], folder: Path, finished: dict) -> Iterato
         yield number, shard
 
 
-__all__ = ["Sample", "check_resumable", "decoded_images", "expand_shards", "iterate_pending", "read_samples",
-           "shard_done", "shard_record", "write_manifest", "write_shard"]
+def prepare_webdataset(shards: str, output_dir: str | Path, data_args: DataArguments, seed: int,
+                       num_workers: int = 0, embedding_dtype: str = "float16", rebuild: bool = False,
+                       before_writing: Callable[[], None] = lambda: None) -> dict:
+    """Each shard of `shards` (`DIR/{00000..00099}.tar`, a folder or a file) as shard N of a clip-retrieval folder
+    in `output_dir`: its images' `--backbone` features (`--image_preprocessing`) as `embedding_dtype`, its
+    captions and keys. Returns what was written and skipped.
+
+    Each shard's metadata file records the features' settings and its source shard (`shard_record`), and
+    `prepared.json` every shard finished so far, the empty ones too (a shard without a valid sample is not written:
+    `empty` counts them). A rerun prepares the shards not yet finished, once every finished one was made with the
+    same settings from the same source shard; otherwise it is refused naming the setting, unless `rebuild`, which
+    prepares every shard again. `before_writing` runs once the backbone is built and the folder checked, before
+    anything is written (`--overwrite_output_dir` empties the folder there)."""
+    paths = expand_shards(shards)
+    folder = Path(output_dir)
+    spec = data_args.feature_spec(seed)
+    settings = {**spec.description, "embedding_dtype": embedding_dtype}
+    backbone = create_backbone(spec.backbone)
+    finished = {} if rebuild else read_manifest(folder)["shards"]
+    if not rebuild:
+        check_resumable(folder, paths, settings, finished)
+    before_writing()
+    manifest = {"source": "webdataset", "shards_given": [str(path) for path in paths], "features": spec.description,
+                "embedding_dtype": embedding_dtype, "shards": finished}
+    counts = {"shards": len(paths), "prepared_now": 0, "pairs_now": 0, "skipped_samples": 0, "empty": 0}
+    started = time.perf_counter()
+    for number, shard in iterate_pending(paths, folder, finished):
+        samples, skipped = read_samples(shard, data_args.skip_invalid)
+        images, samples, unreadable = decoded_images(samples, data_args.skip_invalid)
+        record = shard_record(settings, shard)
+        if samples:
+            features = extract_features(images, backbone, spec.preprocessing,
+                                        batch_size=data_args.feature_batch_size, num_workers=num_workers)
+            write_shard(folder, number, [sample.caption for sample in samples], [sample.key for sample in samples],
+                        torch.cat(features).numpy().astype(embedding_dtype), record)
+        else:
+            counts["empty"] += 1
+            logger.warning("%s has no valid sample (%d skipped): no shard %d is written", shard, skipped + unreadable,
+                           number)
+        finished[str(number)] = {**record, "pairs": len(samples), "skipped": skipped + unreadable}
+        write_manifest(folder, manifest)
+        counts["prepared_now"] += 1
+        counts["pairs_now"] += len(samples)
+        counts["skipped_samples"] += skipped + unreadable
+        logger.info("%s → shard %d: %d pairs (%d skipped), %.0f s so far", shard, number, len(samples),
+                    skipped + unreadable, time.perf_counter() - started)
+    write_manifest(folder, manifest)
+    return counts
+
+
+__all__ = ["Sample", "check_resumable", "decoded_images", "expand_shards", "iterate_pending", "prepare_webdataset",
+           "read_samples", "shard_done", "shard_record", "write_manifest", "write_shard"]

@@ -13,8 +13,8 @@ import torch
 from transformers import PreTrainedModel
 
 from ..data import make_synthetic_dataset
-from ..data.validation import InvalidSampleError, read_image
-from ..features import cached_features, carried_feature_spec, feature_cache_file, source_name
+from ..features import cached_features, carried_feature_spec, feature_cache_file, read_image, source_name
+from ..files import InvalidSampleError
 from .image_files import ImageFile, select_images
 
 logger = logging.getLogger(__name__)

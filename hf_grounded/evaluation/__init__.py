@@ -2,7 +2,7 @@
 relatedness, Bordes et al.'s structural measures and Flickr8k's human judgements.
 
 `hf_grounded.evaluation.suite` (what `recipes/evaluate.py` runs) is imported on its own: it loads datasets and
-image features through `hf_grounded.inputs`.
+image features through `hf_grounded.data`.
 """
 
 from ..tables import format_results_tables, format_retrieval_comparison, format_retrieval_table

@@ -27,11 +27,10 @@ from datasets import DatasetDict
 from transformers import AutoModel
 
 from ..argument_values import ArgumentParser
-from ..model_sources import named_model
-from ..data import DATASETS, SPLITS
+from ..data import SPLITS, CaptionedImages, DataArguments, check_data_source
 from ..features import carried_feature_spec
 from ..files import refuse_symlink, write_json
-from ..inputs import CaptionedImages, DataArguments, check_data_source, image_features, load_dataset
+from ..model_sources import named_model
 from .evaluators import (
     BinaryRelatednessEvaluator,
     Evaluator,
@@ -171,9 +170,8 @@ def load_model(args: EvaluationArguments) -> torch.nn.Module:
 
 def _caption_evaluators(tasks: list[str], args: EvaluationArguments, data_args: DataArguments,
                         model: torch.nn.Module) -> list[Evaluator]:
-    if check_data_source(data_args) is not CaptionedImages:
-        raise ValueError(f"--dataset {data_args.dataset} holds precomputed embeddings, not images: the caption tasks "
-                         f"({', '.join(tasks)}) read an image or video dataset ({', '.join(DATASETS)})")
+    # The caption tasks read the rows of an image or video dataset.
+    caption_set = check_data_source(data_args, CaptionedImages)
     reads_images = any(task in IMAGE_TASKS for task in tasks)
     if reads_images and data_args.image_features_file is None and carried_feature_spec(model) is None:
         raise ValueError(f"--model {args.model} carries no image backbone to read the images of "
@@ -181,11 +179,12 @@ def _caption_evaluators(tasks: list[str], args: EvaluationArguments, data_args: 
                          f"trained on (--image_features_file), or attach its backbone (python "
                          f"recipes/attach_image_backbone.py --model FOLDER)")
     # Without a task that reads images, the captions alone are loaded: a folder without the images will do.
-    dataset = load_dataset(data_args if reads_images else replace(data_args, visual_vectors="none"), args.data_seed)
+    dataset = caption_set.load_rows(data_args if reads_images else replace(data_args, visual_vectors="none"),
+                                    args.data_seed)
     # Only the judgements reach beyond the test split; the feature cache extracts just what is missing.
     dataset = DatasetDict({split: dataset[split] for split in (SPLITS if "human" in tasks else ("test",))})
-    features = (image_features(dataset, data_args, args.data_seed, num_workers=0, accelerator=Accelerator(),
-                               model=model) if reads_images else None)
+    features = (caption_set.image_features(dataset, data_args, args.data_seed, num_workers=0,
+                                           accelerator=Accelerator(), model=model) if reads_images else None)
     test = dataset["test"]
     groups = list(test["captions"])
     options = {"batch_size": args.batch_size}

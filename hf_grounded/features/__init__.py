@@ -1,40 +1,13 @@
-"""Image and video features from timm backbones: presets, extraction, caching."""
+"""How images and videos become features: timm backbones, preprocessing presets, video frames, extraction, the
+cache of extracted features, and the backbone attached to a model."""
 
 from .attach import attach_image_backbone, carried_feature_spec
 from .backbone import BackboneSpec, create_backbone
-from .cache import FeatureCache
-from .extraction import FeatureSpec, cached_features, extract_features
+from .cache import FeatureCache, default_cache_dir, source_name
+from .extraction import FeatureSpec, cached_features, extract_features, feature_cache_file, read_image
 from .preprocessing import PRESETS, make_preprocessing
-from .splits import (
-    check_features,
-    dataset_features,
-    default_cache_dir,
-    feature_cache_file,
-    source_name,
-    stored_features,
-    without_rows_lacking_features,
-)
 from .video import FRAME_POOLINGS, pool_frames, sample_frames
 
-__all__ = [
-    "BackboneSpec",
-    "FRAME_POOLINGS",
-    "FeatureCache",
-    "FeatureSpec",
-    "attach_image_backbone",
-    "check_features",
-    "PRESETS",
-    "cached_features",
-    "carried_feature_spec",
-    "create_backbone",
-    "dataset_features",
-    "default_cache_dir",
-    "extract_features",
-    "feature_cache_file",
-    "make_preprocessing",
-    "pool_frames",
-    "sample_frames",
-    "source_name",
-    "stored_features",
-    "without_rows_lacking_features",
-]
+__all__ = ["BackboneSpec", "FRAME_POOLINGS", "FeatureCache", "FeatureSpec", "PRESETS", "attach_image_backbone",
+           "cached_features", "carried_feature_spec", "create_backbone", "default_cache_dir", "extract_features",
+           "feature_cache_file", "make_preprocessing", "pool_frames", "read_image", "sample_frames", "source_name"]

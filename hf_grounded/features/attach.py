@@ -28,7 +28,7 @@ def check_made_with(spec: FeatureSpec, features_made_with: dict) -> None:
 def attach_image_backbone(model: PreTrainedModel, spec: FeatureSpec, features_made_with: dict) -> None:
     """Give `model` the backbone `spec` describes, refusing, in one line, one whose name, weights' fingerprint or
     preprocessing differs from `features_made_with` (the description of the features the model was trained on,
-    `hf_grounded.inputs.training_features_description`): its images would land elsewhere than its features did.
+    `hf_grounded.data.training_features_description`): its images would land elsewhere than its features did.
     The backbone is frozen and stays in eval mode; `config.image_backbone` records it."""
     check_made_with(spec, features_made_with)
     described = spec.description

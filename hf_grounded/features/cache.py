@@ -1,18 +1,21 @@
-"""Extracted features on disk: one safetensors file per (data source, backbone, weights, preprocessing)."""
+"""Extracted features on disk: one safetensors file per (data source, backbone, weights, preprocessing), in a cache
+folder claimed for the library."""
 
 import hashlib
 import json
 import logging
 import os
+import re
 import tempfile
 from pathlib import Path
 
 import torch
+from huggingface_hub import constants
 from PIL import Image
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from ..data.validation import regular_file
+from ..files import MARKER_NAME, is_library_folder, refuse_foreign_folder, regular_file
 
 logger = logging.getLogger(__name__)
 
@@ -160,4 +163,36 @@ def content_fingerprint(source) -> str:
     return f"{status.st_size}-{status.st_mtime_ns}-{digest.hexdigest()}"
 
 
-__all__ = ["FeatureCache", "content_fingerprint", "read_feature_file", "stored_ids"]
+def default_cache_dir() -> Path:
+    """`$HF_GROUNDED_CACHE/features`, else `$HF_HOME/hf_grounded/features`."""
+    root = os.environ.get("HF_GROUNDED_CACHE") or os.path.join(constants.HF_HOME, "hf_grounded")
+    return Path(root) / "features"
+
+
+def claim_cache_folder(folder: Path) -> None:
+    """Make `folder` the library's feature cache, as every recipe claims the folder it writes: a new or empty folder
+    gets the marker, and so does one that holds nothing but feature caches (written before caches were marked); any
+    other folder is refused, naming it, and nothing is written there."""
+    if is_library_folder(folder):
+        return
+    if folder.is_dir() and not all(_is_cache_entry(entry) for entry in folder.iterdir()):
+        refuse_foreign_folder(folder, "give --feature_cache_dir a folder of its own")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MARKER_NAME).touch()
+
+
+def _is_cache_entry(entry: Path) -> bool:
+    """A data source's folder of feature files (`source_name`), as the cache writes them."""
+    return (re.fullmatch(r"[\w.-]+-[0-9a-f]{12}", entry.name) is not None and entry.is_dir()
+            and not entry.is_symlink()
+            and all(re.fullmatch(r"[\w.-]+\.safetensors|\.features-\w+\.tmp", file.name) for file in entry.iterdir()))
+
+
+def source_name(dataset: str, data_dir: str | None, **options) -> str:
+    """A folder name for a dataset's cached features: its name and a hash of its folder (and options)."""
+    identity = f"{Path(data_dir).resolve() if data_dir else ''}|{sorted(options.items())}"
+    return f"{dataset}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+
+
+__all__ = ["FeatureCache", "claim_cache_folder", "content_fingerprint", "default_cache_dir", "read_feature_file",
+           "source_name", "stored_ids"]

@@ -10,6 +10,7 @@ import weakref
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import BinaryIO
 
 import timm
 import torch
@@ -20,9 +21,10 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
-from ..data.validation import read_image
+from ..files import InvalidSampleError
+from ..models.image_processing_grounded import read_image as read_model_image
 from .backbone import BackboneSpec, create_backbone
-from .cache import FeatureCache, content_fingerprint
+from .cache import FeatureCache, claim_cache_folder, content_fingerprint, default_cache_dir
 from .preprocessing import make_preprocessing
 from .video import sample_frames
 
@@ -53,9 +55,29 @@ class FeatureSpec:
         return f"{self.backbone.name}-{self.preprocessing}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
+def read_image(file: str | Path | BinaryIO | Image.Image, name: str, reduced: bool = False) -> Image.Image:
+    """The image in `file` (a path, a binary file object or a PIL image) as the models read every image
+    (`hf_grounded.models.image_processing_grounded.read_image`: bounded in pixels and aspect ratio before it is
+    decoded, upright as its EXIF orientation says, RGB), or an `InvalidSampleError` naming `name`, which a loader's
+    `skip_invalid` can report instead. `reduced=True` decodes a JPEG at 1/8 scale: a cheaper check that it decodes.
+    """
+    try:
+        return read_model_image(file, name, reduced=reduced)
+    except ValueError as error:
+        raise InvalidSampleError(str(error)) from error
+
+
 # How files become pixels (`read_image`), in the cache key: features made before images were read upright by their
 # EXIF orientation are made again, not reused.
 IMAGE_READING = "upright-rgb"
+
+
+def feature_cache_file(source: str, spec: FeatureSpec, cache_dir: str | Path | None = None) -> Path:
+    """The cache file of one data source (e.g. `flickr8k` plus its folder) under one feature spec, in a cache folder
+    claimed for the library (see `claim_cache_folder`)."""
+    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    claim_cache_folder(folder)
+    return folder / source / f"{spec.cache_key()}.safetensors"
 
 
 def _open_image(source, index: int) -> Image.Image:
@@ -221,4 +243,4 @@ def cached_features(
     return cache.get(ids)
 
 
-__all__ = ["FeatureSpec", "cached_features", "extract_features"]
+__all__ = ["FeatureSpec", "cached_features", "extract_features", "feature_cache_file", "read_image"]

@@ -6,7 +6,7 @@ import av
 import torch
 from PIL import Image
 
-from ..data.validation import InvalidSampleError
+from ..files import InvalidSampleError
 
 FRAME_POOLINGS = ("first", "mean", "all")
 

@@ -1,4 +1,4 @@
-from ..inputs import DataArguments
+from ..data import DataArguments
 from .arguments import ModelArguments, TrainingArguments, parse_arguments
 from .saving import save_model
 from .trainer import train

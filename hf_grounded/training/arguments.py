@@ -15,9 +15,9 @@ import yaml
 from transformers import AutoConfig
 
 from ..argument_values import ArgumentParser, check_argument_values
-from ..model_sources import named_model
+from ..data import DataArguments, check_data_source
 from ..families import FAMILIES
-from ..inputs import DataArguments, check_data_source
+from ..model_sources import named_model
 from ..objectives import CAPTION_OBJECTIVES, BaseKeepingOptions, SkipThoughtOptions
 from .selection import STSB_METRICS, VALIDATION_METRICS, known_metric
 

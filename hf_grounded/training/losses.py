@@ -6,9 +6,8 @@ each term and sums their values.
 
 from torch.utils.data import Sampler
 
-from ..data import CaptionBatchSampler, GroupBatchSampler, TripleBatchSampler
+from ..data import CaptionBatchSampler, DataArguments, GroupBatchSampler, TripleBatchSampler
 from ..data.encoded import EncodedSplit, EncodedTriples
-from ..inputs import DataArguments
 from ..objectives import RELATIONAL_MIN_SENTENCES, BaseKeepingOptions, StreamLoss
 from .arguments import TrainingArguments
 

@@ -8,7 +8,7 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTo
 
 from ..model_sources import named_model
 from ..families import FAMILIES, BuildInputs, ModelFamily, family_of
-from ..inputs import DataArguments
+from ..data import DataArguments
 from ..objectives import CAPTION_OBJECTIVES, trains_text_objective
 from .arguments import ModelArguments
 

@@ -10,9 +10,9 @@ from accelerate import Accelerator
 from torch.utils.data import DataLoader, Sampler
 from transformers import PreTrainedTokenizerBase
 
+from ..data import DataArguments, DataSource
 from ..data.encoded import CaptionImagePairs, EncodedSplit, EncodedTriples, collate_captions
 from ..data.streaming import StreamedPairBatches
-from ..inputs import DataArguments, DataSource
 from ..objectives import StreamLoss
 from .arguments import TrainingArguments
 from .losses import term_batch_size, term_sampler

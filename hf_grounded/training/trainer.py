@@ -14,6 +14,7 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
+from ..data import DataArguments, load_book_triples, load_data_source
 from ..data.encoded import EncodedSplit, EncodedTriples
 from ..evaluation.splits import evaluate_split
 from ..evaluation.sts import SentencePairs, load_stsb, unsupervised_sts
@@ -21,9 +22,6 @@ from ..families import ModelFamily
 from ..files import refuse_symlink, write_json
 from ..hub import push_to_hub
 from ..features import FeatureSpec, attach_image_backbone
-from ..features.attach import check_made_with
-from ..inputs import DataArguments, DataSource, load_book_triples, load_data_source, training_features_description
-from ..inputs.fingerprint import training_data_fingerprint
 from ..model_card import write_model_card
 from ..objectives import (
     SentenceTeacher,
@@ -206,24 +204,7 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
         raise ValueError(f"--save_image_backbone: a {model.config.model_type} model without an image map reads no "
                          f"images")
     return Run(accelerator, model_args, data_args, training_args, model, tokenizer, family, splits, losses, streams,
-               selection, stsb_dev, _backbone_to_save(source, data_args, training_args.seed))
-
-
-def _backbone_to_save(source: DataSource, data_args: DataArguments, seed: int) -> FeatureSpec | None:
-    """The backbone `--save_image_backbone` saves inside the model, checked now rather than after training: by
-    default the one the run extracted its features with; asked for, also the one a features file records (it must
-    have made them)."""
-    spec = source.image_backbone(data_args, seed)
-    if data_args.save_image_backbone is None:
-        return spec if data_args.image_features_file is None else None
-    if not data_args.save_image_backbone:
-        return None
-    if spec is None:
-        raise ValueError(f"--save_image_backbone: --dataset {data_args.dataset} with --visual_vectors "
-                         f"{data_args.visual_vectors} and --frame_pooling {data_args.frame_pooling} reads no one "
-                         f"image's backbone features")
-    check_made_with(spec, training_features_description(data_args, seed))
-    return spec
+               selection, stsb_dev, source.image_backbone(data_args, training_args.seed))
 
 
 def _base_teacher(model_args: ModelArguments, family: ModelFamily, accelerator: Accelerator) -> SentenceTeacher | None:
@@ -286,7 +267,7 @@ def _prepare_optimisation(run: Run, report_to: str | None) -> None:
                     **{f"loss-{loss.name}": loss for loss in run.losses}}
     # The data's files are compared on a resume like the arguments: the same --data_dir may hold other data by then.
     run.arguments = {**run.model_args.to_dict(), **asdict(run.data_args), **asdict(training_args), "hub_token": None,
-                     "training_data": training_data_fingerprint(run.data_args)}
+                     "training_data": run.data_args.training_data_fingerprint()}
     if training_args.resume_from_checkpoint:
         checkpoint = resolve_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
         changes = _resumed_arguments_changes(checkpoint, run.arguments, training_args.allow_changed_arguments)
@@ -566,7 +547,7 @@ def _carry_image_backbone(model: nn.Module, run: Run) -> None:
         logger.warning("%s cannot carry an image backbone: saved without %s", type(model).__name__,
                        run.image_backbone.backbone.name)
         return
-    # `_backbone_to_save` checked it against what made the run's features before training.
+    # The data source checked it against what made the run's features before training (`image_backbone`).
     attach_image_backbone(model, run.image_backbone, run.image_backbone.description)
 
 

@@ -13,14 +13,13 @@ from accelerate import Accelerator
 from datasets import Dataset, IterableDataset
 from transformers import PreTrainedTokenizerBase
 
-from ..data import SPLITS
-from ..data.encoded import CaptionColumn, EncodedSplit
-from ..data.sampling import LENGTH_GROUP_BATCHES
-from ..data.prepared import load_prepared_split, shard_rows, split_files, unsound_pairs
-from ..data.streaming import StreamedPairBatches
 from .arguments import DataArguments
-from .embedding_pairs import refuse_image_options
+from .encoded import CaptionColumn, EncodedSplit
+from .prepared import load_prepared_split, shard_rows, split_files, unsound_pairs
+from .sampling import LENGTH_GROUP_BATCHES
+from .schema import SPLITS
 from .source import DataSource, main_process_first
+from .streaming import StreamedPairBatches
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +83,6 @@ class PreparedPairs(DataSource):
 def _load_prepared(data_args: DataArguments) -> PreparedPairs:
     if data_args.data_dir is None:
         raise ValueError("--dataset prepared reads a prepared dataset: pass its folder or Hub dataset id as --data_dir")
-    refuse_image_options(data_args)
     source = data_args.data_dir
     files = split_files(source)
     rows = {split: shard_rows(files[split]) for split in SPLITS}

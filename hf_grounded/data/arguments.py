@@ -1,17 +1,21 @@
 """What a run reads: the dataset, its visual vectors and the books, as `--dataset`, `--backbone`, ... say; for
 training (recipes/train.py) and evaluation (recipes/evaluate.py) alike."""
 
+import hashlib
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from ..argument_values import check_argument_values
+from ..features import BackboneSpec, FeatureSpec
 
 
 @dataclass
 class DataArguments:
     dataset: str | None = field(
         default="synthetic",
-        metadata={"help": "Dataset kind, a name of hf_grounded.inputs.DATA_SOURCES: an image or video dataset "
+        metadata={"help": "Dataset kind, a name of hf_grounded.data.DATA_SOURCES: an image or video dataset "
                           "(synthetic, flickr8k, coco, msvd); 'embeddings', a clip-retrieval folder; or 'prepared', "
                           "a dataset recipes/prepare_data.py wrote (recipes/evaluate.py: none by default)."},
     )
@@ -109,6 +113,45 @@ class DataArguments:
 
     def __post_init__(self):
         check_argument_values(self)
+
+    def feature_spec(self, seed: int) -> FeatureSpec:
+        """The features `--backbone` (with `--pretrained_file`, `--pretrained_backbone`; random weights drawn from
+        `seed` without either) gives through `--image_preprocessing`."""
+        return FeatureSpec(BackboneSpec(self.backbone, self.pretrained_file, self.pretrained_backbone, seed=seed),
+                           preprocessing=self.image_preprocessing)
+
+    def training_data_fingerprint(self) -> str | None:
+        """A digest of the names, sizes and modification times of every file a run reads its training data from, so
+        that a resume on other data is refused as a resume with other arguments is (a folder prepared again in the
+        same place keeps its name; only its files tell the two apart): each regular file under `--data_dir` and
+        `--books_dir` (hidden ones, the library's bookkeeping, left out) and `--image_features_file`. A `--data_dir`
+        that is no local folder (a Hub dataset id) is identified by its name alone; None when no file is read (the
+        synthetic set, which its arguments identify)."""
+        sources = [path for path in (self.data_dir, self.books_dir, self.image_features_file) if path is not None]
+        if not sources:
+            return None
+        digest, files = hashlib.sha256(), 0
+        for source in sources:
+            digest.update(f"{source}\0".encode())
+            for relative, status in _files(Path(source)):
+                digest.update(f"{relative}\0{status.st_size}\0{status.st_mtime_ns}\0".encode())
+                files += 1
+        return f"sha256:{digest.hexdigest()[:32]} of {files} files (names, sizes, modification times)"
+
+
+def _files(source: Path) -> list[tuple[str, os.stat_result]]:
+    """The regular files of `source` (a file, or a folder walked without following links to folders) with their
+    status, by path relative to it; nothing for a path that does not exist here (a Hub id)."""
+    if source.is_file():
+        return [(source.name, source.stat())]
+    found = []
+    for parent, folders, names in os.walk(source):
+        folders[:] = sorted(name for name in folders if not name.startswith("."))
+        for name in sorted(names):
+            path = Path(parent) / name
+            if not name.startswith(".") and path.is_file():  # a link to a file counts as the file it names
+                found.append((path.relative_to(source).as_posix(), path.stat()))
+    return found
 
 
 __all__ = ["DataArguments"]

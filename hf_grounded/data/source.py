@@ -1,6 +1,6 @@
 """The interface every `--dataset` kind keeps (`DataSource`), so that the trainer and recipes/prepare_data.py read a
 run's data the same way, whether it is rows of images, a clip-retrieval folder or a prepared dataset; the kinds are
-named in one registry (`hf_grounded.inputs.registry.DATA_SOURCES`)."""
+named in one registry (`hf_grounded.data.registry.DATA_SOURCES`)."""
 
 import contextlib
 from abc import ABC, abstractmethod
@@ -11,11 +11,11 @@ import torch
 from accelerate import Accelerator
 from transformers import PreTrainedTokenizerBase
 
-from ..data.encoded import EncodedSplit
-from ..data.prepared import SplitPairs
-from ..data.streaming import StreamedPairBatches
 from ..features import FeatureSpec
 from .arguments import DataArguments
+from .encoded import EncodedSplit
+from .prepared import SplitPairs
+from .streaming import StreamedPairBatches
 
 
 class DataSource(ABC):
@@ -24,6 +24,9 @@ class DataSource(ABC):
 
     #: Whether `--streaming` can stream its training split (`streamed_training_batches`).
     streamable: ClassVar[bool] = False
+    #: Whether it reads images or videos, and so takes the options of how they become visual vectors
+    #: (`--image_features_file`, `--visual_vectors`, `--training_unit word`, `--frame_pooling attention`).
+    reads_images: ClassVar[bool] = False
     #: Per split, each row's `(frames, dim)` features, where the model attends over a video's frames
     #: (`--frame_pooling attention`); None for every other run.
     frames: dict[str, list[torch.Tensor]] | None = None
@@ -65,8 +68,13 @@ class DataSource(ABC):
         raise ValueError(f"{type(self).__name__} holds its training split: it streams nothing")
 
     def image_backbone(self, data_args: DataArguments, seed: int) -> FeatureSpec | None:
-        """The backbone the run's image features come from, which the model can carry (`--save_image_backbone`);
-        None, by default: precomputed embeddings come from no backbone the run knows."""
+        """The backbone the run's image features come from, which the model carries as `--save_image_backbone`
+        says, checked before anything trains; None by default, and asked for, an error: precomputed embeddings come
+        from no backbone the run knows."""
+        if data_args.save_image_backbone:
+            raise ValueError(f"--save_image_backbone: --dataset {data_args.dataset} with --visual_vectors "
+                             f"{data_args.visual_vectors} and --frame_pooling {data_args.frame_pooling} reads no one "
+                             f"image's backbone features")
         return None
 
     def pairs_to_prepare(self, data_args: DataArguments, seed: int) -> tuple[dict[str, SplitPairs], str]:

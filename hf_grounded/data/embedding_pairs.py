@@ -11,11 +11,11 @@ from accelerate import Accelerator
 from datasets import Dataset
 from transformers import PreTrainedTokenizerBase
 
-from ..data import SPLITS
-from ..data.embeddings import FeatureRows, embedding_shards, invalid_rows, read_captions
-from ..data.encoded import CaptionColumn, EncodedSplit
-from ..data.prepared import SplitPairs
 from .arguments import DataArguments
+from .embeddings import FeatureRows, embedding_shards, invalid_rows, read_captions
+from .encoded import CaptionColumn, EncodedSplit
+from .prepared import SplitPairs
+from .schema import SPLITS
 from .source import DataSource, main_process_first
 
 logger = logging.getLogger(__name__)
@@ -85,7 +85,6 @@ class EmbeddingPairs(DataSource):
 def _load_pairs(data_args: DataArguments, seed: int) -> EmbeddingPairs:
     if data_args.data_dir is None:
         raise ValueError("--dataset embeddings reads a clip-retrieval folder (img_emb/, metadata/): pass --data_dir")
-    refuse_image_options(data_args)
     shards = embedding_shards(data_args.data_dir)
     captions = read_captions(shards)
     bad, problem = invalid_rows(shards, captions)
@@ -108,16 +107,4 @@ def _load_pairs(data_args: DataArguments, seed: int) -> EmbeddingPairs:
     return EmbeddingPairs({split: captions.select(selected) for split, selected in chosen.items()}, features, chosen)
 
 
-def refuse_image_options(data_args: DataArguments) -> None:
-    """Refuse the options that read images or rows of images: a dataset of precomputed pairs has neither."""
-    conflicts = {"--image_features_file": data_args.image_features_file is not None,
-                 "--visual_vectors": data_args.visual_vectors != "features",
-                 "--training_unit": data_args.training_unit != "sentence",
-                 "--frame_pooling attention": data_args.frame_pooling == "attention"}
-    named = [name for name, conflicting in conflicts.items() if conflicting]
-    if named:
-        raise ValueError(f"--dataset {data_args.dataset} trains sentences on the dataset's own embeddings: "
-                         f"{', '.join(named)} cannot apply")
-
-
-__all__ = ["EmbeddingPairs", "refuse_image_options"]
+__all__ = ["EmbeddingPairs"]
