@@ -2,9 +2,11 @@
 `hf_grounded/models/` (`configuration_NAME.py`, `modeling_NAME.py`) plus its entry in `FAMILIES`, which says
 
 - its classes, which `hf_grounded` registers with the Auto classes;
-- its options (`--hidden_size`, `--text_encoder`, ...): a dataclass of command-line arguments, each with its help
-  and bounds, parsed once `--model_type` has chosen the family. An option named as a field of the family's
-  config reaches the config by that name; the others (the vocabulary's) serve the tokenizer;
+- its options (`--hidden_size`, `--text_encoder`, ...): a dataclass of command-line arguments, parsed once
+  `--model_type` has chosen the family. An option that is a field of the family's config is declared by its name
+  (`config_options`): its type, default, help and check are the config's, and it reaches the config by that name;
+  the others (the vocabulary's, the pretrained encoder's) are declared with their help and bounds and serve the
+  tokenizer;
 - how a new tokenizer is built from the training text, and what the config takes besides the options;
 - its model card: template, tags and what the introduction says of the architecture;
 - its hyperparameter search space (Kurach et al.'s protocol, `hf_grounded.search`);
@@ -24,7 +26,7 @@ from typing import Any, Literal
 
 from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from .argument_values import CheckedArguments
+from .argument_values import CheckedArguments, config_options
 from .model_sources import named_model
 from .models import (
     CharGRUConfig,
@@ -41,18 +43,8 @@ from .models import (
 from .word_tokenizer import train_word_tokenizer
 
 
-@dataclass
+@config_options(CharGRUConfig, "rnn_type", "hidden_size", "pooling", "attention_heads", "initializer_range")
 class CharGRUArguments(CheckedArguments):
-    rnn_type: Literal["gru", "lstm"] = field(default="gru", metadata={"help": "Recurrent cell."})
-    hidden_size: int = field(
-        default=128, metadata={"minimum": 1, "help": "Recurrent units per direction (the paper uses 1024)."}
-    )
-    pooling: Literal["attention", "max"] = field(default="attention", metadata={"help": "Pooling over time."})
-    attention_heads: int = field(default=1, metadata={"minimum": 1, "help": "Attention heads, concatenated."})
-    initializer_range: float = field(
-        default=CharGRUConfig.initializer_range,
-        metadata={"positive": True, "help": "Standard deviation of the character embeddings at initialisation."},
-    )
     char_vocabulary: Literal["ascii", "corpus"] = field(
         default="ascii",
         metadata={"help": "Printable ASCII, accents stripped (the paper's alphabet), or every character seen at least "
@@ -63,21 +55,9 @@ class CharGRUArguments(CheckedArguments):
     )
 
 
-@dataclass
+@config_options(VETEConfig, "text_encoder", "bow_pooling", "word_embedding_size", "rnn_type", "rnn_hidden_size",
+                "rnn_num_layers", "cnn_filter_widths", "cnn_num_filters", "embed_dim")
 class VETEArguments(CheckedArguments):
-    text_encoder: Literal["bow", "rnn", "cnn"] = field(
-        default="bow", metadata={"help": "Bag of words, stacked RNN or Kim's CNN."}
-    )
-    bow_pooling: Literal["mean", "sum"] = field(default="mean", metadata={"help": "bow: mean or sum."})
-    word_embedding_size: int = field(default=300, metadata={"minimum": 1, "help": "Word embedding width."})
-    rnn_type: Literal["gru", "lstm"] = field(default="gru", metadata={"help": "rnn: recurrent cell."})
-    rnn_hidden_size: int = field(default=128, metadata={"minimum": 1, "help": "rnn: units per layer."})
-    rnn_num_layers: int = field(default=1, metadata={"minimum": 1, "help": "rnn: stacked layers."})
-    cnn_filter_widths: list[int] = field(
-        default_factory=lambda: [3, 4, 5], metadata={"minimum": 1, "help": "cnn: filter widths in words."}
-    )
-    cnn_num_filters: int = field(default=100, metadata={"minimum": 1, "help": "cnn: filters per width."})
-    embed_dim: int = field(default=128, metadata={"minimum": 1, "help": "Width N of the joint space."})
     vocab_min_frequency: int = field(
         default=1, metadata={"minimum": 1, "help": "Keep training words seen at least this often."}
     )
@@ -86,14 +66,8 @@ class VETEArguments(CheckedArguments):
     )
 
 
-@dataclass
+@config_options(GroundedSkipThoughtConfig, "hidden_size", "word_embedding_size")
 class GroundedSkipThoughtArguments(CheckedArguments):
-    hidden_size: int = field(
-        default=128, metadata={"minimum": 1, "help": "Encoder and decoder units (the paper's 2400)."}
-    )
-    word_embedding_size: int = field(
-        default=300, metadata={"minimum": 1, "help": "Word embedding width (the paper's 620)."}
-    )
     vocab_min_frequency: int = field(
         default=1, metadata={"minimum": 1, "help": "Keep words of the books and captions seen at least this often."}
     )
@@ -103,23 +77,12 @@ class GroundedSkipThoughtArguments(CheckedArguments):
     )
 
 
-@dataclass
+@config_options(GroundedTransformerConfig, "pooling", "projection_dim", "trainable_layers")
 class GroundedTransformerArguments(CheckedArguments):
     text_model_name_or_path: str = field(
         default="sentence-transformers/all-MiniLM-L6-v2",
         metadata={"help": "The pretrained transformers text encoder to ground (a Hub name or a folder); its "
                           "tokenizer comes with it."},
-    )
-    pooling: Literal["mean", "cls"] = field(
-        default="mean", metadata={"help": "Mean of the token states (sentence-transformers') or the first token's "
-                                          "(SimCSE's and MCSE's)."}
-    )
-    projection_dim: int = field(
-        default=256, metadata={"minimum": 1, "help": "Width of the shared sentence-image space (MCSE's 256)."}
-    )
-    trainable_layers: int | None = field(
-        default=None, metadata={"minimum": 0, "help": "Train only the text encoder's last k layers (its embeddings "
-                                                      "and earlier layers frozen); all by default."}
     )
 
 

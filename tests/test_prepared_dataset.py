@@ -381,7 +381,7 @@ def test_streaming_is_refused_where_it_cannot_apply(prepared, source, tmp_path):
     with pytest.raises(ValueError, match="--caption_policy one keeps one caption"):
         train(*parse_arguments(flags(prepared, tmp_path / "one", "--streaming", "--caption_policy", "one")))
     with pytest.raises(ValueError, match="--streaming trains one term that reads captions one at a time"):
-        train(*parse_arguments(["--model_type", "grounded_skipthought", "--objective", "grounding", "--text_weight",
-                                "0", "--dataset",
-                                "prepared", "--data_dir", str(prepared), "--streaming", "--output_dir",
+        train(*parse_arguments(["--model_type", "grounded_skipthought", "--hidden_size", "128",
+                                "--word_embedding_size", "300", "--objective", "grounding", "--text_weight", "0",
+                                "--dataset", "prepared", "--data_dir", str(prepared), "--streaming", "--output_dir",
                                 str(tmp_path / "groups")]))

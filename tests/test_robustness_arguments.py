@@ -18,13 +18,16 @@ TINY = ["--backbone", "test_efficientnet", "--hidden_size", "8", "--synthetic_tr
     ("saved_model: best", "--saved_model must be one of 'final', 'snapshot_ensemble', 'best_validation', got 'best'"),
     ("model_type: bogus", "--model_type must be one of .*got 'bogus'"),
     ("num_train_epochs: 2.7", "--num_train_epochs must be an integer, got 2.7"),
-    ("hidden_size: [1, 2]", "--hidden_size must be an integer, got \\[1, 2\\]"),
-    ("hidden_size: 0", "--hidden_size must be at least 1, got 0"),
+    # A family's option that is a field of its config is checked by the config's rule for the key.
+    ("hidden_size: [1, 2]", "--hidden_size must be an integer from 1 to 4194304, got \\[1, 2\\]"),
+    ("hidden_size: 0", "--hidden_size must be an integer from 1 to 4194304, got 0"),
     ("per_device_train_batch_size: 8.5", "--per_device_train_batch_size must be an integer, got 8.5"),
     ("learning_rate: .nan", "--learning_rate must be a finite number, got nan"),
     ("learning_rate: 0.0", "--learning_rate must be above 0"),
     ("group_by_length: 1", "--group_by_length must be true or false, got 1"),
-    ("model_type: vete\ncnn_filter_widths: [3, four]", "--cnn_filter_widths must be a list of an integer"),
+    ("model_type: vete\ncnn_filter_widths: [3, four]",
+     "--cnn_filter_widths must be a non-empty list, each an integer from 1 to 4194304, got \\[3, 'four'\\]"),
+    ("model_type: vete\nrnn_type: rnn", "--rnn_type must be one of 'gru', 'lstm', got 'rnn'"),
     ("model_type: vete\nvocab_max_size: 0", "--vocab_max_size must be at least 1, got 0"),
 ])
 def test_a_config_gets_the_command_lines_validation(line, message, tmp_path):

@@ -55,7 +55,7 @@ def test_config_file_with_command_line_overrides(tmp_path):
     assert model_args.hidden_size == 32 and training_args.learning_rate == 0.01
     assert training_args.num_train_epochs == 5 and data_args.backbone == "resnet18"
     defaults = parse_arguments([])
-    assert defaults[0].hidden_size == 128 and defaults[2].output_dir == "outputs/char-gru-synthetic"
+    assert defaults[0].hidden_size == 1024 and defaults[2].output_dir == "outputs/char-gru-synthetic"
 
 
 def test_config_file_with_unknown_key_is_refused(tmp_path):

@@ -70,7 +70,7 @@ def test_pearson_loss_is_minus_one_when_only_matching_pairs_are_similar():
 
 
 def test_config_rejects_bad_values():
-    with pytest.raises(ValueError, match="text_encoder must be one of"):
+    with pytest.raises(ValueError, match="text_encoder .*must be one of 'bow', 'rnn', 'cnn', got 'transformer'"):
         VETEConfig(text_encoder="transformer")
     with pytest.raises(ValueError, match="cnn_filter_widths"):
         VETEConfig(cnn_filter_widths=[0, 3])

@@ -3,7 +3,8 @@ leaves all three unchanged.
 
     python -m utils.recipe_hashes --output_dir outputs/recipe-hashes
 
-- char-GRU: the default quick run (`recipes/train.py` with no flags, the embedded synthetic set);
+- char-GRU: the quick start, `recipes/configs/char_gru_synthetic.yaml` (what `recipes/train.py` with no arguments
+  trains), on the embedded synthetic set;
 - VETE-BOW: `recipes/configs/vete_bow_flickr8k.yaml` on the Flickr8k sample in $HF_GROUNDED_DATA, with its
   efficientnet_lite0 features (centre crop) instead of the config's InceptionV3 from the Hub;
 - grounded SkipThought: `recipes/configs/grounded_skipthought_flickr8k.yaml`, books, L_C's caption pairs and L_P's
@@ -24,7 +25,7 @@ from hf_grounded.training import parse_arguments, train
 SAMPLE_FEATURES = ["--data_dir", str(FLICKR8K), "--backbone", "efficientnet_lite0", "--pretrained_file",
                    str(EFFICIENTNET), "--pretrained_backbone", "false", "--image_preprocessing", "center"]
 RUNS = {
-    "char_gru_synthetic": [],
+    "char_gru_synthetic": ["--config", "recipes/configs/char_gru_synthetic.yaml"],
     "vete_bow_flickr8k_sample": ["--config", "recipes/configs/vete_bow_flickr8k.yaml", *SAMPLE_FEATURES],
     "grounded_skipthought_joint_50_steps": ["--config", "recipes/configs/grounded_skipthought_flickr8k.yaml",
                                             *SAMPLE_FEATURES, "--books_dir", str(SHARED / "data" / "books"),

@@ -2,18 +2,7 @@
 
 from transformers import PreTrainedConfig
 
-from .configuration_checks import (
-    check_choice,
-    check_image_backbone,
-    check_keys,
-    check_positive_float,
-    check_size,
-    check_token_id,
-)
-
-_RNN_TYPES = ("gru", "lstm")
-_POOLINGS = ("attention", "max")
-_LOSS_REDUCTIONS = ("sum", "mean")
+from .configuration_checks import POSITIVE, SIZE, check_image_backbone, check_keys, check_token_id, check_values, one_of
 
 
 class CharGRUConfig(PreTrainedConfig):
@@ -79,6 +68,12 @@ class CharGRUConfig(PreTrainedConfig):
     """
 
     model_type = "char_gru"
+    value_rules = {
+        **dict.fromkeys(("vocab_size", "char_embedding_size", "hidden_size", "attention_hidden_size", "attention_heads",
+                         "image_feature_dim"), SIZE),
+        "rnn_type": one_of("gru", "lstm"), "pooling": one_of("attention", "max"),
+        "loss_reduction": one_of("sum", "mean"), "initializer_range": POSITIVE, "margin": POSITIVE,
+    }
 
     vocab_size: int = 97
     char_embedding_size: int = 20
@@ -98,15 +93,8 @@ class CharGRUConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         check_keys(self, kwargs)
-        check_choice("CharGRUConfig", "rnn_type", self.rnn_type, _RNN_TYPES)
-        check_choice("CharGRUConfig", "pooling", self.pooling, _POOLINGS)
-        check_choice("CharGRUConfig", "loss_reduction", self.loss_reduction, _LOSS_REDUCTIONS)
-        for name in ("vocab_size", "char_embedding_size", "hidden_size", "attention_hidden_size",
-                     "attention_heads", "image_feature_dim"):
-            check_size("CharGRUConfig", name, getattr(self, name))
+        check_values(self)
         check_token_id("CharGRUConfig", "pad_token_id", self.pad_token_id, self.vocab_size)
-        check_positive_float("CharGRUConfig", "initializer_range", self.initializer_range)
-        check_positive_float("CharGRUConfig", "margin", self.margin)
         check_image_backbone("CharGRUConfig", self.image_backbone, self.image_feature_dim)
         super().__post_init__(**kwargs)
 
@@ -147,6 +135,7 @@ class CharGRUEnsembleConfig(PreTrainedConfig):
 
     model_type = "char_gru_ensemble"
     sub_configs_defaults = {"member_config": CharGRUConfig}
+    value_rules = {"num_members": SIZE}
 
     member_config: dict | CharGRUConfig | None = None
     num_members: int = 2
@@ -154,7 +143,7 @@ class CharGRUEnsembleConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         check_keys(self, kwargs)
-        check_size("CharGRUEnsembleConfig", "num_members", self.num_members)
+        check_values(self)
         super().__post_init__(**kwargs)
 
     @property

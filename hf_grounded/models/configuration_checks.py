@@ -1,9 +1,13 @@
-"""The checks every family's configuration runs on its keys and values, so that a wrong config.json is refused in
-one line naming the key and the value, before anything is allocated. Imported relatively by the configuration
+"""The checks every family's configuration runs on its keys and values (each key's `Rule`, in the config's
+`value_rules`), so that a wrong config.json is refused in one line naming the key and the value, before anything is
+allocated. Imported relatively by the configuration
 files, so a saved model folder carries it for `trust_remote_code`."""
 
 import inspect
+import math
 import reprlib
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from transformers import PreTrainedConfig
 
@@ -39,27 +43,54 @@ def check_keys(config: PreTrainedConfig, keys: dict) -> None:
         raise ValueError(f"{source}: key {key!r} = {reprlib.repr(value)}: {reason}")
 
 
-def check_choice(config_name: str, name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{config_name}.{name} must be one of {choices}, got {value!r}")
+@dataclass(frozen=True)
+class Rule:
+    """What a config key's value must be, in words and as a test (`choices`: a few strings'). A config's
+    `value_rules` give its keys', which `check_values` applies, and a family's options (`config_options`) too."""
+
+    requirement: str
+    accepts: Callable[[object], bool]
+    choices: tuple[str, ...] | None = None
 
 
-def check_size(config_name: str, name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= LARGEST_SIZE:
-        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be an integer from 1 to "
-                         f"{LARGEST_SIZE}, got {value!r}")
+def _is_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+SIZE = Rule(f"an integer from 1 to {LARGEST_SIZE}", lambda value: _is_integer(value) and 1 <= value <= LARGEST_SIZE)
+COUNT = Rule("an integer of at least 0", lambda value: _is_integer(value) and value >= 0)
+POSITIVE = Rule("a positive finite number", lambda value: isinstance(value, (int, float)) and not isinstance(
+    value, bool) and 0 < value < math.inf)
+
+
+def one_of(*choices: str) -> Rule:
+    return Rule("one of " + ", ".join(map(repr, choices)), lambda value: isinstance(value, str) and value in choices,
+                choices)
+
+
+def optional(rule: Rule) -> Rule:
+    return Rule(f"null or {rule.requirement}", lambda value: value is None or rule.accepts(value))
+
+
+def list_of(rule: Rule) -> Rule:
+    return Rule(f"a non-empty list, each {rule.requirement}",
+                lambda value: isinstance(value, list) and bool(value) and all(map(rule.accepts, value)))
+
+
+def check_values(config: PreTrainedConfig) -> None:
+    """Refuse a value that the config's rule for its key (`value_rules`) does not accept, naming the key and the
+    value."""
+    for key, rule in type(config).value_rules.items():
+        value = getattr(config, key)
+        if not rule.accepts(value):
+            raise ValueError(f"{type(config).__name__}.{key} (config.json key {key!r}) must be {rule.requirement}, "
+                             f"got {reprlib.repr(value)}")
 
 
 def check_token_id(config_name: str, name: str, value: object, vocab_size: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
         raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be an id below vocab_size "
                          f"{vocab_size}, got {value!r}")
-
-
-def check_positive_float(config_name: str, name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise ValueError(f"{config_name}.{name} (config.json key {name!r}) must be a positive finite number, "
-                         f"got {value!r}")
 
 
 # What a config's `image_backbone` holds: the backbone its image features come from, which the model then carries;

@@ -3,7 +3,15 @@ space is shaped by the visual space through cluster and perceptual objectives.""
 
 from transformers import PreTrainedConfig
 
-from .configuration_checks import check_image_backbone, check_keys, check_positive_float, check_size, check_token_id
+from .configuration_checks import (
+    POSITIVE,
+    SIZE,
+    check_image_backbone,
+    check_keys,
+    check_token_id,
+    check_values,
+    optional,
+)
 
 
 class GroundedSkipThoughtConfig(PreTrainedConfig):
@@ -70,6 +78,11 @@ class GroundedSkipThoughtConfig(PreTrainedConfig):
     """
 
     model_type = "grounded_skipthought"
+    value_rules = {
+        **dict.fromkeys(("vocab_size", "word_embedding_size", "hidden_size"), SIZE),
+        **dict.fromkeys(("image_feature_dim", "image_prediction_dim", "frame_feature_dim"), optional(SIZE)),
+        "initializer_range": POSITIVE,
+    }
 
     vocab_size: int = 20004
     word_embedding_size: int = 620
@@ -88,14 +101,9 @@ class GroundedSkipThoughtConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         check_keys(self, kwargs)
-        for name in ("vocab_size", "word_embedding_size", "hidden_size"):
-            check_size("GroundedSkipThoughtConfig", name, getattr(self, name))
-        for name in ("image_feature_dim", "image_prediction_dim", "frame_feature_dim"):
-            if getattr(self, name) is not None:
-                check_size("GroundedSkipThoughtConfig", name, getattr(self, name))
+        check_values(self)
         for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
             check_token_id("GroundedSkipThoughtConfig", name, getattr(self, name), self.vocab_size)
-        check_positive_float("GroundedSkipThoughtConfig", "initializer_range", self.initializer_range)
         check_image_backbone("GroundedSkipThoughtConfig", self.image_backbone, self.image_feature_dim)
         super().__post_init__(**kwargs)
 

@@ -12,9 +12,17 @@ from transformers.models.auto.modeling_auto import (
     MODEL_MAPPING,
 )
 
-from .configuration_checks import check_image_backbone, check_keys
+from .configuration_checks import (
+    COUNT,
+    POSITIVE,
+    SIZE,
+    check_image_backbone,
+    check_keys,
+    check_values,
+    one_of,
+    optional,
+)
 
-_POOLINGS = ("mean", "cls")
 _SUPPORTED = ("supported: encoder-only text models, the model types transformers gives a masked-language-model head "
               "and no decoder (bert, roberta, distilbert, xlm-roberta, deberta-v2, electra, mpnet, modernbert, ...)")
 
@@ -105,6 +113,8 @@ class GroundedTransformerConfig(PreTrainedConfig):
 
     model_type = "grounded_transformer"
     sub_configs = {"text_config": AutoConfig}
+    value_rules = {"pooling": one_of("mean", "cls"), "projection_dim": SIZE, "image_feature_dim": SIZE,
+                   "trainable_layers": optional(COUNT), "temperature": POSITIVE}
 
     text_config: dict | PreTrainedConfig | None = None
     pooling: str = "mean"
@@ -133,22 +143,11 @@ class GroundedTransformerConfig(PreTrainedConfig):
         if problem is not None:
             raise ValueError(f"GroundedTransformerConfig.text_config: model_type {self.text_config.model_type!r} "
                              f"{problem}; {_SUPPORTED}")
-        if self.pooling not in _POOLINGS:
-            raise ValueError(f"GroundedTransformerConfig.pooling must be one of {_POOLINGS}, got {self.pooling!r}")
-        for name in ("projection_dim", "image_feature_dim"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"GroundedTransformerConfig.{name} (config.json key {name!r}) must be a positive "
-                                 f"integer, got {value!r}")
+        check_values(self)
         layers = self.text_config.num_hidden_layers
-        if self.trainable_layers is not None and (isinstance(self.trainable_layers, bool) or not isinstance(
-                self.trainable_layers, int) or not 0 <= self.trainable_layers <= layers):
-            raise ValueError(f"GroundedTransformerConfig.trainable_layers must be None or an integer from 0 to the "
-                             f"text encoder's {layers} layers, got {self.trainable_layers!r}")
-        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) or \
-                not 0 < self.temperature < float("inf"):
-            raise ValueError(f"GroundedTransformerConfig.temperature must be a positive finite number, got "
-                             f"{self.temperature!r}")
+        if self.trainable_layers is not None and self.trainable_layers > layers:
+            raise ValueError(f"GroundedTransformerConfig.trainable_layers must be at most the text encoder's {layers} "
+                             f"layers, got {self.trainable_layers!r}")
         check_image_backbone("GroundedTransformerConfig", self.image_backbone, self.image_feature_dim)
         super().__post_init__(**kwargs)
 

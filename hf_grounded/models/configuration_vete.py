@@ -1,19 +1,19 @@
 """Configuration of VETE, the visually enhanced text embeddings of Kurach et al. (2017)."""
 
+from dataclasses import field
+
 from transformers import PreTrainedConfig
 
 from .configuration_checks import (
-    check_choice,
+    POSITIVE,
+    SIZE,
     check_image_backbone,
     check_keys,
-    check_positive_float,
-    check_size,
     check_token_id,
+    check_values,
+    list_of,
+    one_of,
 )
-
-_TEXT_ENCODERS = ("bow", "rnn", "cnn")
-_BOW_POOLINGS = ("mean", "sum")
-_RNN_TYPES = ("gru", "lstm")
 
 
 class VETEConfig(PreTrainedConfig):
@@ -74,6 +74,12 @@ class VETEConfig(PreTrainedConfig):
     """
 
     model_type = "vete"
+    value_rules = {
+        **dict.fromkeys(("vocab_size", "word_embedding_size", "rnn_hidden_size", "rnn_num_layers", "cnn_num_filters",
+                         "embed_dim", "image_feature_dim"), SIZE),
+        "text_encoder": one_of("bow", "rnn", "cnn"), "bow_pooling": one_of("mean", "sum"),
+        "rnn_type": one_of("gru", "lstm"), "cnn_filter_widths": list_of(SIZE), "initializer_range": POSITIVE,
+    }
 
     vocab_size: int = 10000
     text_encoder: str = "bow"
@@ -82,7 +88,7 @@ class VETEConfig(PreTrainedConfig):
     rnn_type: str = "gru"
     rnn_hidden_size: int = 512
     rnn_num_layers: int = 1
-    cnn_filter_widths: list[int] | None = None
+    cnn_filter_widths: list[int] = field(default_factory=lambda: [3, 4, 5])
     cnn_num_filters: int = 100
     embed_dim: int = 128
     image_feature_dim: int = 2048
@@ -93,23 +99,10 @@ class VETEConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         check_keys(self, kwargs)
-        if self.cnn_filter_widths is None:
-            self.cnn_filter_widths = [3, 4, 5]
-        check_choice("VETEConfig", "text_encoder", self.text_encoder, _TEXT_ENCODERS)
-        check_choice("VETEConfig", "bow_pooling", self.bow_pooling, _BOW_POOLINGS)
-        check_choice("VETEConfig", "rnn_type", self.rnn_type, _RNN_TYPES)
-        for name in ("vocab_size", "word_embedding_size", "rnn_hidden_size", "rnn_num_layers", "cnn_num_filters",
-                     "embed_dim", "image_feature_dim"):
-            check_size("VETEConfig", name, getattr(self, name))
         if isinstance(self.cnn_filter_widths, tuple):
             self.cnn_filter_widths = list(self.cnn_filter_widths)
-        if not isinstance(self.cnn_filter_widths, list) or not self.cnn_filter_widths:
-            raise ValueError(f"VETEConfig.cnn_filter_widths (config.json key 'cnn_filter_widths') must be a list of "
-                             f"widths, got {self.cnn_filter_widths!r}")
-        for width in self.cnn_filter_widths:
-            check_size("VETEConfig", "cnn_filter_widths", width)
+        check_values(self)
         check_token_id("VETEConfig", "pad_token_id", self.pad_token_id, self.vocab_size)
-        check_positive_float("VETEConfig", "initializer_range", self.initializer_range)
         check_image_backbone("VETEConfig", self.image_backbone, self.image_feature_dim)
         super().__post_init__(**kwargs)
 

@@ -1,9 +1,10 @@
 """Command-line arguments of recipes/train.py: dataclasses for `HfArgumentParser`, optionally seeded by a YAML file.
 
 `--model_type` and `--objective` choose which options exist: each family's are declared in its registry entry
-(`hf_grounded.families`), each objective's in its (`hf_grounded.objectives.registry`), so every option has one home
-and one meaning. The defaults describe the quick run on the embedded synthetic set; the papers' settings live in
-`recipes/configs/*.yaml`.
+(`hf_grounded.families`; those that are fields of its config take their default, help and check from the config),
+each objective's in its (`hf_grounded.objectives.registry`), so every option has one home and one meaning. A
+family's options default to the papers' sizes, its config's; the quick run on the embedded synthetic set is
+`recipes/configs/char_gru_synthetic.yaml`, and the papers' settings are the other `recipes/configs/*.yaml`.
 """
 
 import sys
@@ -295,7 +296,8 @@ _LARGEST_CONFIG_BYTES = 1 << 20
 def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, DataArguments, TrainingArguments]:
     """Parse `--config FILE.yaml` first and use its values as defaults; then `--model_type` and `--objective`,
     which choose the option groups; then every flag, each group's among them."""
-    choice_parser = ArgumentParser(ModelChoice)
+    # Without --help of its own: the full parser's lists the options that --model_type and --objective bring.
+    choice_parser = ArgumentParser(ModelChoice, add_help=False)
     choice_parser.add_argument("--config", type=str, default=None, help="YAML file of argument values.")
     known, _ = choice_parser.parse_known_args(argv)
     values = read_config(known.config) if known.config is not None else {}
