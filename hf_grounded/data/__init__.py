@@ -8,6 +8,7 @@ from .sampling import (
     CaptionBatchSampler,
     GroupBatchSampler,
     TripleBatchSampler,
+    batch_sampler,
     caption_pairs,
     fixed_captions,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "InvalidSampleError",
     "SPLITS",
     "TripleBatchSampler",
+    "batch_sampler",
     "caption_pairs",
     "char_gru_caption",
     "fixed_captions",

@@ -1,5 +1,5 @@
 """The registry of `--dataset` kinds: each name and the `DataSource` class that reads it, as `FAMILIES` holds the
-model families and `CAPTION_OBJECTIVES` the objectives. The trainer and recipes/prepare_data.py know a dataset only
+model families and `OBJECTIVES` the objectives. The trainer and recipes/prepare_data.py know a dataset only
 through its entry; a new kind is one `DataSource` class and one entry (`register_data_source`), and an image or
 video dataset in a layout of its own is one loader of `hf_grounded.data.DATASETS` and one entry whose class is
 `CaptionedImages`."""
