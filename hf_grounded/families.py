@@ -93,7 +93,7 @@ class BuildInputs:
     corpus: Sequence[str]  # the training text, which learnt vocabularies come from
     max_length: int  # tokens kept per sentence
     image_feature_dim: int  # the width of the visual vectors
-    # Config values a text-only encoder needs for the objective (`CaptionObjective.model_config`): P's image map,
+    # Config values a text-only encoder needs for the objective (`TrainingTerm.model_config`): P's image map,
     # E's heads
     objective_config: dict
     trains_text_objective: bool  # whether the family's text objective trains (`--text_weight` > 0)
@@ -250,7 +250,7 @@ class ModelFamily:
     head_modules: tuple[str, ...] = ()
     # For a family built on a pretrained text encoder: that encoder, frozen, from the family's options and a device,
     # as a function of (input_ids, attention_mask) -> unit-length sentence embeddings, the teacher of distillation
-    # (`--distill_weight`); its options then include the base-keeping terms' (`BaseKeepingOptions`).
+    # (`--distill_weight`); its options then include the base-keeping terms' (`BaseKeeping`).
     base_sentence_encoder: Callable[[Any, Any], Callable[[Any, Any], Any]] | None = None
     @property
     def unsupported(self) -> dict[str, str]:

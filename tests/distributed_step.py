@@ -5,8 +5,8 @@ argv[2] lists the objectives, comma-separated: image-text ones, or Bordes et al.
 launch steps every objective because starting the processes costs far more than a step.
 
 With argv[3], a clip-retrieval folder (`--dataset embeddings`), it also draws one epoch of that folder's training
-stream as the trainer does (`training_streams`) and writes, under "epoch", the rows every process's batches held,
-gathered over gloo; with argv[4], a prepared dataset, the same of its streamed training split (`--streaming`), under
+stream as the trainer does (`trainer._training_streams`) and writes, under "epoch", the rows every process's batches
+held, gathered over gloo; with argv[4], a prepared dataset, the same of its streamed training split (`--streaming`), under
 "stream_epoch"."""
 
 import json
@@ -16,19 +16,13 @@ import torch
 from accelerate import Accelerator, DistributedDataParallelKwargs
 
 from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer
-from hf_grounded.objectives import (
-    ClusterObjective,
-    ClusterPairObjective,
-    PerceptualObjective,
-    ProjectionObjective,
-    create_objective,
-)
+from hf_grounded.objectives import OBJECTIVES, ClusterLoss, GroundingLoss, PerceptualLoss, ProjectionLoss
 from hf_grounded.data.encoded import collate_captions
 from hf_grounded.data.prepared import load_prepared_split
 from hf_grounded.data import EmbeddingPairs, PreparedPairs
-from hf_grounded.objectives.registry import create_training_losses
+from hf_grounded.objectives.registry import create_training_terms
 from hf_grounded.training import parse_arguments
-from hf_grounded.training.streams import training_streams
+from hf_grounded.training.trainer import _training_streams
 
 CAPTIONS = ["a red square", "two blue circles", "a tiny violet plus sign", "a box", "green", "a large golden wedge",
             "an emerald disc next to a crimson box", "a small cross"]
@@ -67,17 +61,17 @@ def step(accelerator: Accelerator, objective: str) -> dict:
     batch = collate_captions(items)
     outputs = model(**batch, image_features=features[share])
     if objective == "cluster":
-        loss = ClusterObjective()(outputs.text_embeds, GROUPS[share])
+        loss = GroundingLoss().cluster_loss(outputs.text_embeds, GROUPS[share])
     elif objective == "perceptual":
-        loss = PerceptualObjective()(outputs.text_embeds, features[share])
+        loss = GroundingLoss().perceptual_loss(outputs.text_embeds, features[share])
     elif objective == "cluster_pairs":
-        loss = ClusterPairObjective(negatives=1)(outputs.text_embeds, GROUPS[share])
+        loss = ClusterLoss(grounding_negatives=1).cluster_loss(outputs.text_embeds, GROUPS[share])
     elif objective == "perceptual_full":
-        loss = PerceptualObjective(full_matrices=True)(outputs.text_embeds, features[share])
+        loss = PerceptualLoss().perceptual_loss(outputs.text_embeds, features[share])
     elif objective == "projection":
-        loss = ProjectionObjective()(outputs.text_embeds, outputs.image_embeds, GROUPS[share])
+        loss = ProjectionLoss().loss(outputs.text_embeds, outputs.image_embeds, GROUPS[share])
     else:
-        loss = create_objective(objective)(outputs.text_embeds, outputs.image_embeds)
+        loss = OBJECTIVES[objective]().loss(outputs.text_embeds, outputs.image_embeds)
     accelerator.backward(loss * accelerator.num_processes)
     # The caption-group objectives leave the image projection out of the graph.
     parameters = accelerator.unwrap_model(model).named_parameters()
@@ -91,10 +85,9 @@ def embeddings_epoch(accelerator: Accelerator, folder: str) -> dict:
         "--per_device_train_batch_size", "32", "--seed", "5"])
     pairs = EmbeddingPairs.load(data_args, training_args.seed)
     train = pairs.encode(CharTokenizer(), 64, data_args, training_args.seed)["train"]
-    losses = create_training_losses(model_args.objective, model_args.objective_options, model_args.text_options,
-                                    training_args.seed, True)
-    streams = training_streams(losses, pairs, {"train": train}, None, CharTokenizer(), 64, data_args, training_args,
-                               accelerator)
+    terms = create_training_terms(model_args.objective, model_args.objective_options, seed=training_args.seed)
+    streams = _training_streams(terms, pairs, {"train": train}, None, CharTokenizer(), 64, data_args, training_args,
+                                accelerator)
     streams.sampler.set_epoch(0)
     table = pairs.features["train"][range(len(pairs.features["train"]))]
     rows = epoch_rows(accelerator, streams, table)
@@ -108,10 +101,8 @@ def streamed_epoch(accelerator: Accelerator, folder: str) -> dict:
         "--dataset", "prepared", "--data_dir", folder, "--streaming", "--shuffle_buffer_size", "64", "--output_dir",
         "unused", "--per_device_train_batch_size", "32", "--seed", "5"])
     prepared = PreparedPairs.load(data_args, training_args.seed)
-    losses = create_training_losses(model_args.objective, model_args.objective_options, model_args.text_options,
-                                    training_args.seed, True)
-
-    streams = training_streams(losses, prepared, {}, None, CharTokenizer(), 64, data_args, training_args, accelerator)
+    terms = create_training_terms(model_args.objective, model_args.objective_options, seed=training_args.seed)
+    streams = _training_streams(terms, prepared, {}, None, CharTokenizer(), 64, data_args, training_args, accelerator)
     streams.sampler.set_epoch(0)
     table = load_prepared_split(folder, "train").with_format("torch")["embedding"]
     rows = epoch_rows(accelerator, streams, table)

@@ -11,14 +11,12 @@ from transformers import AutoModel
 
 from hf_grounded.families import FAMILIES
 from hf_grounded.objectives import (
-    BaseKeepingOptions,
-    CaptionPairLoss,
-    HingeObjective,
-    ImageTextLoss,
+    BaseKeeping,
+    GroundingLoss,
+    HingeLoss,
     MCSELoss,
-    SentenceDistillation,
     SentenceTeacher,
-    create_training_losses,
+    create_training_terms,
     relational_kl,
 )
 from hf_grounded.models import GroundedTransformerModel
@@ -106,10 +104,11 @@ def test_distillation_reaches_the_sentence_encoder_and_neither_head_nor_the_teac
     student = _Student()
     teacher_weights = torch.randn(20, 8, requires_grad=True)
     encode, _ = _counting_encoder(teacher_weights)
-    distillation = SentenceDistillation(SentenceTeacher(encode), embedding_weight, relational_weight)
+    keeping = BaseKeeping(SentenceTeacher(encode), distill_weight=embedding_weight,
+                          distill_relational_weight=relational_weight)
     batch = _batch()
     outputs = student(batch["input_ids"], batch["attention_mask"])
-    loss = distillation(outputs.sentence_embeds, batch["input_ids"], batch["attention_mask"])
+    loss = keeping.distill(outputs.sentence_embeds, batch["input_ids"], batch["attention_mask"])
     loss.backward()
     assert loss.item() > 0
     assert student.embeddings.weight.grad.abs().sum() > 0
@@ -120,23 +119,26 @@ def test_distillation_reaches_the_sentence_encoder_and_neither_head_nor_the_teac
 def test_distillation_adds_to_the_image_text_term_through_one_forward_pass():
     student, batch = _Student(), _batch()
     encode, _ = _counting_encoder(torch.randn(20, 8))
-    hinge = ImageTextLoss(HingeObjective(), "hinge")
+    hinge = HingeLoss()
     plain = hinge(student, batch)
-    hinge.distillation = SentenceDistillation(SentenceTeacher(encode), 2.0)
+    keeping = BaseKeeping(SentenceTeacher(encode), distill_weight=2.0)
+    assert keeping.beside([hinge], "hinge") == [] and hinge.distillation == keeping.distill
     outputs = student(batch["input_ids"], batch["attention_mask"])
-    expected = plain + hinge.distillation(outputs.sentence_embeds, batch["input_ids"], batch["attention_mask"])
+    expected = plain + keeping.distill(outputs.sentence_embeds, batch["input_ids"], batch["attention_mask"])
     torch.testing.assert_close(hinge(student, batch), expected)
     # The student equal to its teacher: the sentence-level term is 0.
-    same = SentenceDistillation(SentenceTeacher(lambda ids, mask: F.normalize(
-        student(ids, mask).sentence_embeds.detach(), dim=-1)), 1.0)
-    assert same(outputs.sentence_embeds, batch["input_ids"], batch["attention_mask"]).item() == pytest.approx(0,
-                                                                                                             abs=1e-6)
+    same = BaseKeeping(SentenceTeacher(lambda ids, mask: F.normalize(student(ids, mask).sentence_embeds.detach(),
+                                                                      dim=-1)), distill_weight=1.0)
+    assert same.distill(outputs.sentence_embeds, batch["input_ids"], batch["attention_mask"]).item() == \
+        pytest.approx(0, abs=1e-6)
 
 
 def test_caption_pairs_reach_the_sentence_encoder_and_no_image_head():
     student = _Student()
     ids = torch.randint(1, 20, (8, 5), generator=torch.Generator().manual_seed(2))
-    loss = CaptionPairLoss(1.0, 4)(student, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+    pairs = BaseKeeping(caption_pair_weight=1.0, caption_pair_batch_size=4)
+    assert (pairs.name, pairs.batch_kind, pairs.batch_size) == ("caption_pairs", "caption_pairs", 4)
+    loss = pairs(student, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})
     loss.backward()
     assert loss.item() > 0 and student.embeddings.weight.grad.abs().sum() > 0
     assert student.image_projection.weight.grad is None
@@ -145,20 +147,18 @@ def test_caption_pairs_reach_the_sentence_encoder_and_no_image_head():
 
 def test_the_registry_puts_distillation_on_the_caption_batches_and_refuses_objectives_without_them():
     teacher = SentenceTeacher(torch.nn.Linear(4, 4).forward)  # a module's method, as the trainer's base is
-    options = BaseKeepingOptions(distill_weight=1.0, caption_pair_weight=0.5, caption_pair_batch_size=8)
-    from hf_grounded.objectives import HingeOptions, MCSEOptions, GroundingOptions
-
-    losses = create_training_losses("hinge", HingeOptions(), None, 0, True, options, teacher)
-    assert [type(loss) for loss in losses] == [ImageTextLoss, CaptionPairLoss]
-    assert losses[0].distillation.teacher is teacher and losses[1].batches.size == 8
+    options = BaseKeeping.Arguments(distill_weight=1.0, caption_pair_weight=0.5, caption_pair_batch_size=8)
+    terms = create_training_terms("hinge", HingeLoss.Arguments(), base_options=options, teacher=teacher)
+    assert [type(term) for term in terms] == [HingeLoss, BaseKeeping]
+    assert terms[0].distillation.__self__ is terms[1] and terms[1].teacher is teacher and terms[1].batch_size == 8
     # The base is no part of the terms' checkpoint states.
-    assert not losses[0].state_dict() and not losses[0].distillation.state_dict()
-    mcse = create_training_losses("mcse", MCSEOptions(), None, 0, True, BaseKeepingOptions(distill_weight=1.0),
-                                  teacher)
-    assert isinstance(mcse[0], MCSELoss) and mcse[0].distillation is not None
+    assert not terms[0].state_dict() and not terms[1].state_dict()
+    mcse = create_training_terms("mcse", MCSELoss.Arguments(), base_options=BaseKeeping.Arguments(distill_weight=1.0),
+                                 teacher=teacher)
+    assert isinstance(mcse[0], MCSELoss) and mcse[0].distillation is not None and len(mcse) == 1
     with pytest.raises(ValueError, match="ride on the caption batches"):
-        create_training_losses("grounding", GroundingOptions(), None, 0, True, BaseKeepingOptions(distill_weight=1.0),
-                               teacher)
+        create_training_terms("grounding", GroundingLoss.Arguments(),
+                              base_options=BaseKeeping.Arguments(distill_weight=1.0), teacher=teacher)
 
 
 def test_families_without_a_pretrained_encoder_refuse_the_options_naming_where_they_belong():

@@ -1,6 +1,6 @@
-"""docs/extending.md: a new objective is one term plus one registry entry, a new family one file whose last statement
-is its registry entry, a new data source one file plus one registry entry. The family and the data source are the
-page's own code, run as it stands there; the objective is defined here, in the test. Each is trained through
+"""docs/extending.md: a new objective is one class plus one registry line, a new family one file whose last statement
+is its registry entry, a new data source one file plus one registry entry. Each is the page's own code, run as it
+stands there, and trained through
 recipes/train.py's own code path; nothing else of the library is touched, which proves the registries are the only
 places to."""
 
@@ -19,7 +19,7 @@ from torch import nn
 
 from hf_grounded.families import FAMILIES
 from hf_grounded.data import DATA_SOURCES
-from hf_grounded.objectives import CAPTION_OBJECTIVES, CaptionObjective, ImageTextLoss
+from hf_grounded.objectives import OBJECTIVES
 
 from .conftest import REPO_ROOT
 
@@ -27,26 +27,15 @@ TINY_RUN = ["--backbone", "test_efficientnet", "--synthetic_train_images", "24",
             "--max_steps", "4", "--per_device_train_batch_size", "8", "--logging_steps", "1"]
 
 
-@dataclass
-class CosineOptions:
-    cosine_scale: float = field(default=1.0, metadata={"positive": True, "help": "The toy loss's scale."})
-
-
-class CosineDistance(nn.Module):
-    """The toy objective: each caption pulled towards its own image, nothing pushed apart."""
-
-    def __init__(self, scale: float):
-        super().__init__()
-        self.scale = scale
-
-    def forward(self, text_embeds: torch.Tensor, image_embeds: torch.Tensor) -> torch.Tensor:
-        return self.scale * (1 - (text_embeds * image_embeds).sum(-1)).mean()
-
-
-TOY_OBJECTIVE = CaptionObjective(
-    "a toy cosine distance (scale {cosine_scale})", "the test, 2026", CosineOptions,
-    lambda options, seed, has_image_map: [ImageTextLoss(CosineDistance(options.cosine_scale), "cosine")],
-)
+def docs_objective() -> tuple[str, type]:
+    """The new objective of docs/extending.md: the file's class, defined as the page writes it, and the name its
+    registry line gives it."""
+    page = (REPO_ROOT / "docs" / "extending.md").read_text()
+    code, = [block for block in re.findall(r"```python\n(.*?)```", page, re.DOTALL) if "ImageTextLoss" in block]
+    namespace = {"__name__": "extending_example"}
+    exec(compile(code, "docs/extending.md", "exec"), namespace)
+    name, class_name = re.search(r'```text\n +"(\w+)": (\w+),\n```', page).groups()
+    return name, namespace[class_name]
 
 
 # The page's block of the new family, which test_docs.py leaves to this file (it registers the family).
@@ -74,8 +63,10 @@ def train_recipe(argv: list[str], monkeypatch) -> None:
     runpy.run_path(str(REPO_ROOT / "recipes" / "train.py"), run_name="__main__")
 
 
-def test_a_new_objective_is_one_registry_entry(tmp_path, monkeypatch):
-    monkeypatch.setitem(CAPTION_OBJECTIVES, "cosine", TOY_OBJECTIVE)
+def test_a_new_objective_is_one_class_and_one_registry_line(tmp_path, monkeypatch):
+    name, objective = docs_objective()
+    assert name == "cosine" and objective.__doc__ == "Each caption pulled towards its own image, nothing pushed apart."
+    monkeypatch.setitem(OBJECTIVES, name, objective)
     output_dir = tmp_path / "cosine"
     train_recipe([*TINY_RUN, "--hidden_size", "8", "--objective", "cosine", "--cosine_scale", "2.5",
                   "--output_dir", str(output_dir)], monkeypatch)

@@ -12,7 +12,7 @@ from transformers.utils.auto_docstring import parse_docstring
 from hf_grounded import CharGRUConfig
 from hf_grounded.argument_values import CheckedArguments, config_options
 from hf_grounded.families import FAMILIES
-from hf_grounded.objectives import CAPTION_OBJECTIVES
+from hf_grounded.objectives import OBJECTIVES
 from hf_grounded.training import parse_arguments
 from hf_grounded.training.arguments import option_groups, recorded_arguments
 
@@ -32,8 +32,8 @@ def test_no_option_of_a_family_has_another_default_than_its_config(name):
     config_fields = {spec.name: spec for spec in fields(config_class)}
     descriptions = parse_docstring(config_class.__doc__)[0]
     # Every option that reaches the config, the family's own and its objectives' alike.
-    for objective, entry in CAPTION_OBJECTIVES.items():
-        if entry.families is None or name in entry.families:
+    for objective, term in OBJECTIVES.items():
+        if term.families is None or name in term.families:
             for group in option_groups(name, objective):
                 for spec in fields(group):
                     if spec.name in config_fields:

@@ -10,13 +10,13 @@ import torch.nn.functional as F
 
 from hf_grounded import GroundedSkipThoughtConfig, GroundedSkipThoughtModel
 from hf_grounded.objectives import (
-    CaptionToCaptionObjective,
-    CaptionToImageObjective,
-    ClusterObjective,
-    ClusterPairObjective,
-    PerceptualObjective,
-    ProjectionObjective,
-    SkipThoughtObjective,
+    CaptionToCaptionLoss,
+    ClusterLoss,
+    GroundingLoss,
+    GroundSentLoss,
+    PerceptualLoss,
+    ProjectionLoss,
+    SkipThoughtLoss,
 )
 from hf_grounded.training import save_model
 from hf_grounded.word_tokenizer import train_word_tokenizer
@@ -82,12 +82,12 @@ def test_the_text_loss_falls_on_a_small_corpus(tokenizer):
     current, previous, following = (batch(tokenizer, STORY[1:-1]), batch(tokenizer, STORY[:-2]),
                                     batch(tokenizer, STORY[2:]))
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-2)
-    objective, losses = SkipThoughtObjective(), []
+    objective, losses = SkipThoughtLoss(), []
     for _ in range(100):
         outputs = model(**current, previous_input_ids=previous["input_ids"],
                         previous_attention_mask=previous["attention_mask"], next_input_ids=following["input_ids"],
                         next_attention_mask=following["attention_mask"])
-        loss = objective(outputs.previous_nll, outputs.next_nll)
+        loss = objective.loss(outputs.previous_nll, outputs.next_nll)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -99,33 +99,33 @@ def test_the_text_loss_falls_on_a_small_corpus(tokenizer):
 
 def test_text_objective_is_the_mean_over_sentences_of_both_decoders_summed_nll():
     previous, following = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([4.0, 0.5, 0.5])
-    assert SkipThoughtObjective()(previous, following).item() == pytest.approx((5.0 + 2.5 + 3.5) / 3)
+    assert SkipThoughtLoss().loss(previous, following).item() == pytest.approx((5.0 + 2.5 + 3.5) / 3)
 
 
 def test_cluster_objective_on_a_hand_computed_example():
     groups = torch.tensor([0, 0, 1])
     apart = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
-    assert ClusterObjective(margin=0.5)(apart, groups).item() == 0.0  # 0.5 - 1 + 0 < 0
+    assert GroundingLoss(grounding_margin=0.5).cluster_loss(apart, groups).item() == 0.0  # 0.5 - 1 + 0 < 0
     together = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]])
     # Anchors 0 and 1, each with its one positive and the one negative: 0.5 - 1 + 1 each, averaged.
-    assert ClusterObjective(margin=0.5)(together, groups).item() == pytest.approx(0.5)
+    assert GroundingLoss(grounding_margin=0.5).cluster_loss(together, groups).item() == pytest.approx(0.5)
     tilted = F.normalize(torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]), dim=-1)
     c = 2 ** -0.5
     expected = (max(0, 0.5 - c + 0) + max(0, 0.5 - c + c)) / 2
-    assert ClusterObjective(margin=0.5)(tilted, groups).item() == pytest.approx(expected)
+    assert GroundingLoss(grounding_margin=0.5).cluster_loss(tilted, groups).item() == pytest.approx(expected)
 
 
 def test_cluster_objective_needs_a_positive_and_a_negative():
     with pytest.raises(ValueError, match="two captions of one group"):
-        ClusterObjective()(torch.eye(3), torch.tensor([0, 1, 2]))
+        GroundingLoss().cluster_loss(torch.eye(3), torch.tensor([0, 1, 2]))
 
 
 def test_perceptual_objective_is_minus_one_when_sentence_similarities_follow_visual_ones():
     visual = torch.tensor([[1.0, 0.0, 0.0], [0.8, 0.6, 0.0], [0.0, 1.0, 0.0], [0.0, 0.6, 0.8]])
     text = visual.clone().requires_grad_()
-    loss = PerceptualObjective()(text, 3 * visual)  # the visual vectors' scale does not matter
+    loss = GroundingLoss().perceptual_loss(text, 3 * visual)  # the visual vectors' scale does not matter
     assert loss.item() == pytest.approx(-1.0, abs=1e-6)
-    reversed_order = PerceptualObjective()(text, visual.flip(0))
+    reversed_order = GroundingLoss().perceptual_loss(text, visual.flip(0))
     pairs = torch.triu_indices(4, 4, offset=1)
     direct = -np.corrcoef((visual @ visual.t())[pairs[0], pairs[1]].numpy(),
                           (visual.flip(0) @ visual.flip(0).t())[pairs[0], pairs[1]].numpy())[0, 1]
@@ -145,12 +145,17 @@ def direct_cluster_pair_loss(text, margin, negatives):
     return total / len(anchors)
 
 
+def _cluster(margin: float, negatives: int) -> ClusterLoss:
+    """L_C over caption pairs, its negatives the last `negatives` pairs."""
+    return ClusterLoss(grounding_margin=margin, grounding_negatives=negatives, cluster_batch_size=negatives + 1)
+
+
 def test_cluster_pair_objective_matches_a_direct_loop_over_anchors_and_negatives():
     torch.manual_seed(0)
     text = F.normalize(torch.randn(16, 5), dim=-1)  # 8 pairs
     groups = torch.arange(8).repeat_interleave(2)
     for margin, negatives in ((0.5, 3), (0.2, 1), (1.0, 7)):
-        loss = ClusterPairObjective(margin, negatives)(text, groups)
+        loss = _cluster(margin, negatives).cluster_loss(text, groups)
         assert loss.item() == pytest.approx(direct_cluster_pair_loss(text, margin, negatives), rel=1e-6)
 
 
@@ -160,18 +165,18 @@ def test_cluster_pair_objective_on_a_hand_computed_example():
     c = 2 ** -0.5
     text = torch.tensor([[1.0, 0.0], [c, c], [0.0, 1.0], [1.0, 0.0]])
     expected = 0.5 * 0.5 + 0.5 * (0.5 - c + 1)
-    assert ClusterPairObjective(0.5, 1)(text, torch.tensor([0, 0, 1, 1])).item() == pytest.approx(expected)
+    assert _cluster(0.5, 1).cluster_loss(text, torch.tensor([0, 0, 1, 1])).item() == pytest.approx(expected)
     # Swapping which caption of the negative pair is compared with which of the anchor changes the value.
     swapped = torch.tensor([[1.0, 0.0], [c, c], [1.0, 0.0], [0.0, 1.0]])
-    assert ClusterPairObjective(0.5, 1)(swapped, torch.tensor([0, 0, 1, 1])).item() != pytest.approx(expected)
+    assert _cluster(0.5, 1).cluster_loss(swapped, torch.tensor([0, 0, 1, 1])).item() != pytest.approx(expected)
 
 
 def test_cluster_pair_objective_refuses_unpaired_rows_and_batches_without_anchors():
     text = F.normalize(torch.randn(6, 4), dim=-1)
     with pytest.raises(ValueError, match="pairs of captions of one group"):
-        ClusterPairObjective(0.5, 1)(text, torch.tensor([0, 0, 1, 2, 2, 2]))
+        _cluster(0.5, 1).cluster_loss(text, torch.tensor([0, 0, 1, 2, 2, 2]))
     with pytest.raises(ValueError, match="needs more than 3 pairs; this one has 3"):
-        ClusterPairObjective(0.5, 3)(text, torch.tensor([0, 0, 1, 1, 2, 2]))
+        _cluster(0.5, 3).cluster_loss(text, torch.tensor([0, 0, 1, 1, 2, 2]))
 
 
 def test_perceptual_objective_over_full_matrices_correlates_every_entry_as_the_authors_code():
@@ -179,9 +184,9 @@ def test_perceptual_objective_over_full_matrices_correlates_every_entry_as_the_a
     text, visual = F.normalize(torch.randn(6, 4), dim=-1), torch.randn(6, 3)
     unit = F.normalize(visual, dim=-1)
     direct = -np.corrcoef((text @ text.t()).flatten().numpy(), (unit @ unit.t()).flatten().numpy())[0, 1]
-    assert PerceptualObjective(full_matrices=True)(text, visual).item() == pytest.approx(direct, rel=1e-5)
+    assert PerceptualLoss().perceptual_loss(text, visual).item() == pytest.approx(direct, rel=1e-5)
     # The diagonal (1 on both sides) and the repeated triangle make it another number than the distinct pairs'.
-    assert PerceptualObjective()(text, visual).item() != pytest.approx(direct, rel=1e-3)
+    assert GroundingLoss().perceptual_loss(text, visual).item() != pytest.approx(direct, rel=1e-3)
 
 
 def test_projection_objective_on_a_hand_computed_example():
@@ -189,7 +194,7 @@ def test_projection_objective_on_a_hand_computed_example():
     projected = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])  # W·v of each caption's group
     groups = torch.tensor([0, 0, 1])
     # Captions of group 0: max(0, 0.5 - 1 + 0) = 0; the caption of group 1: max(0, 0.5 - 0 + 1) = 1.5.
-    assert ProjectionObjective(margin=0.5)(text, projected, groups).item() == pytest.approx(1.5 / 3)
+    assert ProjectionLoss(grounding_margin=0.5).loss(text, projected, groups).item() == pytest.approx(1.5 / 3)
 
 
 def test_caption_to_image_objective_matches_a_direct_loop_with_the_map_on_the_sentence_side():
@@ -199,10 +204,10 @@ def test_caption_to_image_objective_matches_a_direct_loop_with_the_map_on_the_se
     # Bordes et al.'s L_C formula with (f(s), v) pairs in place of (s1, s2): rows interleaved as pairs.
     interleaved = torch.stack([predicted, unit], dim=1).reshape(14, 5)
     for margin, negatives in ((0.5, 3), (0.2, 1)):
-        loss = CaptionToImageObjective(margin, negatives)(predicted, visual)
+        loss = GroundSentLoss(grounding_margin=margin, grounding_negatives=negatives).loss(predicted, visual)
         assert loss.item() == pytest.approx(direct_cluster_pair_loss(interleaved, margin, negatives), rel=1e-6)
     with pytest.raises(ValueError, match="needs more than 7 pairs; this one has 7"):
-        CaptionToImageObjective(0.5, 7)(predicted, visual)
+        GroundSentLoss(grounding_margin=0.5, grounding_negatives=7, cap2img_batch_size=8).loss(predicted, visual)
 
 
 def test_the_caption_decoder_generates_a_paired_caption_from_the_first_ones_embedding(tokenizer):
@@ -214,7 +219,7 @@ def test_the_caption_decoder_generates_a_paired_caption_from_the_first_ones_embe
     direct = model.sentence_nll(model.caption_decoder, states, second["input_ids"], second["attention_mask"])
     torch.testing.assert_close(outputs.paired_nll, direct)
     assert outputs.paired_nll.shape == (2,) and (outputs.paired_nll > 0).all()
-    assert CaptionToCaptionObjective()(outputs.paired_nll).item() == pytest.approx(direct.mean().item())
+    assert CaptionToCaptionLoss().loss(outputs.paired_nll).item() == pytest.approx(direct.mean().item())
     torch.testing.assert_close(outputs.predicted_image_embeds, F.normalize(model.image_prediction(states), dim=-1))
     encoder = model.encoder_only()
     assert not encoder.config.caption_decoder and encoder.config.image_prediction_dim is None

@@ -229,7 +229,7 @@ def test_attention_over_frames_learns_its_projection_through_the_perceptual_loss
     import torch
 
     from hf_grounded import GroundedSkipThoughtConfig, GroundedSkipThoughtModel
-    from hf_grounded.objectives import CaptionGroupLoss
+    from hf_grounded.objectives import GroundingLoss
 
     torch.manual_seed(0)
     model = GroundedSkipThoughtModel(GroundedSkipThoughtConfig(vocab_size=20, hidden_size=8, word_embedding_size=4,
@@ -238,7 +238,8 @@ def test_attention_over_frames_learns_its_projection_through_the_perceptual_loss
     batch = {"input_ids": torch.randint(4, 20, (6, 5)), "attention_mask": torch.ones(6, 5, dtype=torch.long),
              "image_index": torch.tensor([0, 0, 1, 1, 2, 2]), "image_features": torch.randn(6, 6),
              "frame_features": torch.randn(6, 3, 6), "frame_mask": torch.tensor([[1, 1, 1], [1, 1, 0]] * 3)}
-    CaptionGroupLoss(cluster_weight=0.0, perceptual_weight=1.0, passes_image_features=False)(model, batch).backward()
+    GroundingLoss(has_image_map=False, cluster_weight=0.0, perceptual_weight=1.0,
+                  grounding_batches="groups")(model, batch).backward()
     assert model.frame_attention.frame_projection.weight.grad.abs().sum() > 0
     assert not model.frame_attention.word_vectors.requires_grad
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 from transformers import BertModel, BertTokenizer
 
-from hf_grounded.objectives import BaseKeepingOptions
+from hf_grounded.objectives import BaseKeeping
 from hf_grounded.training import TrainingArguments, parse_arguments, train
-from hf_grounded.training import losses, precision, trainer
+from hf_grounded.training import precision, trainer
 
 from .family_testers import tiny_bert, tiny_training_options
 
@@ -43,16 +43,16 @@ def test_relational_distillation_on_a_global_batch_under_three_captions_is_refus
 
 
 def test_the_relational_check_counts_every_processs_captions():
-    relational = BaseKeepingOptions(distill_relational_weight=0.001)
+    relational = BaseKeeping.Arguments(distill_relational_weight=0.001)
+    check = trainer._check_relational_distillation
     # Two processes of one caption each: two captions to compare, refused; of two each, four, enough.
     with pytest.raises(ValueError, match=r"holds 2 \(--per_device_train_batch_size 1 on 2 processes\)"):
-        losses.check_relational_distillation(relational, TrainingArguments(per_device_train_batch_size=1), 2)
-    losses.check_relational_distillation(relational, TrainingArguments(per_device_train_batch_size=2), 2)
-    losses.check_relational_distillation(relational, TrainingArguments(per_device_train_batch_size=3), 1)
+        check(relational, TrainingArguments(per_device_train_batch_size=1), 2)
+    check(relational, TrainingArguments(per_device_train_batch_size=2), 2)
+    check(relational, TrainingArguments(per_device_train_batch_size=3), 1)
     # The sentence-level term compares each caption with its own teacher embedding: any batch serves it.
-    losses.check_relational_distillation(BaseKeepingOptions(distill_weight=1.0),
-                                         TrainingArguments(per_device_train_batch_size=1), 1)
-    losses.check_relational_distillation(None, TrainingArguments(per_device_train_batch_size=1), 1)
+    check(BaseKeeping.Arguments(distill_weight=1.0), TrainingArguments(per_device_train_batch_size=1), 1)
+    check(None, TrainingArguments(per_device_train_batch_size=1), 1)
 
 
 # Item 10: a distillation teacher with another vocabulary than the continued model's.

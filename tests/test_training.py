@@ -262,7 +262,7 @@ def test_bf16_autocast_trains_with_the_loss_in_float32(tmp_path, fresh_accelerat
     from accelerate import Accelerator
 
     from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer
-    from hf_grounded.objectives import HingeObjective
+    from hf_grounded.objectives import HingeLoss
 
     accelerator = Accelerator(mixed_precision="bf16", cpu=True)
     model = accelerator.prepare(CharGRUModel(CharGRUConfig(hidden_size=8, image_feature_dim=6)))
@@ -270,7 +270,7 @@ def test_bf16_autocast_trains_with_the_loss_in_float32(tmp_path, fresh_accelerat
     outputs = model(**inputs, image_features=torch.randn(3, 6))
     # Accelerate hands outputs back in float32, but autocast computed them in bfloat16: they are representable.
     assert torch.equal(outputs.logits_per_text, outputs.logits_per_text.bfloat16().float())
-    loss = HingeObjective()(outputs.text_embeds, outputs.image_embeds)
+    loss = HingeLoss().loss(outputs.text_embeds, outputs.image_embeds)
     assert loss.dtype == torch.float32
     accelerator.backward(loss)
     assert all(p.grad.dtype == torch.float32 for p in model.parameters() if p.grad is not None)

@@ -20,6 +20,7 @@ import json
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 
 from utils.result_tables import FORMATTERS
@@ -154,17 +155,18 @@ def prepared_flickr8k() -> str:
 
 
 def objectives() -> str:
-    from hf_grounded.objectives.registry import CAPTION_OBJECTIVES
+    from hf_grounded.objectives import OBJECTIVES, ImageTextLoss, MCSELoss
 
     rows = ["| `--objective` | what it minimises | batches it reads | families | paper | options |",
             "|---|---|---|---|---|---|"]
-    for name, objective in CAPTION_OBJECTIVES.items():
-        options = objective.options()
-        kinds = sorted({term.batches.kind for term in objective.build(options, 0, True)})
+    for name, objective in OBJECTIVES.items():
+        kinds = sorted({term.batch_kind for term in objective().terms()})
         description = re.sub(r"\{[^}]*\}", "…", objective.description).replace("|", "\\|")
-        families = (", ".join(objective.families) if objective.families
-                    else "any with an image side" if objective.image_text else "any")
-        names = ", ".join(f"`--{field}`" for field in vars(options)) or "–"
+        # MCSE trains SimCSE alone (--mcse_lambda 0) on any family; the other image-text objectives read images.
+        image_side = issubclass(objective, ImageTextLoss) and objective is not MCSELoss
+        families = ", ".join(objective.families) if objective.families else "any with an image side" if image_side \
+            else "any"
+        names = ", ".join(f"`--{spec.name}`" for spec in fields(objective.Arguments)) or "–"
         rows.append(f"| `{name}` | {description} | {', '.join(kinds) or '–'} | {families} | "
                     f"{objective.citation or '–'} | {names} |")
     return "\n".join(rows)

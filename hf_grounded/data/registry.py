@@ -1,5 +1,5 @@
 """The registry of `--dataset` kinds: each name and the `DataSource` class that reads it, as `FAMILIES` holds the
-model families and `CAPTION_OBJECTIVES` the objectives. The trainer, the evaluation and recipes/prepare_data.py know
+model families and `OBJECTIVES` the objectives. The trainer, the evaluation and recipes/prepare_data.py know
 a dataset only through its entry; a new kind is one file holding its `DataSource` class and one entry here (or, from
 a plugin, `register_data_source`)."""
 

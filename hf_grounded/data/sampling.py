@@ -243,11 +243,43 @@ class TripleBatchSampler(Sampler[list[int]]):
             yield order[first : first + self.batch_size]
 
 
+def batch_sampler(term: str, kind: str, batch_size: int, captions_per_image: Sequence[int], num_triples: int = 0,
+                  caption_policy: str = "all", lengths: Sequence[int] | None = None, captions_per_group: int = 2,
+                  seed: int = 0, num_replicas: int = 1, rank: int = 0) -> Sampler:
+    """The sampler of the batches the training term named `term` reads (`TrainingTerm.batch_kind`), `batch_size`
+    items a process:
+
+    - `captions`: one caption per image as `caption_policy` draws them, length-grouped by `lengths` when given;
+    - `caption_groups`: groups of `captions_per_group` captions of one image or video;
+    - `caption_pairs`: two captions of each image or video, on consecutive rows, full batches only;
+    - `distinct_image_captions`: captions of distinct images or videos, every caption in turn, full batches only;
+    - `book_triples`: SkipThought's triples of neighbouring sentences, `num_triples` of them.
+    """
+    distributed = {"seed": seed, "num_replicas": num_replicas, "rank": rank}
+    if kind == "captions":
+        return CaptionBatchSampler(captions_per_image, batch_size, policy=caption_policy, lengths=lengths,
+                                   **distributed)
+    if kind == "caption_groups":
+        return GroupBatchSampler(captions_per_image, batch_size, captions_per_group, **distributed)
+    if kind == "caption_pairs":
+        lacking = [image for image, count in enumerate(captions_per_image) if count < 2]
+        if lacking:
+            raise ValueError(f"the {term} loss pairs two captions of one image or video, and {len(lacking)} of the "
+                             f"training split have one (e.g. index {lacking[0]})")
+        return GroupBatchSampler(captions_per_image, batch_size, 2, drop_last=True, **distributed)
+    if kind == "distinct_image_captions":
+        return CaptionBatchSampler(captions_per_image, batch_size, drop_last=True, **distributed)
+    if kind == "book_triples":
+        return TripleBatchSampler(num_triples, batch_size, **distributed)
+    raise ValueError(f"the {term} term reads batches of an unknown kind {kind!r}")
+
+
 __all__ = [
     "CAPTION_POLICIES",
     "CaptionBatchSampler",
     "GroupBatchSampler",
     "TripleBatchSampler",
+    "batch_sampler",
     "caption_pairs",
     "fixed_captions",
 ]

@@ -207,7 +207,7 @@ class VETEModel(SentenceEncoderMixin, VETEPreTrainedModel):
             Precomputed image features; row i is the image of sentence i.
         return_loss (`bool`, *optional*, defaults to `False`):
             Whether to return the paper's loss. Its mismatched pairs here are image i with sentence i + 1
-            (cyclically); training draws them at random instead (`hf_grounded.objectives.PearsonObjective`).
+            (cyclically); training draws them at random instead (`hf_grounded.objectives.PearsonLoss`).
         """
         text_embeds = self.get_text_features(input_ids, attention_mask)
         image_embeds = self.get_image_features(image_features)

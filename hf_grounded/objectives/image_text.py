@@ -1,4 +1,5 @@
-"""Objectives between sentence and image embeddings of a batch of matching pairs, over the global batch.
+"""Objectives between the sentence and image embeddings of a batch of matching pairs, one caption per image: Merkx &
+Frank's hinge, and VETE's Pearson loss and its ablations over mismatched pairs (Kurach et al.).
 
 Every objective gathers the embeddings of all processes (gradients flow through this process's rows), so N
 processes compute the loss that one process would compute on the whole batch, and each process returns that same
@@ -6,19 +7,36 @@ global loss. Similarities are computed in float32 whatever precision the model r
 """
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Literal
 
 import torch
 from torch import nn
 
 from ..models.losses import hinge_loss, pearson_loss
-from .gather import gather_with_local_grad
+from .term import TrainingTerm, gather_with_local_grad, option
 
 
-class ImageTextObjective(nn.Module, ABC):
-    """Abstract base: `forward(text_embeds, image_embeds)` with row i of each a matching pair, returning a scalar;
-    subclasses define `global_loss` on the gathered batch."""
+class ImageTextLoss(TrainingTerm, ABC):
+    """Base of the objectives over a batch of captions, one per image, each with its visual vector: the model's
+    forward gives their embeddings, row i of each a matching pair; `loss` gathers them and subclasses define
+    `global_loss` on the gathered batch. With `distillation` (which the base-keeping terms set,
+    `hf_grounded.objectives.distillation.BaseKeeping`), distillation from the frozen base on the same batch's
+    sentence embeddings, through the same forward pass."""
 
-    def forward(self, text_embeds: torch.Tensor, image_embeds: torch.Tensor) -> torch.Tensor:
+    uses_every_parameter = True
+    distillation: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+
+    def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        outputs = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                        image_features=batch["image_features"])
+        loss = self.loss(outputs.text_embeds, outputs.image_embeds)
+        if self.distillation is not None:
+            loss = loss + self.distillation(outputs.sentence_embeds, batch["input_ids"], batch["attention_mask"])
+        return loss
+
+    def loss(self, text_embeds: torch.Tensor, image_embeds: torch.Tensor) -> torch.Tensor:
+        """The loss of this process's embeddings (row i of each a matching pair) within the global batch."""
         text = gather_with_local_grad(text_embeds.float())
         images = gather_with_local_grad(image_embeds.float())
         if text.size(0) != images.size(0):
@@ -31,29 +49,35 @@ class ImageTextObjective(nn.Module, ABC):
         """The loss of the global batch: `text` and `images` hold every process's rows, in float32."""
 
 
-class HingeObjective(ImageTextObjective):
+class HingeLoss(ImageTextLoss):
     """Merkx & Frank's bidirectional hinge loss over in-batch negatives (see `hinge_loss`)."""
 
-    def __init__(self, margin: float = 0.2, reduction: str = "sum", hardest_negative: bool = False):
-        super().__init__()
-        self.margin, self.reduction, self.hardest_negative = margin, reduction, hardest_negative
+    name = "hinge"
+    description = "a bidirectional hinge loss (margin {margin}) over in-batch negatives"
+    citation = "Merkx & Frank, 2019"
+    is_model_loss = True
+    margin: float = option(0.2, "The hinge's margin.", minimum=0)
+    loss_reduction: Literal["sum", "mean"] = option("sum", "'sum' (the paper's formula) or 'mean' (the authors' code).")
+    hardest_negative: bool = option(False, "VSE++'s max-violation loss.")
 
     def global_loss(self, text: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
-        return hinge_loss(text @ images.t(), self.margin, self.reduction, self.hardest_negative)
+        return hinge_loss(text @ images.t(), self.margin, self.loss_reduction, self.hardest_negative)
 
 
-class MismatchedPairsObjective(ImageTextObjective):
+class MismatchedPairsLoss(ImageTextLoss):
     """VETE's setting (Kurach et al., 2017, Section 3): the B matching pairs, labelled +1, and B mismatched pairs
     (image i, sentence σ(i)), labelled −1, scored by the cosine of their embeddings.
 
     σ is a random cyclic permutation of the global batch, which has no fixed point, so no "mismatched" pair is a
     matching one (the batch must hold each image once, as the caption samplers guarantee). It is drawn from the
-    objective's own generator, seeded alike on every process and saved in the objective's state for exact resume.
+    term's own generator, seeded by `seed` alike on every process and saved in the term's state for exact resume.
     Subclasses define `pair_loss`.
     """
 
-    def __init__(self, seed: int = 0):
-        super().__init__()
+    citation = "Kurach et al., 2017"
+
+    def __init__(self, seed: int = 0, has_image_map: bool = True, **options):
+        super().__init__(seed, has_image_map, **options)
         self.generator = torch.Generator().manual_seed(seed)
 
     def global_loss(self, text: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
@@ -79,22 +103,35 @@ class MismatchedPairsObjective(ImageTextObjective):
     def set_extra_state(self, state: torch.Tensor) -> None:
         self.generator.set_state(state)
 
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args) -> None:
+        # Checkpoints written before the objectives were terms hold the generator under the wrapped objective's name.
+        if f"{prefix}objective._extra_state" in state_dict:
+            state_dict[f"{prefix}_extra_state"] = state_dict.pop(f"{prefix}objective._extra_state")
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
-class PearsonObjective(MismatchedPairsObjective):
+
+class PearsonLoss(MismatchedPairsLoss):
     """VETE's loss: minus the Pearson correlation between the similarities and the labels (see `pearson_loss`)."""
+
+    name = "pearson"
+    description = ("VETE's loss, minus the Pearson correlation of matching and mismatched pairs' cosines with their "
+                   "labels")
 
     def pair_loss(self, similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return pearson_loss(similarities, labels)
 
 
-class CovarianceObjective(MismatchedPairsObjective):
+class CovarianceLoss(MismatchedPairsLoss):
     """Minus the covariance of similarities and labels (VETE Table 4): Pearson without the normalisation."""
+
+    name = "covariance"
+    description = "minus the covariance of matching and mismatched pairs' cosines with their labels"
 
     def pair_loss(self, similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return -((similarities - similarities.mean()) * (labels - labels.mean())).mean()
 
 
-class KendallObjective(MismatchedPairsObjective):
+class KendallLoss(MismatchedPairsLoss):
     """Minus Kurach et al.'s surrogate Kendall τ (VETE Table 4), over all n(n − 1)/2 pairs of the n similarities:
 
         SKT_α = Σ_{i<j} tanh(α (x_i − x_j)(y_i − y_j)) / (n(n − 1)/2)
@@ -102,36 +139,30 @@ class KendallObjective(MismatchedPairsObjective):
     a smooth count of concordant minus discordant pairs; pairs with equal labels contribute 0, and with labels ±1
     a discordant-label pair's product is twice its similarity gap, as the paper's α assumes."""
 
-    def __init__(self, seed: int = 0, alpha: float = 1.0):
-        super().__init__(seed)
-        self.alpha = alpha
+    name = "kendall"
+    description = ("a surrogate Kendall tau (alpha {kendall_alpha}) between the cosines of matching and mismatched "
+                   "pairs and their labels")
+    kendall_alpha: float = option(1.0, "The slope alpha of the surrogate tau.", positive=True)
 
     def pair_loss(self, similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         n = similarities.size(0)
         products = (similarities.unsqueeze(1) - similarities.unsqueeze(0)) * (labels.unsqueeze(1) - labels.unsqueeze(0))
         # The matrix holds each unordered pair twice (and zeros on its diagonal).
-        return -torch.tanh(self.alpha * products).sum() / (n * (n - 1))
+        return -torch.tanh(self.kendall_alpha * products).sum() / (n * (n - 1))
 
 
-class RankObjective(MismatchedPairsObjective):
+class RankLoss(MismatchedPairsLoss):
     """The pairwise rank loss (VETE Table 4): every matching pair should score `margin` above every mismatched
     one; the mean of max(0, margin − s_matching + s_mismatched)."""
 
-    def __init__(self, seed: int = 0, margin: float = 0.2):
-        super().__init__(seed)
-        self.margin = margin
+    name = "rank"
+    description = "a pairwise rank loss (margin {margin}) between matching and mismatched pairs"
+    margin: float = option(0.2, "The pairwise rank loss's margin.", minimum=0)
 
     def pair_loss(self, similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         positive, negative = similarities[labels > 0], similarities[labels < 0]
         return (self.margin - positive.unsqueeze(1) + negative.unsqueeze(0)).clamp(min=0).mean()
 
 
-__all__ = [
-    "CovarianceObjective",
-    "HingeObjective",
-    "ImageTextObjective",
-    "KendallObjective",
-    "MismatchedPairsObjective",
-    "PearsonObjective",
-    "RankObjective",
-]
+__all__ = ["CovarianceLoss", "HingeLoss", "ImageTextLoss", "KendallLoss", "MismatchedPairsLoss", "PearsonLoss",
+           "RankLoss"]

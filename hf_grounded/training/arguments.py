@@ -2,7 +2,7 @@
 
 `--model_type` and `--objective` choose which options exist: each family's are declared in its registry entry
 (`hf_grounded.families`; those that are fields of its config take their default, help and check from the config),
-each objective's in its (`hf_grounded.objectives.registry`), so every option has one home and one meaning. A
+each objective's in its training term (`hf_grounded.objectives`), so every option has one home and one meaning. A
 family's options default to the papers' sizes, its config's; the quick run on the embedded synthetic set is
 `recipes/configs/char_gru_synthetic.yaml`, and the papers' settings are the other `recipes/configs/*.yaml`.
 """
@@ -19,7 +19,7 @@ from ..argument_values import ArgumentParser, check_argument_values
 from ..data import DataArguments, check_data_source
 from ..families import FAMILIES
 from ..model_sources import named_model
-from ..objectives import CAPTION_OBJECTIVES, BaseKeepingOptions, SkipThoughtOptions
+from ..objectives import OBJECTIVES, BaseKeeping, SkipThoughtLoss
 from .selection import STSB_METRICS, VALIDATION_METRICS, known_metric
 
 
@@ -37,16 +37,16 @@ class ModelChoice:
     objective: str = field(
         default="hinge",
         metadata={"help": "Objective on the captions: " + "; ".join(f"{name} ({objective.description.split(' (')[0]})"
-                                                                    for name, objective in CAPTION_OBJECTIVES.items())
+                                                                    for name, objective in OBJECTIVES.items())
                           + ". Its options are listed by --objective NAME --help."},
     )
 
     def __post_init__(self):
         check_argument_values(self)
-        for name, registry in (("model_type", FAMILIES), ("objective", CAPTION_OBJECTIVES)):
+        for name, registry in (("model_type", FAMILIES), ("objective", OBJECTIVES)):
             if getattr(self, name) not in registry:
                 raise ValueError(f"--{name} must be one of {', '.join(registry)}, got {getattr(self, name)!r}")
-        families = CAPTION_OBJECTIVES[self.objective].families
+        families = OBJECTIVES[self.objective].families
         if families is not None and self.model_type not in families:
             raise ValueError(f"--objective {self.objective} trains {' and '.join(families)} models, not "
                              f"--model_type {self.model_type}")
@@ -55,11 +55,11 @@ class ModelChoice:
 def option_groups(model_type: str, objective: str) -> list[type]:
     """The dataclasses of options that `--model_type` and `--objective` bring: the family's, the objective's, for a
     family with a text objective SkipThought's, and for a family built on a pretrained text encoder the terms that
-    keep it (`BaseKeepingOptions`)."""
+    keep it (`BaseKeeping`)."""
     family = FAMILIES[model_type]
-    return [family.arguments, CAPTION_OBJECTIVES[objective].options,
-            *([SkipThoughtOptions] if family.has_text_objective else []),
-            *([BaseKeepingOptions] if family.base_sentence_encoder is not None else [])]
+    return [family.arguments, OBJECTIVES[objective].Arguments,
+            *([SkipThoughtLoss.Arguments] if family.has_text_objective else []),
+            *([BaseKeeping.Arguments] if family.base_sentence_encoder is not None else [])]
 
 
 class ModelArguments:
@@ -85,8 +85,8 @@ class ModelArguments:
         chosen = [group(**{spec.name: options[spec.name] for spec in fields(group) if spec.name in options})
                   for group in groups]
         self.family_options, self.objective_options = chosen[:2]
-        self.text_options = next((group for group in chosen[2:] if isinstance(group, SkipThoughtOptions)), None)
-        self.base_options = next((group for group in chosen[2:] if isinstance(group, BaseKeepingOptions)), None)
+        self.text_options = next((group for group in chosen[2:] if isinstance(group, SkipThoughtLoss.Arguments)), None)
+        self.base_options = next((group for group in chosen[2:] if isinstance(group, BaseKeeping.Arguments)), None)
 
     @property
     def model_name_or_path(self) -> str | None:
@@ -99,6 +99,17 @@ class ModelArguments:
     @property
     def objective(self) -> str:
         return self.choice.objective
+
+    @property
+    def trains_text_objective(self) -> bool:
+        """Whether SkipThought's text objective trains: for a family that has one, unless `--text_weight 0`."""
+        return self.text_options is not None and self.text_options.text_weight > 0
+
+    @property
+    def distills(self) -> bool:
+        """Whether distillation from the frozen base trains (`--distill_weight`, `--distill_relational_weight`)."""
+        return self.base_options is not None and bool(self.base_options.distill_weight
+                                                      or self.base_options.distill_relational_weight)
 
     def groups(self) -> list:
         return [group for group in (self.choice, self.family_options, self.objective_options, self.text_options,
@@ -132,12 +143,12 @@ def _option_homes() -> dict[str, list[str]]:
     for family_name, family in FAMILIES.items():
         for spec in fields(family.arguments):
             homes.setdefault(spec.name, []).append(f"--model_type {family_name}")
-    for objective_name, entry in CAPTION_OBJECTIVES.items():
-        for spec in fields(entry.options):
+    for objective_name, objective in OBJECTIVES.items():
+        for spec in fields(objective.Arguments):
             homes.setdefault(spec.name, []).append(f"--objective {objective_name}")
-    for spec in fields(SkipThoughtOptions):
+    for spec in fields(SkipThoughtLoss.Arguments):
         homes.setdefault(spec.name, []).append("a family with a text objective")
-    for spec in fields(BaseKeepingOptions):
+    for spec in fields(BaseKeeping.Arguments):
         homes.setdefault(spec.name, []).append("a family built on a pretrained text encoder")
     return homes
 

@@ -9,7 +9,7 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTo
 from ..model_sources import named_model
 from ..families import FAMILIES, BuildInputs, ModelFamily, family_of
 from ..data import DataArguments
-from ..objectives import CAPTION_OBJECTIVES, trains_text_objective
+from ..objectives import OBJECTIVES
 from .arguments import ModelArguments
 
 
@@ -18,16 +18,16 @@ def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, co
     """A new model of `--model_type` (its vocabulary, if it learns one, from `corpus`, the training text), or the
     saved one `--model_name_or_path` names, with its tokenizer and its family."""
     family = FAMILIES[model_args.model_type]
-    objective = CAPTION_OBJECTIVES[model_args.objective]
+    objective = OBJECTIVES[model_args.objective](**asdict(model_args.objective_options))
+    objective_config = objective.model_config(image_feature_dim)
     if model_args.model_name_or_path is None:
         inputs = BuildInputs(
-            corpus, data_args.max_length, image_feature_dim,
-            objective_config=objective.model_config(model_args.objective_options, image_feature_dim),
-            trains_text_objective=trains_text_objective(model_args.text_options),
-            objective_options=asdict(model_args.objective_options) if objective.is_model_loss else {},
+            corpus, data_args.max_length, image_feature_dim, objective_config=objective_config,
+            trains_text_objective=model_args.trains_text_objective,
+            objective_options=objective.option_values() if objective.is_model_loss else {},
         )
         model, tokenizer = family.build(model_args.family_options, inputs)
-        _check_objective_config(model, model_args, image_feature_dim)
+        _check_objective_config(model, model_args, objective_config)
         model.set_tokenizer(tokenizer)
         return model, tokenizer, family
     with named_model("--model_name_or_path", model_args.model_name_or_path):
@@ -41,18 +41,17 @@ def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, co
             f"{model_args.model_name_or_path} expects {model.config.image_feature_dim}-d image features but "
             f"backbone {data_args.backbone} gives {image_feature_dim}"
         )
-    _check_objective_config(model, model_args, image_feature_dim)
+    _check_objective_config(model, model_args, objective_config)
     tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
     model.set_tokenizer(tokenizer)
     _check_teacher_vocabulary(model_args, model, tokenizer)
     return model, tokenizer, family
 
 
-def _check_objective_config(model: PreTrainedModel, model_args: ModelArguments, image_feature_dim: int) -> None:
-    """Refuse a model that lacks what `--objective` needs of it (the baseline E's heads, say): its first step
-    would otherwise fail inside the loss."""
-    needed = {name: value for name, value in CAPTION_OBJECTIVES[model_args.objective].model_config(
-        model_args.objective_options, image_feature_dim).items() if value not in (None, False)}
+def _check_objective_config(model: PreTrainedModel, model_args: ModelArguments, objective_config: dict) -> None:
+    """Refuse a model that lacks what `--objective` needs of it (`objective_config`: the baseline E's heads, say):
+    its first step would otherwise fail inside the loss."""
+    needed = {name: value for name, value in objective_config.items() if value not in (None, False)}
     # A head the objective leaves unused (Cap2Cap's decoder under --cap2cap_weight 0) may stay in the model.
     differing = {name: getattr(model.config, name, None) for name, value in needed.items()
                  if getattr(model.config, name, None) != value}
@@ -69,7 +68,7 @@ def _check_teacher_vocabulary(model_args: ModelArguments, model: PreTrainedModel
     there (even in a vocabulary of the same size) teaches the embedding of another sentence. A new model's tokenizer
     is the base's own; a saved one's is the one its folder holds, and its config records the base it was grounded
     from (the text encoder's `name_or_path`), which the error names."""
-    if model_args.base_options is None or not model_args.base_options.distills:
+    if not model_args.distills:
         return
     text_model = model_args.family_options.text_model_name_or_path
     with named_model("--text_model_name_or_path", text_model):

@@ -6,6 +6,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from accelerate import Accelerator, DistributedDataParallelKwargs
@@ -14,8 +15,9 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
-from ..data import DataArguments, load_book_triples, load_data_source
+from ..data import DataArguments, DataSource, load_book_triples, load_data_source
 from ..data.encoded import EncodedSplit, EncodedTriples
+from ..data.sampling import batch_sampler
 from ..evaluation.splits import evaluate_split
 from ..evaluation.sts import SentencePairs, load_stsb, unsupervised_sts
 from ..families import ModelFamily
@@ -24,13 +26,11 @@ from ..hub import push_to_hub
 from ..features import FeatureSpec, attach_image_backbone
 from ..model_card import write_model_card
 from ..objectives import (
+    RELATIONAL_MIN_SENTENCES,
     SentenceTeacher,
-    StreamLoss,
-    create_training_losses,
-    leaves_parameters_unused,
-    needs_visual_vectors,
+    TrainingTerm,
+    create_training_terms,
     objective_description,
-    trains_text_objective,
 )
 from ..tables import format_retrieval_comparison, format_retrieval_table
 from .arguments import ModelArguments, TrainingArguments, changed_arguments, recorded_arguments
@@ -42,7 +42,6 @@ from .checkpoints import (
     save_checkpoint,
 )
 from .frozen_layers import FrozenLayerCache, frozen_layer_cache
-from .losses import check_relational_distillation, term_batch_size
 from .model_setup import model_and_tokenizer
 from .output_folder import OutputFolder, claim_output_folder
 from .plots import plot_training
@@ -59,20 +58,23 @@ logger = logging.getLogger(__name__)
 def train(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
     """Train a model as the arguments say, save it to `output_dir`, and return the test results."""
     report_to = None if training_args.report_to == "none" else training_args.report_to
+    # DistributedDataParallel must be told before the model exists whether a step's terms leave parameters out of
+    # the graph (SkipThought's decoders in a caption step, an image map under the caption-group objectives).
+    terms = create_training_terms(model_args.objective, model_args.objective_options, model_args.text_options,
+                                  model_args.base_options)
     accelerator = Accelerator(
         mixed_precision=resolve_mixed_precision(training_args.mixed_precision),
         log_with=report_to,
         project_dir=training_args.output_dir if report_to else None,
         kwargs_handlers=[DistributedDataParallelKwargs(
-            find_unused_parameters=leaves_parameters_unused(model_args.objective, model_args.objective_options,
-                                                           model_args.text_options, model_args.base_options))],
+            find_unused_parameters=not all(term.uses_every_parameter for term in terms))],
     )
     if accelerator.gradient_accumulation_steps > 1:
         raise ValueError(
             "gradient accumulation would split the in-batch negatives of the contrastive loss into smaller "
             "batches; use more processes or a larger per_device_train_batch_size instead"
         )
-    check_relational_distillation(model_args.base_options, training_args, accelerator.num_processes)
+    _check_relational_distillation(model_args.base_options, training_args, accelerator.num_processes)
     claim = claim_output_folder(training_args.output_dir, training_args.overwrite_output_dir,
                                 bool(training_args.resume_from_checkpoint), accelerator.is_main_process,
                                 accelerator.wait_for_everyone)
@@ -92,7 +94,7 @@ class Run:
     tokenizer: PreTrainedTokenizerBase
     family: ModelFamily
     splits: dict[str, EncodedSplit]
-    losses: list[StreamLoss]
+    terms: list[TrainingTerm]
     streams: TrainingStreams
     selection: SelectionMetric
     stsb_dev: SentencePairs | None = None  # STS Benchmark's dev pairs, with --stsb_dir
@@ -142,7 +144,7 @@ def _train(accelerator: Accelerator, output_folder: OutputFolder, report_to: str
         "epochs": len(progress.history),
         "steps": progress.step,
         # The batch of the stream that makes the epochs (L_C's pairs, say, when grounding trains as its authors did).
-        "global_batch_size": term_batch_size(run.streams.primary, training_args) * accelerator.num_processes,
+        "global_batch_size": _batch_size(run.streams.primary, training_args) * accelerator.num_processes,
         "num_processes": accelerator.num_processes,
         "mixed_precision": accelerator.mixed_precision,
         "wall_time_s": round(time.perf_counter() - started, 1),
@@ -166,7 +168,7 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     stsb_dev = load_stsb(training_args.stsb_dir)["validation"] if training_args.stsb_dir is not None else None
     source = load_data_source(data_args, training_args.seed, accelerator, training_args.dataloader_num_workers)
     corpus, image_feature_dim = source.corpus, source.image_feature_dim
-    if trains_text_objective(model_args.text_options):
+    if model_args.trains_text_objective:
         if data_args.books_dir is None:
             raise ValueError("SkipThought's text objective (--text_weight > 0) reads the books of --books_dir")
         book_triples, book_sentences = load_book_triples(data_args)
@@ -187,30 +189,87 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     # A model that maps images is validated by retrieval (`evaluate_split`), the others by their captions' cosines.
     selection = SelectionMetric.for_run(training_args.metric_for_best_model, training_args.greater_is_better,
                                         embeds_images=has_image_map, reads_stsb=stsb_dev is not None)
-    if data_args.visual_vectors == "none" and needs_visual_vectors(model_args.objective, model_args.objective_options,
-                                                                        has_image_map):
+    terms = create_training_terms(model_args.objective, model_args.objective_options, model_args.text_options,
+                                  model_args.base_options, training_args.seed, has_image_map,
+                                  _base_teacher(model_args, family, accelerator))
+    if data_args.visual_vectors == "none" and any(term.reads_visual_vectors for term in terms):
         raise ValueError(f"--visual_vectors none leaves nothing for --objective {model_args.objective} (with these "
                          f"weights) on a {model.config.model_type} model to read; use features or random")
-    losses = create_training_losses(model_args.objective, model_args.objective_options, model_args.text_options,
-                                    training_args.seed, has_image_map, model_args.base_options,
-                                    _base_teacher(model_args, family, accelerator))
     triples = None
-    if trains_text_objective(model_args.text_options):
+    if model_args.trains_text_objective:
         triples = EncodedTriples.from_dataset(book_triples, tokenizer, max_length)
-    streams = training_streams(losses, source, splits, triples, tokenizer, max_length, data_args, training_args,
-                               accelerator)
-    logger.info("training %s on %s", " + ".join(type(loss).__name__ for loss in losses), streams.describe())
+    streams = _training_streams(terms, source, splits, triples, tokenizer, max_length, data_args, training_args,
+                                accelerator)
+    logger.info("training %s on %s", " + ".join(type(term).__name__ for term in terms), streams.describe())
     if data_args.save_image_backbone and not has_image_map:
         raise ValueError(f"--save_image_backbone: a {model.config.model_type} model without an image map reads no "
                          f"images")
-    return Run(accelerator, model_args, data_args, training_args, model, tokenizer, family, splits, losses, streams,
+    return Run(accelerator, model_args, data_args, training_args, model, tokenizer, family, splits, terms, streams,
                selection, stsb_dev, source.image_backbone(data_args, training_args.seed))
+
+
+def _batch_size(term: TrainingTerm, training_args: TrainingArguments) -> int:
+    """Items of the term's stream in one process's batch (captions, caption pairs, groups or book triples): its own
+    size, else the run's (for book triples `--per_device_text_batch_size`, by default the captions')."""
+    if term.batch_size is not None:
+        return term.batch_size
+    if term.batch_kind == "book_triples":
+        return training_args.per_device_text_batch_size or training_args.per_device_train_batch_size
+    return training_args.per_device_train_batch_size
+
+
+def _training_streams(terms: list[TrainingTerm], source: DataSource, splits: dict[str, EncodedSplit],
+                      triples: EncodedTriples | None, tokenizer: PreTrainedTokenizerBase, max_length: int,
+                      data_args: DataArguments, training_args: TrainingArguments,
+                      accelerator: Accelerator) -> TrainingStreams:
+    """The streams the terms train on: each term's batches drawn from the encoded training split
+    (`splits["train"]`) or the books by the sampler its `batch_kind` asks for; or, when the source streams its
+    training split, that stream's batches for the one term. A stream gives its pairs in its own order, one caption
+    at a time, so a term that reads groups, pairs of captions or books cannot have it, nor one fixed caption per
+    image (`--group_by_length` groups the stream's chunks instead)."""
+    seed, processes, rank = training_args.seed, accelerator.num_processes, accelerator.process_index
+    if source.streams_training:
+        if data_args.caption_policy == "one":
+            raise ValueError("--caption_policy one keeps one caption of each image of a split held whole; --streaming "
+                             "reads every pair in the stream's shuffled order: drop one of them")
+        if len(terms) != 1 or terms[0].batch_kind != "captions":
+            kinds = ", ".join(f"{term.name} reads {term.batch_kind}" for term in terms)
+            raise ValueError(f"--streaming trains one term that reads captions one at a time ({kinds}); train this "
+                             f"objective without --streaming")
+        batches = source.streamed_training_batches(tokenizer, max_length, _batch_size(terms[0], training_args), seed,
+                                                   data_args, processes, rank, training_args.group_by_length)
+        return TrainingStreams(terms[0], batches, batches)
+    train_split = splits["train"]
+    policy = "all" if data_args.training_unit == "word" else data_args.caption_policy
+    lengths = train_split.lengths() if training_args.group_by_length else None
+    samplers = [batch_sampler(term.name, term.batch_kind, _batch_size(term, training_args),
+                              train_split.captions_per_image, len(triples) if triples is not None else 0, policy,
+                              lengths, training_args.captions_per_group, seed, processes, rank) for term in terms]
+    return training_streams(terms, samplers, train_split, triples, training_args.dataloader_num_workers, seed)
+
+
+def _check_relational_distillation(base_options: Any | None, training_args: TrainingArguments,
+                                   num_processes: int) -> None:
+    """Refuse `--distill_relational_weight` where no step could apply it, before any data or model is built: the
+    term compares each caption with the others of the batch distillation rides on (the image-text objective's or
+    MCSE's captions, one per image, every process's gathered) and adds nothing to fewer than
+    `RELATIONAL_MIN_SENTENCES` of them, so a smaller global batch would train as if it were off while the card listed
+    it. Gradient accumulation would not widen that batch (each micro-batch compares its own captions; the trainer
+    refuses it anyway)."""
+    weight = getattr(base_options, "distill_relational_weight", 0)
+    per_device = training_args.per_device_train_batch_size
+    if weight and per_device * num_processes < RELATIONAL_MIN_SENTENCES:
+        raise ValueError(f"--distill_relational_weight {weight} compares each caption with the others of its step's "
+                         f"global batch and needs at least {RELATIONAL_MIN_SENTENCES} captions, but a global batch "
+                         f"holds {per_device * num_processes} (--per_device_train_batch_size {per_device} on "
+                         f"{num_processes} process{'es' if num_processes > 1 else ''}): the term would apply in no "
+                         f"step; raise the batch size or set the weight to 0")
 
 
 def _base_teacher(model_args: ModelArguments, family: ModelFamily, accelerator: Accelerator) -> SentenceTeacher | None:
     """The frozen base's sentence embeddings, which distillation reads, when `--distill_weight` or
     `--distill_relational_weight` asks for them."""
-    if model_args.base_options is None or not model_args.base_options.distills:
+    if not model_args.distills:
         return None
     if model_args.model_name_or_path is not None:
         # The teacher is the encoder the flag names; one that reads the model's ids as other words was refused when
@@ -264,7 +323,7 @@ def _prepare_optimisation(run: Run, report_to: str | None) -> None:
     run.model, run.optimizer = accelerator.prepare(run.model, optimizer)
     run.frozen_layer_cache = _frozen_layer_cache(run)
     run.stateful = {"scheduler": run.scheduler, "progress": run.progress,
-                    **{f"loss-{loss.name}": loss for loss in run.losses}}
+                    **{f"loss-{term.name}": term for term in run.terms}}
     # The data's files are compared on a resume like the arguments: the same --data_dir may hold other data by then.
     run.arguments = {**run.model_args.to_dict(), **asdict(run.data_args), **asdict(training_args), "hub_token": None,
                      "training_data": run.data_args.training_data_fingerprint()}
@@ -297,7 +356,7 @@ def _frozen_layer_cache(run: Run) -> FrozenLayerCache | None:
     limit_gb = run.training_args.frozen_layer_cache_gb
     if limit_gb == 0:
         return None
-    dropout_terms = [type(loss).__name__ for loss in run.losses if loss.reads_dropout_views]
+    dropout_terms = [type(term).__name__ for term in run.terms if term.reads_dropout_views]
     model = run.accelerator.unwrap_model(run.model)
     if dropout_terms:
         if getattr(model.config, "trainable_layers", None) is not None:
@@ -347,13 +406,13 @@ def _training_step(run: Run, batch: dict[str, torch.Tensor]) -> float:
     """One optimiser step over every training term; returns the sum of their losses."""
     accelerator, progress = run.accelerator, run.progress
     loss_value = 0.0
-    for loss_term in run.losses:
-        term_batch = run.streams.batch(loss_term, batch, progress.step)
-        loss = loss_term(run.model, {name: tensor.to(accelerator.device) for name, tensor in term_batch.items()})
+    for term in run.terms:
+        term_batch = run.streams.batch(term, batch, progress.step)
+        loss = term(run.model, {name: tensor.to(accelerator.device) for name, tensor in term_batch.items()})
         term_value = loss.item()
         if not math.isfinite(term_value):
             raise FloatingPointError(
-                f"the training loss ({type(loss_term).__name__}) is {term_value} at step "
+                f"the training loss ({type(term).__name__}) is {term_value} at step "
                 f"{progress.step + 1} (epoch {progress.epoch + 1}); stopping, the last checkpoint is the "
                 "last good state. Lower the learning rate or enable --max_grad_norm."
             )
