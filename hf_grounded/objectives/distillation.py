@@ -4,7 +4,7 @@ batch are the teacher,
 
 - at the level of each sentence: one minus the cosine between the student's and the teacher's embedding;
 - at the level of the batch's relations: KL(teacher ‖ student) between the distributions of each sentence's
-  similarities to the batch's other sentences (a softmax at `temperature`).
+  similarities to the batch's other sentences (a softmax at `--distill_temperature`).
 
 Both gather every process's rows, as the other objectives do, so N processes compute the loss of the global batch.
 `SentenceTeacher` runs the base once per distinct caption and keeps its embedding; objectives never import models,
