@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 from hf_grounded import CharTokenizer
 from hf_grounded.data.prepared import load_prepared_split, push_prepared_dataset
 from hf_grounded.features import FeatureCache
-from hf_grounded.data.streaming import StreamedPairBatches
+from hf_grounded.data.prepared_pairs import StreamedPairBatches
 from hf_grounded.training import parse_arguments, train
 from hf_grounded.training.checkpoints import list_checkpoints
 

@@ -1,8 +1,8 @@
 """A run's data: every `--dataset` kind is one `DataSource` class in one registry (`DATA_SOURCES`), each with its
 code here: the caption sets (synthetic, Flickr8k, COCO, MSVD), each a `CaptionedImages` beside its loader; a
 clip-retrieval folder of precomputed embeddings (`EmbeddingPairs`), which webdataset.py writes from WebDataset
-shards; a prepared dataset (`PreparedPairs`), streamed by streaming.py. Beside them the run's `DataArguments`, the
-books SkipThought reads, and what training draws from a source: tokenised splits and their samplers."""
+shards; a prepared dataset (`PreparedPairs`), its training split streamable. Beside them the run's `DataArguments`,
+the books SkipThought reads, and what training draws from a source: tokenised splits and their samplers."""
 
 from ..files import InvalidSampleError
 from .arguments import DataArguments

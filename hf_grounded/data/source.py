@@ -15,7 +15,6 @@ from ..features import FeatureSpec
 from .arguments import DataArguments
 from .encoded import EncodedSplit
 from .prepared import SplitPairs
-from .streaming import StreamedPairBatches
 
 
 class DataSource(ABC):
@@ -63,8 +62,9 @@ class DataSource(ABC):
 
     def streamed_training_batches(self, tokenizer: PreTrainedTokenizerBase, max_length: int, batch_size: int,
                                   seed: int, data_args: DataArguments, num_replicas: int, rank: int,
-                                  group_by_length: bool) -> StreamedPairBatches:
-        """This process's batches of the streamed training split, which the one term the run trains reads."""
+                                  group_by_length: bool) -> Iterable[dict[str, torch.Tensor]]:
+        """This process's batches of the streamed training split, which the one term the run trains reads, epoch by
+        epoch (`set_epoch`): `hf_grounded.data.prepared_pairs.StreamedPairBatches`."""
         raise ValueError(f"{type(self).__name__} holds its training split: it streams nothing")
 
     def image_backbone(self, data_args: DataArguments, seed: int) -> FeatureSpec | None:

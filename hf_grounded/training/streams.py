@@ -9,7 +9,7 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from ..data.encoded import CaptionImagePairs, EncodedSplit, EncodedTriples, collate_captions
-from ..data.streaming import StreamedPairBatches
+from ..data.prepared_pairs import StreamedPairBatches
 from ..objectives import TrainingTerm
 
 
