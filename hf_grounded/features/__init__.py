@@ -4,9 +4,9 @@ cache of extracted features, and the backbone attached to a model."""
 from .attach import attach_image_backbone, carried_feature_spec
 from .backbone import BackboneSpec, create_backbone
 from .cache import FeatureCache, default_cache_dir, source_name
-from .extraction import FeatureSpec, cached_features, extract_features, feature_cache_file, read_image
+from .extraction import (FRAME_POOLINGS, FeatureSpec, cached_features, extract_features, feature_cache_file,
+                         pool_frames, read_image, sample_frames)
 from .preprocessing import PRESETS, make_preprocessing
-from .video import FRAME_POOLINGS, pool_frames, sample_frames
 
 __all__ = ["BackboneSpec", "FRAME_POOLINGS", "FeatureCache", "FeatureSpec", "PRESETS", "attach_image_backbone",
            "cached_features", "carried_feature_spec", "create_backbone", "default_cache_dir", "extract_features",

@@ -1,4 +1,5 @@
-"""Batched, cached, multi-process feature extraction for images and videos."""
+"""Batched, cached, multi-process feature extraction for images and videos: a video's frames sampled at a fixed rate
+(decoded with PyAV), and the ways a clip's frames become one vector."""
 
 import copy
 import hashlib
@@ -12,6 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import BinaryIO
 
+import av
 import timm
 import torch
 from accelerate import Accelerator
@@ -26,7 +28,6 @@ from ..models.image_processing_grounded import read_image as read_model_image
 from .backbone import BackboneSpec, create_backbone
 from .cache import FeatureCache, claim_cache_folder, content_fingerprint, default_cache_dir
 from .preprocessing import make_preprocessing
-from .video import sample_frames
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +91,41 @@ def _open_image(source, index: int) -> Image.Image:
             return read_image(io.BytesIO(source["bytes"]), source.get("path") or "image bytes")
         source = source["path"]
     return read_image(source, str(source))
+
+
+FRAME_POOLINGS = ("first", "mean", "all")
+
+
+def sample_frames(path: str | Path, fps: float = 3.0) -> list[Image.Image]:
+    """The frames shown at 0, 1/fps, 2/fps, ... seconds (Bordes et al. sample 3 per second).
+
+    Raises `InvalidSampleError` naming the file when it cannot be decoded or holds no frame.
+    """
+    frames = []
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            next_time = 0.0
+            for frame in container.decode(stream):
+                if frame.time is None or frame.time + 1e-6 >= next_time:
+                    frames.append(frame.to_image())
+                    next_time += 1.0 / fps
+    except (av.error.FFmpegError, IndexError, OSError) as error:
+        raise InvalidSampleError(f"{path}: video does not decode ({error})") from error
+    if not frames:
+        raise InvalidSampleError(f"{path}: video has no frames")
+    return frames
+
+
+def pool_frames(frames: torch.Tensor, pooling: str) -> torch.Tensor:
+    """A clip's `(frames, dim)` features as Bordes et al.'s F (`first`), A (`mean`) or T (`all`, kept as is)."""
+    if pooling == "first":
+        return frames[0]
+    if pooling == "mean":
+        return frames.mean(dim=0)
+    if pooling == "all":
+        return frames
+    raise ValueError(f"unknown frame pooling {pooling!r}; choose from {FRAME_POOLINGS}")
 
 
 class _Frames(Dataset):
@@ -243,4 +279,5 @@ def cached_features(
     return cache.get(ids)
 
 
-__all__ = ["FeatureSpec", "cached_features", "extract_features", "feature_cache_file", "read_image"]
+__all__ = ["FRAME_POOLINGS", "FeatureSpec", "cached_features", "extract_features", "feature_cache_file", "pool_frames",
+           "read_image", "sample_frames"]
