@@ -85,8 +85,7 @@ def load_books(folder: str | Path, skip_invalid: bool = False) -> Dataset:
 
 def sentence_triples(sentences: Dataset) -> Dataset:
     """(previous, current, next) sentences for SkipThought; a triple never crosses a book boundary."""
-    books, texts = sentences["book"], sentences["text"]
-    books, texts = list(books), list(texts)
+    books, texts = list(sentences["book"]), list(sentences["text"])
     rows = {"book": [], "previous": [], "current": [], "next": []}
     for index in range(1, len(texts) - 1):
         if books[index - 1] == books[index] == books[index + 1]:

@@ -64,7 +64,30 @@ class EmbeddingPairs(DataSource):
         Millions of pairs: the captions stay an Arrow table and the embeddings on disk; the main process converts
         and checks the captions into datasets' cache first, the others then read it."""
         with main_process_first(accelerator):
-            return _load_pairs(data_args, seed)
+            if data_args.data_dir is None:
+                raise ValueError("--dataset embeddings reads a clip-retrieval folder (img_emb/, metadata/): pass "
+                                 "--data_dir")
+            shards = embedding_shards(data_args.data_dir)
+            captions = read_captions(shards)
+            bad, problem = invalid_rows(shards, captions)
+            if len(bad) and not data_args.skip_invalid:
+                raise ValueError(f"{problem} ({len(bad)} such rows in {data_args.data_dir}; --skip_invalid leaves "
+                                 "them out)")
+            if len(bad):
+                logger.warning("skipped %d of %d pairs of %s with a non-finite embedding or an empty caption "
+                               "(first: %s)", len(bad), len(captions), data_args.data_dir, problem)
+            rows = np.setdiff1d(np.arange(len(captions)), bad)
+            held = data_args.heldout_pairs
+            if len(rows) <= 2 * held:
+                raise ValueError(f"{data_args.data_dir} has {len(rows)} usable pairs: too few to hold out "
+                                 f"--heldout_pairs {held} for validation and {held} for test and train on the rest")
+            order = rows[torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed)).numpy()]
+            chosen = {"validation": np.sort(order[:held]), "test": np.sort(order[held : 2 * held]),
+                      "train": np.sort(order[2 * held :])}
+            table = FeatureRows([shard.embeddings for shard in shards])
+            features = {split: table.select(selected) if split == "train" else table[selected]
+                        for split, selected in chosen.items()}
+            return cls({split: captions.select(selected) for split, selected in chosen.items()}, features, chosen)
 
     def pairs_to_prepare(self, data_args: DataArguments, seed: int) -> tuple[dict[str, SplitPairs], str]:
         features = (f"precomputed embeddings of a clip-retrieval folder, {data_args.heldout_pairs} pairs held out "
@@ -80,31 +103,6 @@ class EmbeddingPairs(DataSource):
                     "image_index": np.arange(start, stop), "embedding": features[list(range(start, stop))].numpy()}
 
         return SplitPairs(len(rows), read)
-
-
-def _load_pairs(data_args: DataArguments, seed: int) -> EmbeddingPairs:
-    if data_args.data_dir is None:
-        raise ValueError("--dataset embeddings reads a clip-retrieval folder (img_emb/, metadata/): pass --data_dir")
-    shards = embedding_shards(data_args.data_dir)
-    captions = read_captions(shards)
-    bad, problem = invalid_rows(shards, captions)
-    if len(bad) and not data_args.skip_invalid:
-        raise ValueError(f"{problem} ({len(bad)} such rows in {data_args.data_dir}; --skip_invalid leaves them out)")
-    if len(bad):
-        logger.warning("skipped %d of %d pairs of %s with a non-finite embedding or an empty caption (first: %s)",
-                       len(bad), len(captions), data_args.data_dir, problem)
-    rows = np.setdiff1d(np.arange(len(captions)), bad)
-    held = data_args.heldout_pairs
-    if len(rows) <= 2 * held:
-        raise ValueError(f"{data_args.data_dir} has {len(rows)} usable pairs: too few to hold out --heldout_pairs "
-                         f"{held} for validation and {held} for test and train on the rest")
-    order = rows[torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed)).numpy()]
-    chosen = {"validation": np.sort(order[:held]), "test": np.sort(order[held : 2 * held]),
-              "train": np.sort(order[2 * held :])}
-    table = FeatureRows([shard.embeddings for shard in shards])
-    features = {split: table.select(selected) if split == "train" else table[selected]
-                for split, selected in chosen.items()}
-    return EmbeddingPairs({split: captions.select(selected) for split, selected in chosen.items()}, features, chosen)
 
 
 __all__ = ["EmbeddingPairs"]

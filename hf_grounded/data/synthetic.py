@@ -8,13 +8,13 @@ has a reason to place them close together.
 
 import random
 
-from datasets import Dataset, DatasetDict
+from datasets import DatasetDict
 from PIL import Image as PILImage
 from PIL import ImageDraw
 
 from .arguments import DataArguments
 from .captioned_images import CaptionedImages
-from .schema import image_features_schema
+from .schema import build_dataset_dict, image_features_schema
 
 # (plain word, synonym, RGB)
 COLOURS = [
@@ -63,21 +63,14 @@ def make_synthetic_dataset(
     """
     if captions_per_image < 1:
         raise ValueError(f"captions_per_image must be at least 1, got {captions_per_image}")
-    features = image_features_schema()
     sizes = {"train": num_train, "validation": num_validation, "test": num_test}
-    splits = {}
+    rows = {}
     for split, size in sizes.items():
         rng = random.Random(seed * 1000 + SPLIT_OFFSETS[split])
-        rows = [_make_example(rng, captions_per_image, image_size) for _ in range(size)]
-        splits[split] = Dataset.from_dict(
-            {
-                "image": [row[0] for row in rows],
-                "captions": [row[1] for row in rows],
-                "image_id": [f"synthetic-{split}-{index:05d}" for index in range(size)],
-            },
-            features=features,
-        )
-    return DatasetDict(splits)
+        rows[split] = [{"image": image, "captions": captions, "image_id": f"synthetic-{split}-{index:05d}"}
+                       for index, (image, captions) in
+                       enumerate(_make_example(rng, captions_per_image, image_size) for _ in range(size))]
+    return build_dataset_dict(rows, image_features_schema())
 
 
 class SyntheticImages(CaptionedImages):

@@ -194,8 +194,9 @@ def write_shard(folder: Path, number: int, captions: list[str], keys: list[str],
     if not len(captions):
         raise ValueError(f"shard {number} has no pair: an empty shard is recorded in prepared.json, not written")
     targets = (folder / "img_emb" / f"img_emb_{number}.npy", folder / "metadata" / f"metadata_{number}.parquet")
-    for target in targets:
-        _output_subfolder(target.parent)
+    for target in targets:  # a link there is refused, not followed
+        refuse_symlink(target.parent)
+        target.parent.mkdir(parents=True, exist_ok=True)
     table = pa.table({"caption": captions, "key": keys}).replace_schema_metadata(
         {RECORD_KEY: json.dumps(record, sort_keys=True)})
     # Both files are whole before either is renamed into place; the inner block ends first, so the metadata goes last.
@@ -203,12 +204,6 @@ def write_shard(folder: Path, number: int, captions: list[str], keys: list[str],
         with open_for_writing(targets[0], binary=True) as stream:
             np.save(stream, embeddings)  # given a path, np.save would add ".npy" to its name
             pq.write_table(table, metadata_file)
-
-
-def _output_subfolder(path: Path) -> None:
-    """Create `path` (a subfolder of the output folder) unless it exists; a link there is refused, not followed."""
-    refuse_symlink(path)
-    path.mkdir(parents=True, exist_ok=True)
 
 
 def shard_record(settings: dict, source: Path) -> dict:
