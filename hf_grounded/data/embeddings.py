@@ -274,22 +274,21 @@ def numbered_files(folder: Path, prefix: str, suffix: str) -> dict[int, Path]:
 def invalid_rows(shards: list[EmbeddingShard], captions: Dataset) -> tuple[np.ndarray, str | None]:
     """The rows (global, sorted) whose embedding is not finite or whose caption is empty, and the first problem
     in words, naming its file and row; None when every row is sound."""
-    non_finite, offset = [], 0
-    for shard in shards:
-        non_finite.extend(rows + offset for rows in _scan_non_finite(_NpyFile(shard.embeddings)))
-        offset += shard.rows
+    offsets = np.cumsum([0, *(shard.rows for shard in shards)])
+    non_finite = [rows + offset for shard, offset in zip(shards, offsets)
+                  for rows in _scan_non_finite(_NpyFile(shard.embeddings))]
     non_finite = np.concatenate(non_finite) if non_finite else np.zeros(0, dtype=np.int64)
     flags = captions.map(lambda batch: {"empty": [not (caption or "").strip() for caption in batch["caption"]]},
                          batched=True, batch_size=65536, remove_columns=captions.column_names,
                          desc="Checking captions")
     empty = np.flatnonzero(flags.data.column("empty").to_numpy(zero_copy_only=False))
     problem = None
-    if len(non_finite):
-        shard, row = _locate(shards, int(non_finite[0]))
-        problem = f"{shard.embeddings}: row {row} is not finite (NaN or infinite)"
-    elif len(empty):
-        shard, row = _locate(shards, int(empty[0]))
-        problem = f"{shard.metadata}: row {row} has an empty caption"
+    if len(non_finite) or len(empty):
+        first = int(non_finite[0] if len(non_finite) else empty[0])
+        number = int(np.searchsorted(offsets, first, side="right")) - 1
+        shard, row = shards[number], first - int(offsets[number])
+        problem = (f"{shard.embeddings}: row {row} is not finite (NaN or infinite)" if len(non_finite)
+                   else f"{shard.metadata}: row {row} has an empty caption")
     return np.union1d(non_finite, empty), problem
 
 
@@ -310,14 +309,6 @@ def _non_finite_rows(rows: np.ndarray) -> np.ndarray:
     bits, exponent = (rows.view(np.uint16), 0x7C00) if rows.dtype == np.float16 else (rows.view(np.uint32),
                                                                                      0x7F800000)
     return np.flatnonzero(((bits & exponent) == exponent).any(axis=1))
-
-
-def _locate(shards: list[EmbeddingShard], index: int) -> tuple[EmbeddingShard, int]:
-    for shard in shards:
-        if index < shard.rows:
-            return shard, index
-        index -= shard.rows
-    raise IndexError(index)
 
 
 def read_captions(shards: list[EmbeddingShard], cache_dir: str | None = None) -> Dataset:
