@@ -8,7 +8,6 @@ Python strings.
 """
 
 import json
-import logging
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -23,8 +22,6 @@ from datasets import Dataset
 
 from ..files import open_for_writing, regular_file, replaced_atomically
 from .schema import is_text
-
-logger = logging.getLogger(__name__)
 
 # The key under which a shard's metadata file records how `recipes/prepare_data.py --shards` made it, and the file
 # in which that recipe records the shards it was given and those it finished.

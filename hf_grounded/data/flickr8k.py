@@ -1,6 +1,5 @@
 """Flickr8k (Hodosh et al., 2013) from its official layout or Karpathy's split file. Nothing is downloaded."""
 
-import logging
 from collections import defaultdict
 from pathlib import Path
 
@@ -18,8 +17,6 @@ from .validation import (
     raise_or_report,
     read_text_lines,
 )
-
-logger = logging.getLogger(__name__)
 
 IMAGE_FOLDERS = ("Flicker8k_Dataset", "Flickr8k_Dataset", "Images", "images")
 SPLIT_FILES = {"train": "Flickr_8k.trainImages.txt", "validation": "Flickr_8k.devImages.txt",
