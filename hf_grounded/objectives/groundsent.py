@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..argument_values import at_least
 from ..models.losses import last_pairs_max_margin
 from .term import TrainingTerm, gather_with_local_grad, option
 
@@ -33,13 +34,13 @@ class GroundSentLoss(TrainingTerm):
                    "{cap2cap_weight})")
     citation = "Bordes et al., 2019"
     families = ("grounded_skipthought",)
-    cap2img_weight: float = option(1.0, "Weight of Cap2Img, predicting each caption's visual vector.", minimum=0)
-    cap2cap_weight: float = option(1.0, "Weight of Cap2Cap, generating another caption of its image.", minimum=0)
-    grounding_margin: float = option(0.5, "Cap2Img's margin m.", minimum=0)
-    grounding_negatives: int = option(10, "Negative pairs of Cap2Img: the last pairs of the global batch.", minimum=1)
+    cap2img_weight: float = option(1.0, "Weight of Cap2Img, predicting each caption's visual vector.", at_least(0))
+    cap2cap_weight: float = option(1.0, "Weight of Cap2Cap, generating another caption of its image.", at_least(0))
+    grounding_margin: float = option(0.5, "Cap2Img's margin m.", at_least(0))
+    grounding_negatives: int = option(10, "Negative pairs of Cap2Img: the last pairs of the global batch.", at_least(1))
     cap2img_batch_size: int = option(32, "Captions of distinct images per process in a Cap2Img batch, negatives "
-                                         "included.", minimum=2)
-    cap2cap_batch_size: int = option(32, "Caption pairs per process in a Cap2Cap batch.", minimum=1)
+                                         "included.", at_least(2))
+    cap2cap_batch_size: int = option(32, "Caption pairs per process in a Cap2Cap batch.", at_least(1))
 
     @classmethod
     def check_options(cls, options: Any) -> None:

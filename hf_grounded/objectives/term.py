@@ -4,20 +4,14 @@ and gathers every process's rows (as open_clip's `ClipLoss` does), so N processe
 batch."""
 
 import copy
-from dataclasses import Field, asdict, field, fields, make_dataclass
+from dataclasses import Field, asdict, fields, make_dataclass
 from typing import Any, ClassVar
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..argument_values import check_argument_values
-
-
-def option(default: Any, help: str, **bounds: Any) -> Any:
-    """A term's option, declared as an annotated class attribute: its default, its `--help` text and its bounds
-    (`minimum=N`, `positive=True`; `hf_grounded.argument_values`)."""
-    return field(default=default, metadata={"help": help, **bounds})
+from ..argument_values import check_argument_values, option
 
 
 class TrainingTerm(nn.Module):
