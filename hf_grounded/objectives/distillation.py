@@ -98,14 +98,11 @@ class BaseKeeping(TrainingTerm):
     caption_pair_batch_size: int = option(32, "Images per process in a caption-pair batch (two captions each).",
                                           at_least(2))
     caption_pair_temperature: float = option(0.05, "Temperature of the caption-pair InfoNCE.", ABOVE_ZERO)
+    batch_size_option = "caption_pair_batch_size"
 
     def __init__(self, teacher: SentenceTeacher | None = None, **options):
         super().__init__(**options)
         self.teacher = teacher
-
-    @property
-    def batch_size(self) -> int:
-        return self.caption_pair_batch_size
 
     def describe(self) -> str:
         """What the model card adds to the objective's description; empty when every term is off."""

@@ -131,10 +131,7 @@ class ClusterLoss(GroundingLoss):
 
     name = "cluster"
     batch_kind = "caption_pairs"
-
-    @property
-    def batch_size(self) -> int:
-        return self.cluster_batch_size
+    batch_size_option = "cluster_batch_size"
 
     @property
     def reads_visual_vectors(self) -> bool:
@@ -167,10 +164,7 @@ class PerceptualLoss(GroundingLoss):
     batch_kind = "distinct_image_captions"
     full_matrices = True
     reads_visual_vectors = True
-
-    @property
-    def batch_size(self) -> int:
-        return self.perceptual_batch_size
+    batch_size_option = "perceptual_batch_size"
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         outputs, visual = _encode_captions(model, batch, self.has_image_map)

@@ -41,6 +41,7 @@ class GroundSentLoss(TrainingTerm):
     cap2img_batch_size: int = option(32, "Captions of distinct images per process in a Cap2Img batch, negatives "
                                          "included.", at_least(2))
     cap2cap_batch_size: int = option(32, "Caption pairs per process in a Cap2Cap batch.", at_least(1))
+    batch_size_option = "cap2img_batch_size"
 
     @classmethod
     def check_options(cls, options: Any) -> None:
@@ -49,10 +50,6 @@ class GroundSentLoss(TrainingTerm):
         if options.cap2img_weight and options.cap2img_batch_size <= options.grounding_negatives:
             raise ValueError(f"--cap2img_batch_size {options.cap2img_batch_size} leaves no anchor beside "
                              f"--grounding_negatives {options.grounding_negatives}: it must be larger")
-
-    @property
-    def batch_size(self) -> int:
-        return self.cap2img_batch_size
 
     @property
     def reads_visual_vectors(self) -> bool:
@@ -88,10 +85,7 @@ class CaptionToCaptionLoss(GroundSentLoss):
     name = "cap2cap"
     batch_kind = "caption_pairs"
     reads_visual_vectors = False
-
-    @property
-    def batch_size(self) -> int:
-        return self.cap2cap_batch_size
+    batch_size_option = "cap2cap_batch_size"
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         outputs = model(input_ids=batch["input_ids"][0::2], attention_mask=batch["attention_mask"][0::2],
