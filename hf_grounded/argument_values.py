@@ -2,49 +2,64 @@
 argparse converts and checks the command line's, but a YAML config's values and a Python caller's reach the
 dataclass as they are.
 
-A field's bounds live in its own metadata, beside its help: `"minimum": N` (the smallest value, for each item of
-a list too) or `"positive": True` (above zero). An option that is a field of a model config is declared by its name
-alone (`config_options`): its type, default, help and check are the config's.
+A field's check is its annotated type and then its rule, which `option()` puts in its metadata beside its help: a
+bound (`at_least(N)`, `ABOVE_ZERO`), or for an option that is a field of a model config, declared by its name alone
+(`config_options`), the config's `Rule` (`hf_grounded.models.configuration_checks`), whose type, default and help
+it takes too.
 """
 
 import copy
-import dataclasses
 import math
 import types
 from collections.abc import Callable
-from dataclasses import Field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from types import MappingProxyType
-from typing import Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from transformers import HfArgumentParser
 from transformers.utils.auto_docstring import parse_docstring
 
-# The metadata keys of checks, which argparse must not see: bounds, and a config's rule for its key.
-CHECKS = ("minimum", "positive", "rule")
+# The metadata keys of checks, which argparse must not see: a field's rule, and the config whose key it is.
+CHECKS = ("rule", "config")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A rule on an argument's number, what it must be in words and as a test, as a config's `Rule` is (which this
+    layer, below the models, cannot import). Checked after the annotated type, so None passes where that allows it."""
+
+    requirement: str
+    accepts: Callable[[Any], bool]
+    choices = None
+
+
+def at_least(minimum: int) -> Bound:
+    return Bound(f"at least {minimum}", lambda value: value is None or value >= minimum)
+
+
+ABOVE_ZERO = Bound("above 0", lambda value: value is None or value > 0)
+
+
+def option(default: Any, help: str, rule: Any = None, default_factory: Any = MISSING, **metadata: Any) -> Any:
+    """An option of an argument dataclass, declared as an annotated class attribute: its default (MISSING beside a
+    `default_factory`), its `--help` text and its rule (a `Bound`, or a config's `Rule`, whose choices argparse
+    offers)."""
+    if rule is not None:
+        metadata = {"rule": rule, **({"choices": list(rule.choices)} if rule.choices else {}), **metadata}
+    return field(default=default, default_factory=default_factory, metadata={"help": help, **metadata})
 
 
 def check_argument_values(arguments) -> None:
-    """Refuse a value that is not of its field's type or out of its range, naming the flag and the value."""
+    """Refuse a value that is not of its field's type or that its rule refuses, naming the flag and the value."""
     # The annotations, not `fields()`: HfArgumentParser rewrites a field's `type` (`int | None` becomes `int`).
     annotations = get_type_hints(type(arguments))
     for spec in fields(arguments):
-        value, annotation = getattr(arguments, spec.name), annotations[spec.name]
-        if "rule" in spec.metadata:  # a config's field: its config's rule is its one check
-            if not spec.metadata["rule"].accepts(value):
-                raise ValueError(f"--{spec.name} must be {spec.metadata['rule'].requirement}, got {value!r}")
-            continue
-        if not _is_of_type(value, annotation):
+        value, annotation, rule = getattr(arguments, spec.name), annotations[spec.name], spec.metadata.get("rule")
+        # A config's rule (`config_options`) checks the type too, in its own words.
+        if "config" not in spec.metadata and not _is_of_type(value, annotation):
             raise ValueError(f"--{spec.name} must be {_describe(annotation)}, got {value!r}")
-        if value is None:
-            continue
-        values = value if isinstance(value, list) else [value]
-        if "minimum" in spec.metadata:
-            if isinstance(value, list) and not values:
-                raise ValueError(f"--{spec.name} needs at least one value")
-            if any(item < spec.metadata["minimum"] for item in values):
-                raise ValueError(f"--{spec.name} must be at least {spec.metadata['minimum']}, got {value!r}")
-        if spec.metadata.get("positive") and not value > 0:
-            raise ValueError(f"--{spec.name} must be above 0, got {value!r}")
+        if rule is not None and not rule.accepts(value):
+            raise ValueError(f"--{spec.name} must be {rule.requirement}, got {value!r}")
 
 
 def _is_of_type(value, annotation) -> bool:
@@ -52,7 +67,7 @@ def _is_of_type(value, annotation) -> bool:
     if origin is Literal:
         return any(type(value) is type(choice) and value == choice for choice in get_args(annotation))
     if origin in (Union, types.UnionType):
-        return any(_is_of_type(value, option) for option in get_args(annotation))
+        return any(_is_of_type(value, member) for member in get_args(annotation))
     if origin is list:
         return isinstance(value, list) and all(_is_of_type(item, get_args(annotation)[0]) for item in value)
     if annotation is type(None):
@@ -69,7 +84,7 @@ def _describe(annotation) -> str:
     if origin is Literal:
         return "one of " + ", ".join(repr(choice) for choice in get_args(annotation))
     if origin in (Union, types.UnionType):
-        return " or ".join(_describe(option) for option in get_args(annotation))
+        return " or ".join(_describe(member) for member in get_args(annotation))
     if origin is list:
         return f"a list of {_describe(get_args(annotation)[0])}"
     return {type(None): "null", float: "a finite number", int: "an integer", bool: "true or false",
@@ -95,7 +110,7 @@ def config_options(config_class: type, *names: str) -> Callable[[type], type]:
 
     ```"""
     def declare(cls: type) -> type:
-        config_fields = {spec.name: spec for spec in dataclasses.fields(config_class)}
+        config_fields = {spec.name: spec for spec in fields(config_class)}
         # transformers' own reading of a docstring's Args: section, as its auto_docstring reads it.
         descriptions = {name: " ".join(entry["description"].split())
                         for name, entry in parse_docstring(config_class.__doc__ or "")[0].items()}
@@ -104,16 +119,14 @@ def config_options(config_class: type, *names: str) -> Callable[[type], type]:
             if name not in config_fields or name not in descriptions or name not in rules:
                 raise TypeError(f"{config_class.__name__}.{name} is no field with a rule (value_rules) and an Args: "
                                 f"entry in the docstring, which an option of it takes")
-            spec, rule = config_fields[name], rules[name]
-            default = ({"default": spec.default} if spec.default is not dataclasses.MISSING
-                       else {"default_factory": spec.default_factory})
+            spec = config_fields[name]
             # For a terminal: the docstring's code marks dropped, and a literal % doubled (argparse formats help).
-            metadata = {"help": descriptions[name].replace("`", "").replace("%", "%%"), "rule": rule,
-                        **({"choices": list(rule.choices)} if rule.choices else {})}
+            help = descriptions[name].replace("`", "").replace("%", "%%")
+            setattr(cls, name, option(spec.default, help, rules[name], spec.default_factory,
+                                      config=config_class.__name__))
             annotations[name] = spec.type
-            setattr(cls, name, dataclasses.field(**default, metadata=metadata))
         cls.__annotations__ = {**annotations, **cls.__dict__.get("__annotations__", {})}
-        return dataclasses.dataclass(cls)
+        return dataclass(cls)
 
     return declare
 
@@ -138,4 +151,5 @@ class ArgumentParser(HfArgumentParser):
         HfArgumentParser._parse_dataclass_field(parser, unbounded)
 
 
-__all__ = ["ArgumentParser", "CheckedArguments", "check_argument_values", "config_options"]
+__all__ = ["ABOVE_ZERO", "ArgumentParser", "Bound", "CheckedArguments", "at_least", "check_argument_values",
+           "config_options", "option"]

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from .argument_values import CheckedArguments, config_options
+from .argument_values import CheckedArguments, at_least, config_options, option
 from .model_sources import named_model
 from .models import (
     CharGRUConfig,
@@ -45,45 +45,31 @@ from .word_tokenizer import train_word_tokenizer
 
 @config_options(CharGRUConfig, "rnn_type", "hidden_size", "pooling", "attention_heads", "initializer_range")
 class CharGRUArguments(CheckedArguments):
-    char_vocabulary: Literal["ascii", "corpus"] = field(
-        default="ascii",
-        metadata={"help": "Printable ASCII, accents stripped (the paper's alphabet), or every character seen at least "
-                          "--vocab_min_frequency times in the training captions (other scripts)."},
-    )
-    vocab_min_frequency: int = field(
-        default=1, metadata={"minimum": 1, "help": "--char_vocabulary corpus: keep characters seen this often."}
-    )
+    char_vocabulary: Literal["ascii", "corpus"] = option(
+        "ascii", "Printable ASCII, accents stripped (the paper's alphabet), or every character seen at least "
+        "--vocab_min_frequency times in the training captions (other scripts).")
+    vocab_min_frequency: int = option(1, "--char_vocabulary corpus: keep characters seen this often.", at_least(1))
 
 
 @config_options(VETEConfig, "text_encoder", "bow_pooling", "word_embedding_size", "rnn_type", "rnn_hidden_size",
                 "rnn_num_layers", "cnn_filter_widths", "cnn_num_filters", "embed_dim")
 class VETEArguments(CheckedArguments):
-    vocab_min_frequency: int = field(
-        default=1, metadata={"minimum": 1, "help": "Keep training words seen at least this often."}
-    )
-    vocab_max_size: int | None = field(
-        default=None, metadata={"minimum": 1, "help": "Keep at most this many words; all by default."}
-    )
+    vocab_min_frequency: int = option(1, "Keep training words seen at least this often.", at_least(1))
+    vocab_max_size: int | None = option(None, "Keep at most this many words; all by default.", at_least(1))
 
 
 @config_options(GroundedSkipThoughtConfig, "hidden_size", "word_embedding_size")
 class GroundedSkipThoughtArguments(CheckedArguments):
-    vocab_min_frequency: int = field(
-        default=1, metadata={"minimum": 1, "help": "Keep words of the books and captions seen at least this often."}
-    )
-    vocab_max_size: int = field(
-        default=20000,
-        metadata={"minimum": 1, "help": "Keep at most this many words (Kiros et al.'s and Bordes et al.'s 20,000)."},
-    )
+    vocab_min_frequency: int = option(1, "Keep words of the books and captions seen at least this often.", at_least(1))
+    vocab_max_size: int = option(20000, "Keep at most this many words (Kiros et al.'s and Bordes et al.'s "
+                                        "20,000).", at_least(1))
 
 
 @config_options(GroundedTransformerConfig, "pooling", "projection_dim", "trainable_layers")
 class GroundedTransformerArguments(CheckedArguments):
-    text_model_name_or_path: str = field(
-        default="sentence-transformers/all-MiniLM-L6-v2",
-        metadata={"help": "The pretrained transformers text encoder to ground (a Hub name or a folder); its "
-                          "tokenizer comes with it."},
-    )
+    text_model_name_or_path: str = option(
+        "sentence-transformers/all-MiniLM-L6-v2", "The pretrained transformers text encoder to ground (a Hub name or a "
+        "folder); its tokenizer comes with it.")
 
 
 @dataclass(frozen=True)

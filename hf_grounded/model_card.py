@@ -196,20 +196,16 @@ def _dataset_name(data: dict) -> str:
 def _eval_results(results: dict, evaluation: dict | None, dataset: str) -> list[EvalResult]:
     """Retrieval from evaluate.py (which adds confidence intervals) replaces that of training when both exist;
     MTEB's results are indexed as MTEB itself indexes them."""
-    return _library_eval_results(results, evaluation, dataset) + [
-        EvalResult(**entry) for entry in (evaluation or {}).get("mteb_model_index", [])]
-
-
-def _library_eval_results(results: dict, evaluation: dict | None, dataset: str) -> list[EvalResult]:
     evaluated = (evaluation or {}).get("results", {})
+    mteb = [EvalResult(**entry) for entry in (evaluation or {}).get("mteb_model_index", [])]
     if "retrieval" in evaluated and evaluation["dataset"] == dataset:
         retrieval = {direction: {metric: value for metric, value in metrics.items() if "_ci95_" not in metric}
                      for direction, metrics in evaluated["retrieval"].items() if direction in ("c2i", "i2c")}
     elif "retrieval" in results["test"]:
         retrieval = results["test"]["retrieval"]
     else:
-        return evaluation_eval_results({"structure": {dataset: results["test"]["structure"]}, **evaluated})
-    return retrieval_eval_results(retrieval, dataset) + evaluation_eval_results(evaluated)
+        return evaluation_eval_results({"structure": {dataset: results["test"]["structure"]}, **evaluated}) + mteb
+    return retrieval_eval_results(retrieval, dataset) + evaluation_eval_results(evaluated) + mteb
 
 
 def _features_file_name(data: dict) -> str | None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from hf_grounded.argument_values import ArgumentParser
+from hf_grounded.argument_values import ArgumentParser, at_least
 from hf_grounded.command_line import run_recipe
 from hf_grounded.data import DataArguments, prepare_dataset
 from hf_grounded.data.prepared import push_prepared_dataset, written_by_preparation
@@ -50,7 +50,7 @@ class PreparationArguments:
     embedding_dtype: Literal["float16", "float32"] = field(
         default="float16", metadata={"help": "How the embeddings are stored (float16 halves the disk; float32 keeps "
                                              "the features exactly)."})
-    shard_rows: int = field(default=100_000, metadata={"minimum": 1,
+    shard_rows: int = field(default=100_000, metadata={"rule": at_least(1),
                                                        "help": "A prepared dataset's pairs per parquet shard, at most."})
     seed: int = field(default=42, metadata={"help": "Seed of random backbone weights (without a pretrained file) and "
                                                     "of a clip-retrieval folder's held-out pairs."})

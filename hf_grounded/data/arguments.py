@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ..argument_values import check_argument_values
+from ..argument_values import at_least, check_argument_values
 from ..features import BackboneSpec, FeatureSpec
 
 
@@ -21,10 +21,10 @@ class DataArguments:
     )
     data_dir: str | None = field(default=None, metadata={"help": "Local folder of the dataset (--dataset prepared: "
                                                                  "a folder or a Hub dataset id)."})
-    synthetic_train_images: int = field(default=1000, metadata={"minimum": 1,
+    synthetic_train_images: int = field(default=1000, metadata={"rule": at_least(1),
                                                                 "help": "Synthetic set: training images."})
     synthetic_eval_images: int = field(
-        default=100, metadata={"minimum": 1, "help": "Synthetic set: validation and test images, each."}
+        default=100, metadata={"rule": at_least(1), "help": "Synthetic set: validation and test images, each."}
     )
     caption_policy: Literal["all", "one"] = field(
         default="all", metadata={"help": "'all' captions per image per epoch (Merkx & Frank) or a fixed 'one'."}
@@ -38,7 +38,8 @@ class DataArguments:
         metadata={"help": "Each image's or video's visual vector: its --backbone features; random normal vectors "
                           "(Bordes et al.'s control R); or none, for objectives that need only the groups (L_C)."},
     )
-    random_visual_dim: int = field(default=2048, metadata={"minimum": 1, "help": "visual_vectors random: their width."})
+    random_visual_dim: int = field(default=2048, metadata={"rule": at_least(1),
+                                                           "help": "visual_vectors random: their width."})
     training_unit: Literal["sentence", "word"] = field(
         default="sentence",
         metadata={"help": "'word' trains each word of the training captions against the image as a one-word "
@@ -81,10 +82,10 @@ class DataArguments:
         metadata={"help": "Where extracted features are cached; default $HF_GROUNDED_CACHE or "
                           "$HF_HOME/hf_grounded, then /features. 'none' disables the cache."},
     )
-    feature_batch_size: int = field(default=16, metadata={"minimum": 1,
+    feature_batch_size: int = field(default=16, metadata={"rule": at_least(1),
                                                           "help": "Backbone batch size during feature extraction."})
     heldout_pairs: int = field(
-        default=1000, metadata={"minimum": 1,
+        default=1000, metadata={"rule": at_least(1),
                                 "help": "--dataset embeddings: caption-embedding pairs held out for validation, and "
                                         "as many for test, drawn by --seed; the rest train."}
     )
@@ -94,7 +95,7 @@ class DataArguments:
                                          "grows with the pairs; for sets that fit)."}
     )
     preprocessing_num_workers: int | None = field(
-        default=None, metadata={"minimum": 1,
+        default=None, metadata={"rule": at_least(1),
                                 "help": "--dataset embeddings: processes that tokenise the captions (datasets' "
                                         "num_proc) on the first run; later runs read the cached table."}
     )
@@ -103,11 +104,11 @@ class DataArguments:
                                          "each process reading its own shards, instead of loading it."}
     )
     shuffle_buffer_size: int = field(
-        default=10_000, metadata={"minimum": 1, "help": "--streaming: pairs in the shuffle buffer (the shards' order "
-                                                        "is shuffled too, each epoch)."}
+        default=10_000, metadata={"rule": at_least(1), "help": "--streaming: pairs in the shuffle buffer (the shards' "
+                                                               "order is shuffled too, each epoch)."}
     )
     max_length: int = field(
-        default=512, metadata={"minimum": 1,
+        default=512, metadata={"rule": at_least(1),
                                "help": "Tokens kept per sentence: characters for the char-GRU, words otherwise."}
     )
 

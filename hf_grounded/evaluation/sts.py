@@ -41,6 +41,12 @@ class SentencePairs:
         return len(self.scores)
 
 
+def _pairs(rows: list[tuple[str, str, float]]) -> SentencePairs:
+    """The pairs of `(sentence1, sentence2, score)` rows."""
+    return SentencePairs([row[0] for row in rows], [row[1] for row in rows],
+                         np.asarray([row[2] for row in rows], dtype=np.float64))
+
+
 def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
@@ -93,17 +99,15 @@ def _read_sts_pairs(inputs: Path, gold: Path) -> SentencePairs:
     pairs, scores = _lines(inputs), _lines(gold)
     if len(pairs) != len(scores):
         raise ValueError(f"{inputs} has {len(pairs)} lines but {gold} has {len(scores)}")
-    first, second, kept = [], [], []
+    rows = []
     for number, (pair, score) in enumerate(zip(pairs, scores), start=1):
         if not score.strip():
             continue
         fields = pair.split("\t")
         if len(fields) < 2:
             raise ValueError(f"{inputs}, line {number}: expected two tab-separated sentences")
-        kept.append(finite_score(score, f"{gold}, line {number}", "gold score"))
-        first.append(fields[0])
-        second.append(fields[1])
-    return SentencePairs(first, second, np.asarray(kept, dtype=np.float64))
+        rows.append((fields[0], fields[1], finite_score(score, f"{gold}, line {number}", "gold score")))
+    return _pairs(rows)
 
 
 def finite_score(text: str, where: str, name: str) -> float:
@@ -127,15 +131,13 @@ def load_stsb(stsb_dir: str | Path) -> dict[str, SentencePairs]:
         path = folder / f"sts-{name}.csv"
         if not path.is_file():
             raise FileNotFoundError(f"{path} does not exist")
-        first, second, scores = [], [], []
+        rows = []
         for number, line in enumerate(_lines(path), start=1):
             fields = line.split("\t")
             if len(fields) < 7:
                 raise ValueError(f"{path}, line {number}: expected at least 7 tab-separated fields, got {len(fields)}")
-            scores.append(finite_score(fields[4], f"{path}, line {number}", "score"))
-            first.append(fields[5])
-            second.append(fields[6])
-        splits[split] = SentencePairs(first, second, np.asarray(scores, dtype=np.float64))
+            rows.append((fields[5], fields[6], finite_score(fields[4], f"{path}, line {number}", "score")))
+        splits[split] = _pairs(rows)
     return splits
 
 
@@ -148,7 +150,7 @@ def load_sick(sick_path: str | Path) -> dict[str, SentencePairs]:
     if missing:
         raise ValueError(f"{path}: header lacks {sorted(missing)}")
     index = {name: columns.index(name) for name in columns}
-    collected = {split: ([], [], []) for split in SICK_SPLITS}
+    collected = {split: [] for split in SICK_SPLITS}
     split_of = {value: split for split, value in SICK_SPLITS.items()}
     for number, row in enumerate(rows, start=2):
         fields = row.split("\t")
@@ -157,11 +159,9 @@ def load_sick(sick_path: str | Path) -> dict[str, SentencePairs]:
         split = split_of.get(fields[index["SemEval_set"]])
         if split is None:
             raise ValueError(f"{path}, line {number}: unknown SemEval_set {fields[index['SemEval_set']]!r}")
-        first, second, scores = collected[split]
-        first.append(fields[index["sentence_A"]])
-        second.append(fields[index["sentence_B"]])
-        scores.append(finite_score(fields[index["relatedness_score"]], f"{path}, line {number}", "relatedness_score"))
-    return {split: SentencePairs(a, b, np.asarray(s, dtype=np.float64)) for split, (a, b, s) in collected.items()}
+        score = finite_score(fields[index["relatedness_score"]], f"{path}, line {number}", "relatedness_score")
+        collected[split].append((fields[index["sentence_A"]], fields[index["sentence_B"]], score))
+    return {split: _pairs(rows) for split, rows in collected.items()}
 
 
 def senteval_style(sentence: str) -> str:

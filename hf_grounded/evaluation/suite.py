@@ -18,7 +18,7 @@ the card could not be written to.
 
 import logging
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -26,7 +26,7 @@ from accelerate import Accelerator
 from datasets import DatasetDict
 from transformers import AutoModel
 
-from ..argument_values import ArgumentParser
+from ..argument_values import ArgumentParser, option
 from ..data import SPLITS, CaptionedImages, DataArguments, check_data_source
 from ..features import carried_feature_spec
 from ..files import refuse_symlink, write_json
@@ -58,51 +58,33 @@ BACKBONE_FLAGS = ("backbone", "pretrained_file", "pretrained_backbone", "image_p
 
 @dataclass
 class EvaluationArguments:
-    model: str = field(metadata={"help": "A saved model: a local folder or a Hub id."})
-    tasks: str | None = field(
-        default=None, metadata={"help": f"Comma-separated tasks among {','.join(TASKS)}; default: every task "
-                                        "whose inputs are given."}
-    )
-    sts_dir: str | None = field(default=None, metadata={"help": "Folder holding STS12-en-test/ … STS16-en-test/."})
-    stsb_dir: str | None = field(default=None, metadata={"help": "Folder holding sts-{train,dev,test}.csv."})
-    sick_path: str | None = field(default=None, metadata={"help": "The SICK.txt file."})
-    output: str = field(default="results.json", metadata={"help": "Where the nested results are written."})
-    update_model_card: bool = field(
-        default=False, metadata={"help": "Write the results into the model folder's card (evaluation.json)."}
-    )
-    senteval_style: bool = field(
-        default=False, metadata={"help": "STS, STS-B, SICK: tokens joined by spaces plus ' .' (Merkx & Frank)."}
-    )
-    random_init: bool = field(
-        default=False, metadata={"help": "Evaluate the model's architecture with fresh random weights instead (the "
-                                         "image backbone it carries kept)."}
-    )
-    trust_remote_code: bool = field(
-        default=False, metadata={"help": "Run model code from the folder or Hub repository (not needed for "
-                                         "models of this package)."}
-    )
-    batch_size: int = field(default=128, metadata={"help": "Sentences per encoding batch."})
-    device: str | None = field(default=None, metadata={"help": "Device to encode on; default cuda when present."})
-    coco_test_pairs: int = field(default=10000, metadata={"help": "coco_test: pairs of each label."})
-    fold_size: int | None = field(
-        default=None, metadata={"help": "retrieval: also report the mean over folds of this many contiguous test "
-                                        "images; default 1000 for COCO (the 1k protocol)."}
-    )
-    seed: int = field(default=0, metadata={"help": "Seed of sampled pairs, t-SNE, the probe and random weights."})
-    supervised_probe: bool = field(
-        default=True,
-        metadata={"help": "STS-B and SICK: also train SentEval's supervised probe; --no_supervised_probe reports the "
-                          "cosine (unsupervised) scores alone, in a fraction of the time."},
-    )
-    mteb: str | None = field(
-        default=None, metadata={"help": "Comma-separated MTEB tasks (e.g. STSBenchmark) run by MTEB's own code "
-                                        "(pip install 'hf_grounded[mteb]'): STSBenchmark from --stsb_dir when "
-                                        "given, every other task from the Hub."}
-    )
-    data_seed: int = field(
-        default=42, metadata={"help": "Seed of the synthetic set, train.py's --seed (42 by default): the model's own "
-                                      "to evaluate on the test split it was tested on."}
-    )
+    model: str = option(MISSING, "A saved model: a local folder or a Hub id.")
+    tasks: str | None = option(None, f"Comma-separated tasks among {','.join(TASKS)}; default: every task whose inputs "
+                                     "are given.")
+    sts_dir: str | None = option(None, "Folder holding STS12-en-test/ … STS16-en-test/.")
+    stsb_dir: str | None = option(None, "Folder holding sts-{train,dev,test}.csv.")
+    sick_path: str | None = option(None, "The SICK.txt file.")
+    output: str = option("results.json", "Where the nested results are written.")
+    update_model_card: bool = option(False, "Write the results into the model folder's card (evaluation.json).")
+    senteval_style: bool = option(False, "STS, STS-B, SICK: tokens joined by spaces plus ' .' (Merkx & Frank).")
+    random_init: bool = option(False, "Evaluate the model's architecture with fresh random weights instead (the image "
+                                      "backbone it carries kept).")
+    trust_remote_code: bool = option(False, "Run model code from the folder or Hub repository (not needed for models "
+                                            "of this package).")
+    batch_size: int = option(128, "Sentences per encoding batch.")
+    device: str | None = option(None, "Device to encode on; default cuda when present.")
+    coco_test_pairs: int = option(10000, "coco_test: pairs of each label.")
+    fold_size: int | None = option(None, "retrieval: also report the mean over folds of this many contiguous test "
+                                         "images; default 1000 for COCO (the 1k protocol).")
+    seed: int = option(0, "Seed of sampled pairs, t-SNE, the probe and random weights.")
+    supervised_probe: bool = option(True, "STS-B and SICK: also train SentEval's supervised probe; "
+                                          "--no_supervised_probe reports the cosine (unsupervised) scores alone, in a "
+                                          "fraction of the time.")
+    mteb: str | None = option(None, "Comma-separated MTEB tasks (e.g. STSBenchmark) run by MTEB's own code (pip "
+                                    "install 'hf_grounded[mteb]'): STSBenchmark from --stsb_dir when given, every "
+                                    "other task from the Hub.")
+    data_seed: int = option(42, "Seed of the synthetic set, train.py's --seed (42 by default): the model's own to "
+                                "evaluate on the test split it was tested on.")
 
 
 def parse_evaluation_arguments(argv: list[str] | None = None) -> tuple[EvaluationArguments, DataArguments]:

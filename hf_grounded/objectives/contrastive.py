@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..argument_values import ABOVE_ZERO, at_least
 from ..models.losses import info_nce
 from .image_text import ImageTextLoss
 from .term import gather_with_local_grad, option
@@ -36,11 +37,11 @@ class MCSELoss(ImageTextLoss):
     citation = "Zhang et al., 2022"
     is_model_loss = True
     simcse_weight: float = option(1.0, "Weight of SimCSE's text-text InfoNCE between two dropout views of each "
-                                       "caption.", minimum=0)
+                                       "caption.", at_least(0))
     mcse_lambda: float = option(0.05, "lambda, the weight of the sentence-to-image InfoNCE through the projection "
                                       "heads (MCSE's 0.05 on captions alone); 0 trains SimCSE alone, the text-only "
-                                      "control.", minimum=0)
-    temperature: float = option(0.05, "Temperature of both InfoNCE terms (MCSE's 0.05).", positive=True)
+                                      "control.", at_least(0))
+    temperature: float = option(0.05, "Temperature of both InfoNCE terms (MCSE's 0.05).", ABOVE_ZERO)
 
     @classmethod
     def check_options(cls, options: Any) -> None:

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..argument_values import ABOVE_ZERO, at_least
 from .contrastive import simcse_loss
 from .image_text import ImageTextLoss
 from .term import TrainingTerm, gather_with_local_grad, option
@@ -86,25 +87,22 @@ class BaseKeeping(TrainingTerm):
     distill_weight: float = option(0.0, "Weight of 1 - cos(sentence embedding, the frozen base's embedding of the "
                                         "sentence), averaged over the batch; 0: off. The base is "
                                         "--text_model_name_or_path as published (also when --model_name_or_path "
-                                        "continues a saved model, whose vocabulary it must share).", minimum=0)
+                                        "continues a saved model, whose vocabulary it must share).", at_least(0))
     distill_relational_weight: float = option(0.0, "Weight of KL(frozen base || model) between the in-batch "
                                                    "similarity distributions of each caption; 0: off. Needs a global "
-                                                   "batch of at least 3 captions.", minimum=0)
-    distill_temperature: float = option(0.05, "Temperature of the relational term's softmax.", positive=True)
+                                                   "batch of at least 3 captions.", at_least(0))
+    distill_temperature: float = option(0.05, "Temperature of the relational term's softmax.", ABOVE_ZERO)
     caption_pair_weight: float = option(0.0, "Weight of an InfoNCE between two captions of one image (sentence "
                                              "embeddings, other images' captions the negatives), on batches of its "
-                                             "own; 0: off.", minimum=0)
+                                             "own; 0: off.", at_least(0))
     caption_pair_batch_size: int = option(32, "Images per process in a caption-pair batch (two captions each).",
-                                          minimum=2)
-    caption_pair_temperature: float = option(0.05, "Temperature of the caption-pair InfoNCE.", positive=True)
+                                          at_least(2))
+    caption_pair_temperature: float = option(0.05, "Temperature of the caption-pair InfoNCE.", ABOVE_ZERO)
+    batch_size_option = "caption_pair_batch_size"
 
     def __init__(self, teacher: SentenceTeacher | None = None, **options):
         super().__init__(**options)
         self.teacher = teacher
-
-    @property
-    def batch_size(self) -> int:
-        return self.caption_pair_batch_size
 
     def describe(self) -> str:
         """What the model card adds to the objective's description; empty when every term is off."""

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from ..argument_values import at_least
 from ..models.losses import last_pairs_max_margin, pearson_loss
 from .term import TrainingTerm, gather_with_local_grad, option
 
@@ -31,20 +32,20 @@ class GroundingLoss(TrainingTerm):
                    "{cluster_weight}, margin {grounding_margin}) and the perceptual loss (weight {perceptual_weight}), "
                    "{term.batches_description}")
     citation = "Bordes et al., 2019"
-    cluster_weight: float = option(1.0, "alpha_C of the cluster loss L_C.", minimum=0)
-    perceptual_weight: float = option(0.1, "alpha_P of the perceptual loss L_P.", minimum=0)
-    grounding_margin: float = option(0.5, "The cluster loss's margin m.", minimum=0)
+    cluster_weight: float = option(1.0, "alpha_C of the cluster loss L_C.", at_least(0))
+    perceptual_weight: float = option(0.1, "alpha_P of the perceptual loss L_P.", at_least(0))
+    grounding_margin: float = option(0.5, "The cluster loss's margin m.", at_least(0))
     grounding_batches: Literal["separate", "groups"] = option(
         "separate", "'separate' (Bordes et al.'s code): L_C on its own batches of caption pairs, the last "
                     "--grounding_negatives pairs the negatives, and L_P on its own batches of captions with their "
                     "visual vectors; 'groups': both on one batch of --per_device_train_batch_size groups of "
                     "--captions_per_group captions, L_C over every negative.")
     grounding_negatives: int = option(10, "Negative pairs of L_C: the last pairs of the global batch (all processes' "
-                                          "together) (--grounding_batches separate).", minimum=1)
+                                          "together) (--grounding_batches separate).", at_least(1))
     cluster_batch_size: int = option(32, "Caption pairs per process in an L_C batch, negatives included "
-                                         "(--grounding_batches separate).", minimum=2)
+                                         "(--grounding_batches separate).", at_least(2))
     perceptual_batch_size: int = option(32, "Captions per process in an L_P batch (--grounding_batches separate).",
-                                        minimum=3)
+                                        at_least(3))
     # L_P over the distinct pairs of captions; Bordes et al.'s code correlates the whole cosine matrices.
     full_matrices = False
     anchors_per_chunk = 32
@@ -130,10 +131,7 @@ class ClusterLoss(GroundingLoss):
 
     name = "cluster"
     batch_kind = "caption_pairs"
-
-    @property
-    def batch_size(self) -> int:
-        return self.cluster_batch_size
+    batch_size_option = "cluster_batch_size"
 
     @property
     def reads_visual_vectors(self) -> bool:
@@ -166,10 +164,7 @@ class PerceptualLoss(GroundingLoss):
     batch_kind = "distinct_image_captions"
     full_matrices = True
     reads_visual_vectors = True
-
-    @property
-    def batch_size(self) -> int:
-        return self.perceptual_batch_size
+    batch_size_option = "perceptual_batch_size"
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         outputs, visual = _encode_captions(model, batch, self.has_image_map)
@@ -186,7 +181,7 @@ class ProjectionLoss(TrainingTerm):
     batch_kind = "caption_groups"
     description = "Bordes et al.'s cross-modal projection baseline P (margin {grounding_margin})"
     citation = "Bordes et al., 2019"
-    grounding_margin: float = option(0.5, "The projection's margin m.", minimum=0)
+    grounding_margin: float = option(0.5, "The projection's margin m.", at_least(0))
 
     def model_config(self, visual_dim: int) -> dict:
         return {"image_feature_dim": visual_dim}

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..argument_values import at_least
 from ..models.losses import last_pairs_max_margin
 from .term import TrainingTerm, gather_with_local_grad, option
 
@@ -33,13 +34,14 @@ class GroundSentLoss(TrainingTerm):
                    "{cap2cap_weight})")
     citation = "Bordes et al., 2019"
     families = ("grounded_skipthought",)
-    cap2img_weight: float = option(1.0, "Weight of Cap2Img, predicting each caption's visual vector.", minimum=0)
-    cap2cap_weight: float = option(1.0, "Weight of Cap2Cap, generating another caption of its image.", minimum=0)
-    grounding_margin: float = option(0.5, "Cap2Img's margin m.", minimum=0)
-    grounding_negatives: int = option(10, "Negative pairs of Cap2Img: the last pairs of the global batch.", minimum=1)
+    cap2img_weight: float = option(1.0, "Weight of Cap2Img, predicting each caption's visual vector.", at_least(0))
+    cap2cap_weight: float = option(1.0, "Weight of Cap2Cap, generating another caption of its image.", at_least(0))
+    grounding_margin: float = option(0.5, "Cap2Img's margin m.", at_least(0))
+    grounding_negatives: int = option(10, "Negative pairs of Cap2Img: the last pairs of the global batch.", at_least(1))
     cap2img_batch_size: int = option(32, "Captions of distinct images per process in a Cap2Img batch, negatives "
-                                         "included.", minimum=2)
-    cap2cap_batch_size: int = option(32, "Caption pairs per process in a Cap2Cap batch.", minimum=1)
+                                         "included.", at_least(2))
+    cap2cap_batch_size: int = option(32, "Caption pairs per process in a Cap2Cap batch.", at_least(1))
+    batch_size_option = "cap2img_batch_size"
 
     @classmethod
     def check_options(cls, options: Any) -> None:
@@ -48,10 +50,6 @@ class GroundSentLoss(TrainingTerm):
         if options.cap2img_weight and options.cap2img_batch_size <= options.grounding_negatives:
             raise ValueError(f"--cap2img_batch_size {options.cap2img_batch_size} leaves no anchor beside "
                              f"--grounding_negatives {options.grounding_negatives}: it must be larger")
-
-    @property
-    def batch_size(self) -> int:
-        return self.cap2img_batch_size
 
     @property
     def reads_visual_vectors(self) -> bool:
@@ -87,10 +85,7 @@ class CaptionToCaptionLoss(GroundSentLoss):
     name = "cap2cap"
     batch_kind = "caption_pairs"
     reads_visual_vectors = False
-
-    @property
-    def batch_size(self) -> int:
-        return self.cap2cap_batch_size
+    batch_size_option = "cap2cap_batch_size"
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         outputs = model(input_ids=batch["input_ids"][0::2], attention_mask=batch["attention_mask"][0::2],

@@ -13,6 +13,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from ..argument_values import ABOVE_ZERO, at_least
 from ..models.losses import hinge_loss, pearson_loss
 from .term import TrainingTerm, gather_with_local_grad, option
 
@@ -56,7 +57,7 @@ class HingeLoss(ImageTextLoss):
     description = "a bidirectional hinge loss (margin {margin}) over in-batch negatives"
     citation = "Merkx & Frank, 2019"
     is_model_loss = True
-    margin: float = option(0.2, "The hinge's margin.", minimum=0)
+    margin: float = option(0.2, "The hinge's margin.", at_least(0))
     loss_reduction: Literal["sum", "mean"] = option("sum", "'sum' (the paper's formula) or 'mean' (the authors' code).")
     hardest_negative: bool = option(False, "VSE++'s max-violation loss.")
 
@@ -142,7 +143,7 @@ class KendallLoss(MismatchedPairsLoss):
     name = "kendall"
     description = ("a surrogate Kendall tau (alpha {kendall_alpha}) between the cosines of matching and mismatched "
                    "pairs and their labels")
-    kendall_alpha: float = option(1.0, "The slope alpha of the surrogate tau.", positive=True)
+    kendall_alpha: float = option(1.0, "The slope alpha of the surrogate tau.", ABOVE_ZERO)
 
     def pair_loss(self, similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         n = similarities.size(0)
@@ -157,7 +158,7 @@ class RankLoss(MismatchedPairsLoss):
 
     name = "rank"
     description = "a pairwise rank loss (margin {margin}) between matching and mismatched pairs"
-    margin: float = option(0.2, "The pairwise rank loss's margin.", minimum=0)
+    margin: float = option(0.2, "The pairwise rank loss's margin.", at_least(0))
 
     def pair_loss(self, similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         positive, negative = similarities[labels > 0], similarities[labels < 0]

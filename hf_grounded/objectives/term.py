@@ -4,20 +4,14 @@ and gathers every process's rows (as open_clip's `ClipLoss` does), so N processe
 batch."""
 
 import copy
-from dataclasses import Field, asdict, field, fields, make_dataclass
+from dataclasses import Field, asdict, fields, make_dataclass
 from typing import Any, ClassVar
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..argument_values import check_argument_values
-
-
-def option(default: Any, help: str, **bounds: Any) -> Any:
-    """A term's option, declared as an annotated class attribute: its default, its `--help` text and its bounds
-    (`minimum=N`, `positive=True`; `hf_grounded.argument_values`)."""
-    return field(default=default, metadata={"help": help, **bounds})
+from ..argument_values import check_argument_values, option
 
 
 class TrainingTerm(nn.Module):
@@ -32,7 +26,7 @@ class TrainingTerm(nn.Module):
       (formatted with its options' values, and the term itself as `term`), and `citation`, the paper it cites;
     - `batch_kind` and `batch_size`, the batches it reads (`hf_grounded.data.sampling.batch_sampler`: `captions`,
       `caption_groups`, `caption_pairs`, `distinct_image_captions` or `book_triples`), `batch_size` items a process,
-      None for the run's `--per_device_train_batch_size`;
+      the value of its option `batch_size_option`, or None for the run's `--per_device_train_batch_size`;
     - what it needs: `uses_every_parameter` (if any term's forward leaves a parameter out, DistributedDataParallel
       must look for unused ones), `reads_dropout_views` (two dropout views of one input through the whole model,
       which a frozen part computed once would make equal), `reads_visual_vectors`, and, registered as an
@@ -48,7 +42,7 @@ class TrainingTerm(nn.Module):
     description: ClassVar[str] = ""
     citation: ClassVar[str] = ""
     batch_kind: ClassVar[str] = "captions"
-    batch_size: int | None = None
+    batch_size_option: ClassVar[str | None] = None
     uses_every_parameter: bool = False
     reads_dropout_views: bool = False
     reads_visual_vectors: bool = True
@@ -78,6 +72,10 @@ class TrainingTerm(nn.Module):
         self.seed, self.has_image_map = seed, has_image_map
         for name, value in asdict(self.Arguments(**options)).items():
             setattr(self, name, value)
+
+    @property
+    def batch_size(self) -> int | None:
+        return getattr(self, self.batch_size_option) if self.batch_size_option else None
 
     @classmethod
     def check_options(cls, options: Any) -> None:

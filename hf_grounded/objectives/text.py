@@ -4,6 +4,7 @@ trains beside the caption objective for the families that have one."""
 import torch
 from torch import nn
 
+from ..argument_values import at_least
 from .term import TrainingTerm, gather_with_local_grad, option
 
 
@@ -16,7 +17,7 @@ class SkipThoughtLoss(TrainingTerm):
     batch_kind = "book_triples"
     reads_visual_vectors = False
     text_weight: float = option(1.0, "alpha_T of SkipThought's loss on --books_dir; 0 trains the caption objective "
-                                     "alone.", minimum=0)
+                                     "alone.", at_least(0))
 
     def terms(self) -> list[TrainingTerm]:
         return [self] if self.text_weight > 0 else []

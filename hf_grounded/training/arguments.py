@@ -8,14 +8,14 @@ family's options default to the papers' sizes, its config's; the quick run on th
 """
 
 import sys
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Literal
 
 import yaml
 from transformers import AutoConfig
 
-from ..argument_values import ArgumentParser, check_argument_values
+from ..argument_values import ABOVE_ZERO, ArgumentParser, at_least, check_argument_values, option
 from ..data import DataArguments, check_data_source
 from ..families import FAMILIES
 from ..model_sources import named_model
@@ -25,21 +25,14 @@ from .selection import STSB_METRICS, VALIDATION_METRICS, known_metric
 
 @dataclass
 class ModelChoice:
-    model_name_or_path: str | None = field(
-        default=None, metadata={"help": "Start from this saved model (folder or Hub id) instead of a new one."}
-    )
-    model_type: str = field(
-        default="char_gru",
-        metadata={"help": "Model family: " + "; ".join(f"{name} ({family.description})"
-                                                       for name, family in FAMILIES.items())
-                          + ". Its options (--hidden_size, ...) are listed by --model_type NAME --help."},
-    )
-    objective: str = field(
-        default="hinge",
-        metadata={"help": "Objective on the captions: " + "; ".join(f"{name} ({objective.description.split(' (')[0]})"
-                                                                    for name, objective in OBJECTIVES.items())
-                          + ". Its options are listed by --objective NAME --help."},
-    )
+    model_name_or_path: str | None = option(
+        None, "Start from this saved model (folder or Hub id) instead of a new one.")
+    model_type: str = option("char_gru", "Model family: " + "; ".join(f"{name} ({family.description})"
+                                                                       for name, family in FAMILIES.items())
+                             + ". Its options (--hidden_size, ...) are listed by --model_type NAME --help.")
+    objective: str = option("hinge", "Objective on the captions: " + "; ".join(
+        f"{name} ({objective.description.split(' (')[0]})" for name, objective in OBJECTIVES.items())
+        + ". Its options are listed by --objective NAME --help.")
 
     def __post_init__(self):
         check_argument_values(self)
@@ -165,126 +158,77 @@ def _foreign_options_message(names: list[str], model_type: str, objective: str) 
 
 @dataclass
 class TrainingArguments:
-    output_dir: str = field(default="outputs/char-gru-synthetic", metadata={"help": "Where the model is saved."})
-    num_train_epochs: int = field(default=8, metadata={"minimum": 1, "help": "Training epochs."})
-    max_steps: int = field(default=-1, metadata={"help": "If positive, stop after this many optimiser steps."})
-    per_device_train_batch_size: int = field(
-        default=32, metadata={"minimum": 1,
-                              "help": "Caption-image pairs per batch; images (or videos) for the projection objective "
-                                      "and --grounding_batches groups (the authors' grounding has its own sizes)."}
-    )
-    captions_per_group: int = field(
-        default=2, metadata={"minimum": 1,
-                             "help": "The projection objective and --grounding_batches groups: captions of each image "
-                                     "or video in a batch."}
-    )
-    per_device_text_batch_size: int | None = field(
-        default=None, metadata={"minimum": 1,
-                                "help": "grounded_skipthought: book triples per batch; default the caption batch."}
-    )
-    per_device_eval_batch_size: int = field(default=128, metadata={"minimum": 1, "help": "Batch size when encoding."})
-    learning_rate: float = field(default=1e-3, metadata={"positive": True, "help": "Peak learning rate of Adam."})
-    head_learning_rate: float | None = field(
-        default=None,
-        metadata={"positive": True, "help": "Peak learning rate of the new heads a family puts on a pretrained "
-                                            "encoder (grounded_transformer's projections); --learning_rate by "
-                                            "default."},
-    )
-    lr_scheduler_type: str = field(
-        default="cosine",
-        metadata={"help": "'cyclic_cosine' (Merkx & Frank) or any name accepted by transformers.get_scheduler."},
-    )
-    cycle_epochs: int = field(
-        default=4, metadata={"minimum": 1,
-                             "help": "cyclic_cosine: epochs per cycle; a snapshot is saved at the end of each."}
-    )
-    snapshot_ensemble_size: int = field(
-        default=2,
-        metadata={"minimum": 1,
-                  "help": "cyclic_cosine: the best k cycle-end snapshots by --metric_for_best_model form the "
-                          "snapshot ensemble, which is evaluated and, with --saved_model snapshot_ensemble, saved."},
-    )
-    saved_model: Literal["final", "snapshot_ensemble", "best_validation"] = field(
-        default="final",
-        metadata={"help": "What the output folder holds: the final model; the snapshot ensemble (Merkx & Frank); or "
-                          "whichever of the final model, the best snapshot and the ensemble has the best "
-                          "--metric_for_best_model on validation (transformers' load_best_model_at_end)."},
-    )
-    metric_for_best_model: str | None = field(
-        default=None,
-        metadata={"help": "The validation metric that ranks the snapshots and, with --saved_model best_validation, "
-                          "chooses the saved model, as transformers' metric_for_best_model: "
-                          "validation_mean_recall_at_10 (retrieval's mean R@10 through get_text_features / "
-                          "get_image_features, the shared space; the default for models that embed images), "
-                          "validation_cluster_separation (the default for text-only encoders), stsb_dev_spearman "
-                          "(STS-B dev cosine Spearman through encode(), the embeddings users get; needs --stsb_dir) "
-                          "or any other the validation reports: " + ", ".join(VALIDATION_METRICS)
-                          + " (the validation_ prefix may be left out)."},
-    )
-    greater_is_better: bool | None = field(
-        default=None, metadata={"help": "Whether a higher --metric_for_best_model is better; by default the "
-                                        "metric's own direction (lower for ranks and C_inter)."}
-    )
-    stsb_dir: str | None = field(
-        default=None,
-        metadata={"help": "Folder holding STS Benchmark's sts-{train,dev,test}.csv: each epoch's validation also "
-                          "reports the cosine Pearson and Spearman of encode()'s embeddings on its dev pairs "
-                          "(stsb_dev_pearson, stsb_dev_spearman)."},
-    )
-    min_learning_rate: float = field(default=1e-6, metadata={"minimum": 0,
-                                                             "help": "cyclic_cosine: the rate at cycle ends."})
-    frozen_layer_cache_gb: float = field(
-        default=4.0, metadata={"minimum": 0, "help": "With --trainable_layers, keep each training caption's output of "
-                               "the frozen layers (computed once, without dropout) up to this many GB of host memory "
-                               "per process, so that steps run the trainable layers alone; 0 recomputes them every "
-                               "step. Not used with SimCSE's dropout views (--objective mcse)."}
-    )
-    max_grad_norm: float = field(default=0.0, metadata={"minimum": 0,
-                                                        "help": "Clip gradients to this norm; 0 disables."})
-    warmup_steps: int = field(default=0, metadata={"minimum": 0, "help": "Linear warm-up steps."})
-    seed: int = field(default=42, metadata={"help": "Seed of model initialisation, sampling and the data."})
-    save_steps: int = field(
-        default=0, metadata={"minimum": 0,
-                             "help": "Also checkpoint every this many steps (checkpoints are written each epoch)."}
-    )
-    save_total_limit: int | None = field(
-        default=2, metadata={"minimum": 0,
-                             "help": "Keep only the newest N checkpoints (each holds model and optimiser state)."}
-    )
-    resume_from_checkpoint: str | None = field(
-        default=None, metadata={"help": "'latest' (in output_dir/checkpoints) or a checkpoint folder."}
-    )
-    allow_changed_arguments: bool = field(
-        default=False,
-        metadata={"help": "Resume even though arguments that change what is trained (data, model, optimisation, "
-                          "schedule, seed) differ from the checkpoint's; the differences are logged and recorded in "
-                          "training_args.json. Without it such a resume is refused."},
-    )
-    overwrite_output_dir: bool = field(
-        default=False, metadata={"help": "Empty a non-empty output_dir that an earlier run of this library wrote "
-                                         "(it holds .hf_grounded_run), once the data, features and model are built; "
-                                         "without it such a folder is refused unless the run resumes."}
-    )
-    report_to: str = field(
-        default="none", metadata={"help": "Accelerate trackers: tensorboard, wandb, trackio, all or none."}
-    )
-    logging_steps: int = field(default=50, metadata={"minimum": 1,
-                                                     "help": "Log the training loss every this many steps."})
-    group_by_length: bool = field(
-        default=True,
-        metadata={"help": "Batch captions of similar length, sorted within random chunks of 50 batches, so batches "
-                          "carry little padding yet stay random."},
-    )
-    mixed_precision: Literal["no", "fp16", "bf16", "auto"] | None = field(
-        default=None, metadata={"help": "Autocast precision; by default what `accelerate launch` was given. auto: "
-                                        "bf16 where the device computes it faster than float32 (a GPU that supports "
-                                        "it, a CPU with AMX), else no (hf_grounded.training.precision)."}
-    )
-    dataloader_num_workers: int = field(default=0, metadata={"minimum": 0, "help": "DataLoader worker processes."})
-    push_to_hub: bool = field(default=False, metadata={"help": "Upload the saved model folder to the Hub."})
-    hub_model_id: str | None = field(default=None, metadata={"help": "ORG/NAME of the Hub repository."})
-    hub_token: str | None = field(default=None, metadata={"help": "Hub token; by default the logged-in one."})
-    hub_private_repo: bool | None = field(default=None, metadata={"help": "Create the Hub repository private."})
+    output_dir: str = option("outputs/char-gru-synthetic", "Where the model is saved.")
+    num_train_epochs: int = option(8, "Training epochs.", at_least(1))
+    max_steps: int = option(-1, "If positive, stop after this many optimiser steps.")
+    per_device_train_batch_size: int = option(32, "Caption-image pairs per batch; images (or videos) for the "
+                                                  "projection objective and --grounding_batches groups (the authors' "
+                                                  "grounding has its own sizes).", at_least(1))
+    captions_per_group: int = option(2, "The projection objective and --grounding_batches groups: captions of each "
+                                        "image or video in a batch.", at_least(1))
+    per_device_text_batch_size: int | None = option(None, "grounded_skipthought: book triples per batch; default the "
+                                                          "caption batch.", at_least(1))
+    per_device_eval_batch_size: int = option(128, "Batch size when encoding.", at_least(1))
+    learning_rate: float = option(1e-3, "Peak learning rate of Adam.", ABOVE_ZERO)
+    head_learning_rate: float | None = option(None, "Peak learning rate of the new heads a family puts on a pretrained "
+                                                    "encoder (grounded_transformer's projections); --learning_rate by "
+                                                    "default.", ABOVE_ZERO)
+    lr_scheduler_type: str = option("cosine", "'cyclic_cosine' (Merkx & Frank) or any name accepted by "
+                                              "transformers.get_scheduler.")
+    cycle_epochs: int = option(4, "cyclic_cosine: epochs per cycle; a snapshot is saved at the end of "
+                                  "each.", at_least(1))
+    snapshot_ensemble_size: int = option(2, "cyclic_cosine: the best k cycle-end snapshots by --metric_for_best_model "
+                                            "form the snapshot ensemble, which is evaluated and, with --saved_model "
+                                            "snapshot_ensemble, saved.", at_least(1))
+    saved_model: Literal["final", "snapshot_ensemble", "best_validation"] = option(
+        "final", "What the output folder holds: the final model; the snapshot ensemble (Merkx & Frank); or whichever "
+        "of the final model, the best snapshot and the ensemble has the best --metric_for_best_model on validation "
+        "(transformers' load_best_model_at_end).")
+    metric_for_best_model: str | None = option(
+        None, "The validation metric that ranks the snapshots and, with --saved_model best_validation, chooses the "
+        "saved model, as transformers' metric_for_best_model: validation_mean_recall_at_10 (retrieval's mean R@10 "
+        "through get_text_features / get_image_features, the shared space; the default for models that embed "
+        "images), validation_cluster_separation (the default for text-only encoders), stsb_dev_spearman (STS-B dev "
+        "cosine Spearman through encode(), the embeddings users get; needs --stsb_dir) or any other the validation "
+        "reports: " + ", ".join(VALIDATION_METRICS) + " (the validation_ prefix may be left out).")
+    greater_is_better: bool | None = option(None, "Whether a higher --metric_for_best_model is better; by default the "
+                                                  "metric's own direction (lower for ranks and C_inter).")
+    stsb_dir: str | None = option(None, "Folder holding STS Benchmark's sts-{train,dev,test}.csv: each epoch's "
+                                        "validation also reports the cosine Pearson and Spearman of encode()'s "
+                                        "embeddings on its dev pairs (stsb_dev_pearson, stsb_dev_spearman).")
+    min_learning_rate: float = option(1e-6, "cyclic_cosine: the rate at cycle ends.", at_least(0))
+    frozen_layer_cache_gb: float = option(4.0, "With --trainable_layers, keep each training caption's output of the "
+                                               "frozen layers (computed once, without dropout) up to this many GB of "
+                                               "host memory per process, so that steps run the trainable layers alone; "
+                                               "0 recomputes them every step. Not used with SimCSE's dropout views "
+                                               "(--objective mcse).", at_least(0))
+    max_grad_norm: float = option(0.0, "Clip gradients to this norm; 0 disables.", at_least(0))
+    warmup_steps: int = option(0, "Linear warm-up steps.", at_least(0))
+    seed: int = option(42, "Seed of model initialisation, sampling and the data.")
+    save_steps: int = option(0, "Also checkpoint every this many steps (checkpoints are written each "
+                                "epoch).", at_least(0))
+    save_total_limit: int | None = option(2, "Keep only the newest N checkpoints (each holds model and optimiser "
+                                             "state).", at_least(0))
+    resume_from_checkpoint: str | None = option(None, "'latest' (in output_dir/checkpoints) or a checkpoint folder.")
+    allow_changed_arguments: bool = option(False, "Resume even though arguments that change what is trained (data, "
+                                                  "model, optimisation, schedule, seed) differ from the checkpoint's; "
+                                                  "the differences are logged and recorded in training_args.json. "
+                                                  "Without it such a resume is refused.")
+    overwrite_output_dir: bool = option(False, "Empty a non-empty output_dir that an earlier run of this library wrote "
+                                               "(it holds .hf_grounded_run), once the data, features and model are "
+                                               "built; without it such a folder is refused unless the run resumes.")
+    report_to: str = option("none", "Accelerate trackers: tensorboard, wandb, trackio, all or none.")
+    logging_steps: int = option(50, "Log the training loss every this many steps.", at_least(1))
+    group_by_length: bool = option(True, "Batch captions of similar length, sorted within random chunks of 50 batches, "
+                                         "so batches carry little padding yet stay random.")
+    mixed_precision: Literal["no", "fp16", "bf16", "auto"] | None = option(
+        None, "Autocast precision; by default what `accelerate launch` was given. auto: bf16 where the device computes "
+        "it faster than float32 (a GPU that supports it, a CPU with AMX), else no (hf_grounded.training.precision).")
+    dataloader_num_workers: int = option(0, "DataLoader worker processes.", at_least(0))
+    push_to_hub: bool = option(False, "Upload the saved model folder to the Hub.")
+    hub_model_id: str | None = option(None, "ORG/NAME of the Hub repository.")
+    hub_token: str | None = option(None, "Hub token; by default the logged-in one.")
+    hub_private_repo: bool | None = option(None, "Create the Hub repository private.")
 
     def __post_init__(self):
         check_argument_values(self)
