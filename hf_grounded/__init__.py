@@ -39,7 +39,7 @@ def register_family(name: str, family: ModelFamily) -> None:
     """Add `family` to the registry under `name` and register its model (and snapshot ensemble) with the Auto
     classes, and its tokenizer where the family has a class of its own (the word tokenizer of VETE and grounded
     SkipThought is a tokenizer.json that AutoTokenizer loads by itself). From then on the recipes, the model card,
-    the search and the contract tests (tests/test_family_contract.py) know it."""
+    the search and the contract tests (tests/models/test_family_contract.py) know it."""
     FAMILIES[name] = family
     for model_class in (family.model_class, *([family.ensemble_class] if family.ensemble_class else [])):
         AutoConfig.register(model_class.config_class.model_type, model_class.config_class, exist_ok=True)

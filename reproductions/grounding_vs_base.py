@@ -46,7 +46,8 @@ from utils.result_tables import format_result, r10
 
 RUNS_DIR = RESULTS / "runs" / "grounding_vs_base"
 PLOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "grounding_vs_base.png"
-# The recipe of the run FINAL holds, which the docs recommend (tests/test_grounding_vs_base.py keeps them in step).
+# The recipe of the run FINAL holds, which the docs recommend
+# (tests/evaluation/test_grounding_vs_base.py keeps them in step).
 RECOMMENDED_CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "grounded_transformer_flickr8k.yaml"
 # The optimisations the runs share, from reproductions/configs/ (paths from the repository's root, where it runs).
 HINGE = ["--config", "reproductions/configs/grounded_minilm_hinge.yaml"]

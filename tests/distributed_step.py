@@ -1,6 +1,6 @@
-"""One training step's loss and gradients per objective, run by tests/test_distributed_training.py under torchrun
-(2 processes) or as a single process. Writes them to the JSON file named by argv[1] (rank 0 only), keyed by objective;
-argv[2] lists the objectives, comma-separated: image-text ones, or Bordes et al.'s `cluster`, `perceptual` or
+"""One training step's loss and gradients per objective, run by tests/training/test_distributed_training.py under
+torchrun (2 processes) or as a single process. Writes them to the JSON file named by argv[1] (rank 0 only), keyed by
+objective; argv[2] lists the objectives, comma-separated: image-text ones, or Bordes et al.'s `cluster`, `perceptual` or
 `projection` over caption groups, or `cluster_pairs` and `perceptual_full` as their code computes L_C and L_P. One
 launch steps every objective because starting the processes costs far more than a step.
 

@@ -282,7 +282,7 @@ def _runs_for_every_family(decorator: ast.expr) -> bool:
 
 
 def _contract_tests() -> list[str]:
-    """The tests of tests/test_family_contract.py that run once for each family of the registry."""
+    """The tests of tests/models/test_family_contract.py that run once for each family of the registry."""
     tests = [node.name for node in ast.parse(CONTRACT_TESTS.read_text()).body
              if isinstance(node, ast.FunctionDef) and any(map(_runs_for_every_family, node.decorator_list))]
     if not tests:
@@ -295,7 +295,7 @@ def contract() -> str:
     from hf_grounded.families import FAMILIES
 
     names = sorted(FAMILIES)
-    rows = [f"| test of `tests/test_family_contract.py` | {' | '.join(names)} |", f"|---|{'---|' * len(names)}"]
+    rows = [f"| test of `tests/models/test_family_contract.py` | {' | '.join(names)} |", f"|---|{'---|' * len(names)}"]
     for test in _contract_tests():
         rows.append(f"| `{test}` | {' | '.join('✔' for _ in names)} |")
     lacking = {name: entry.unsupported for name, entry in FAMILIES.items() if entry.unsupported}

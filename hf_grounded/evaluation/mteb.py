@@ -16,7 +16,7 @@ marks it loaded, so `mteb.evaluate` runs it without a download:
 
 MTEB computes its scores with its own code (sklearn's paired cosine distances, scipy's correlations), so its
 STSBenchmark main score (cosine Spearman of the test split) is a check on the library's STS-B evaluation:
-tests/test_mteb.py holds the two equal to 1e-4.
+tests/evaluation/test_mteb.py holds the two equal to 1e-4.
 """
 
 import logging

