@@ -3,9 +3,9 @@ argparse converts and checks the command line's, but a YAML config's values and 
 dataclass as they are.
 
 A field's check is its annotated type and then its rule, which `option()` puts in its metadata beside its help: a
+`Rule` of `hf_grounded.models.configuration_checks`, the one vocabulary of checks of configs and arguments alike: a
 bound (`at_least(N)`, `ABOVE_ZERO`), or for an option that is a field of a model config, declared by its name alone
-(`config_options`), the config's `Rule` (`hf_grounded.models.configuration_checks`), whose type, default and help
-it takes too.
+(`config_options`), the config's own rule, whose type, default and help it takes too.
 """
 
 import copy
@@ -19,31 +19,15 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 from transformers import HfArgumentParser
 from transformers.utils.auto_docstring import parse_docstring
 
+from .models.configuration_checks import ABOVE_ZERO, Rule, at_least
+
 # The metadata keys of checks, which argparse must not see: a field's rule, and the config whose key it is.
 CHECKS = ("rule", "config")
 
 
-@dataclass(frozen=True)
-class Bound:
-    """A rule on an argument's number, what it must be in words and as a test, as a config's `Rule` is (which this
-    layer, below the models, cannot import). Checked after the annotated type, so None passes where that allows it."""
-
-    requirement: str
-    accepts: Callable[[Any], bool]
-    choices = None
-
-
-def at_least(minimum: int) -> Bound:
-    return Bound(f"at least {minimum}", lambda value: value is None or value >= minimum)
-
-
-ABOVE_ZERO = Bound("above 0", lambda value: value is None or value > 0)
-
-
-def option(default: Any, help: str, rule: Any = None, default_factory: Any = MISSING, **metadata: Any) -> Any:
+def option(default: Any, help: str, rule: Rule | None = None, default_factory: Any = MISSING, **metadata: Any) -> Any:
     """An option of an argument dataclass, declared as an annotated class attribute: its default (MISSING beside a
-    `default_factory`), its `--help` text and its rule (a `Bound`, or a config's `Rule`, whose choices argparse
-    offers)."""
+    `default_factory`), its `--help` text and its `Rule` (whose choices argparse offers)."""
     if rule is not None:
         metadata = {"rule": rule, **({"choices": list(rule.choices)} if rule.choices else {}), **metadata}
     return field(default=default, default_factory=default_factory, metadata={"help": help, **metadata})
@@ -151,5 +135,5 @@ class ArgumentParser(HfArgumentParser):
         HfArgumentParser._parse_dataclass_field(parser, unbounded)
 
 
-__all__ = ["ABOVE_ZERO", "ArgumentParser", "Bound", "CheckedArguments", "at_least", "check_argument_values",
+__all__ = ["ABOVE_ZERO", "ArgumentParser", "CheckedArguments", "at_least", "check_argument_values",
            "config_options", "option"]

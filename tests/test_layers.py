@@ -8,10 +8,12 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "hf_grounded"
 LAYERS = [
-    ("helpers", ["hf_grounded.files", "hf_grounded.argument_values", "hf_grounded.tables", "hf_grounded.word_tokenizer",
-                 "hf_grounded.model_sources", "hf_grounded.extras"]),
-    # The backend runs the models' int8 copy and ONNX graph; sentence_encoding imports it when asked to.
-    ("models", ["hf_grounded.models", "hf_grounded.backend", "hf_grounded.families", "hf_grounded"]),
+    ("helpers", ["hf_grounded.files", "hf_grounded.tables", "hf_grounded.word_tokenizer", "hf_grounded.model_sources",
+                 "hf_grounded.extras"]),
+    # The backend runs the models' int8 copy and ONNX graph; sentence_encoding imports it when asked to. Arguments
+    # are checked by the configs' rules (models/configuration_checks.py), so their checks sit with the models.
+    ("models", ["hf_grounded.models", "hf_grounded.backend", "hf_grounded.families", "hf_grounded.argument_values",
+                "hf_grounded"]),
     ("objectives", ["hf_grounded.objectives"]),
     # How images become features; the data sources read them.
     ("features", ["hf_grounded.features"]),
@@ -80,8 +82,10 @@ def test_a_model_file_imports_nothing_of_the_library_outside_its_folder(path):
 
 
 def test_objectives_import_of_the_models_only_the_losses_maths():
+    """And the argument checks their options run (argument_values, in the models' layer for the configs' rules)."""
     for path in (PACKAGE / "objectives").glob("*.py"):
-        models = {name for name in library_imports(path) if layer(name) == 1} - {"hf_grounded.models.losses"}
+        models = {name for name in library_imports(path) if layer(name) == 1} - {"hf_grounded.models.losses",
+                                                                                 "hf_grounded.argument_values"}
         assert not models, f"{path.relative_to(PACKAGE)} imports {models}"
 
 

@@ -63,6 +63,14 @@ POSITIVE = Rule("a positive finite number", lambda value: isinstance(value, (int
     value, bool) and 0 < value < math.inf)
 
 
+def at_least(minimum: int) -> Rule:
+    """An option's bound, checked after its annotated type (so None passes where the type allows it)."""
+    return Rule(f"at least {minimum}", lambda value: value is None or value >= minimum)
+
+
+ABOVE_ZERO = Rule("above 0", lambda value: value is None or value > 0)
+
+
 def one_of(*choices: str) -> Rule:
     return Rule("one of " + ", ".join(map(repr, choices)), lambda value: isinstance(value, str) and value in choices,
                 choices)
