@@ -20,6 +20,7 @@ import logging
 import os
 import shutil
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -38,16 +39,18 @@ IMAGE_FILE = "image_model.onnx"
 OPSET = 17
 
 
-class _TextEmbeddings(nn.Module):
-    """The model's `_onnx_outputs` (its text encoder, pooling and normalisation; hf_grounded/models/
-    sentence_encoding.py) as a module of its own: the graph's whole computation."""
+class _Traced(nn.Module):
+    """A graph's whole computation as a module of its own, the model inside it: `compute(model, *inputs)`, the
+    model's `_onnx_outputs` for the text graph (its text encoder, pooling and normalisation; hf_grounded/models/
+    sentence_encoding.py), its image processor's `pixel_values` to its unit-length joint-space embeddings for the
+    image graph of a model that carries its image backbone."""
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: nn.Module, compute: Callable[..., torch.Tensor | tuple[torch.Tensor, ...]]):
         super().__init__()
-        self.model = model
+        self.model, self.compute = model, compute
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return self.model._onnx_outputs(input_ids, attention_mask)
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        return self.compute(self.model, *inputs)
 
 
 #: What `export_onnx` reads of a model (hf_grounded/models/sentence_encoding.py's `SentenceEncoderMixin`).
@@ -138,7 +141,8 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
             warnings.filterwarnings("ignore", category=DeprecationWarning)
             warnings.filterwarnings("ignore", message=".*batch_size other than 1.*")
             torch.onnx.export(
-                _TextEmbeddings(model).eval(), (example["input_ids"], example["attention_mask"]), str(traced),
+                _Traced(model, lambda model, *inputs: model._onnx_outputs(*inputs)).eval(),
+                (example["input_ids"], example["attention_mask"]), str(traced),
                 dynamo=False, opset_version=OPSET, input_names=["input_ids", "attention_mask"],
                 output_names=outputs,
                 dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
@@ -169,18 +173,6 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True) 
     return {kind: folder / name for kind, name in names.items()}
 
 
-class _ImageEmbeddings(nn.Module):
-    """A model that carries its image backbone as the image graph's computation: `pixel_values` from its image
-    processor to its unit-length joint-space embeddings."""
-
-    def __init__(self, model: nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
-        return self.model.get_image_features(pixel_values=pixel_values)
-
-
 def _export_image_side(model, path: Path) -> None:
     """`onnx/image_model.onnx`: `pixel_values` (`(batch, views, 3, H, W)`, float32, dynamic batch) to
     `image_embedding`, checked against the model on another batch than the traced one."""
@@ -191,7 +183,8 @@ def _export_image_side(model, path: Path) -> None:
     views = 10 if backbone["preprocessing"] == "ten_crop" else 1
     generator = torch.Generator().manual_seed(0)
     example = torch.randn(2, views, *size, generator=generator)
-    torch.onnx.export(_ImageEmbeddings(model).eval(), (example,), str(path), dynamo=False, opset_version=OPSET,
+    traced = _Traced(model, lambda model, pixel_values: model.get_image_features(pixel_values=pixel_values))
+    torch.onnx.export(traced.eval(), (example,), str(path), dynamo=False, opset_version=OPSET,
                       input_names=["pixel_values"], output_names=["image_embedding"],
                       dynamic_axes={"pixel_values": {0: "batch"}, "image_embedding": {0: "batch"}})
     check = torch.randn(3, views, *size, generator=generator)

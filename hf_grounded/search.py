@@ -66,8 +66,9 @@ def run_search(argv: list[str], trials: int, output_dir: str | Path, validation_
         values = space(trial)
         trial_dir = output_dir / f"trial-{trial.number}"
         sampled = [*argv, *(f"--{name}={value}" for name, value in values.items())]
-        record = {"params": values, "arguments": _recorded_arguments(sampled), "seed": seed,
-                  "validation_sts_dir": validation_sts_dir, "validation_sick_path": validation_sick_path}
+        # Every training argument `sampled` sets (a config's values included), as training_args.json records them.
+        record = {"params": values, "arguments": _json_ready(recorded_arguments(*parse_arguments(sampled))),
+                  "seed": seed, "validation_sts_dir": validation_sts_dir, "validation_sick_path": validation_sick_path}
         result = _finished_trial(trial_dir, record)
         if result is None:
             trial_argv = [*sampled, f"--output_dir={trial_dir}", "--overwrite_output_dir"]
@@ -94,11 +95,6 @@ def run_search(argv: list[str], trials: int, output_dir: str | Path, validation_
     study.optimize(objective, n_trials=trials)
     _write_trials(study, output_dir)
     return study
-
-
-def _recorded_arguments(argv: list[str]) -> dict:
-    """Every training argument `argv` sets (a config's values included), as training_args.json records them."""
-    return _json_ready(recorded_arguments(*parse_arguments(argv)))
 
 
 def _json_ready(value):

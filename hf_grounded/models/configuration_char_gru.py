@@ -116,10 +116,7 @@ class CharGRUEnsembleConfig(PreTrainedConfig):
         num_members (`int`, *optional*, defaults to 2):
             Number of member models.
         tokenizer_fingerprint (`str`, *optional*):
-            SHA-256 of the vocabulary and text normalisation of the tokenizer this model was trained with, written
-            when the model is saved with its tokenizer. `encode()` refuses a tokenizer with another fingerprint, so
-            a different vocabulary of the same size can never give silently wrong ids. `None` accepts any tokenizer
-            whose ids fit the embeddings.
+            The members' tokenizer's, as [`CharGRUConfig`] records it.
 
     Example:
 

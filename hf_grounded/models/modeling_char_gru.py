@@ -1,9 +1,7 @@
 """The character-level GRU sentence encoder of Merkx & Frank (2019), grounded in images.
 
-Everything the forward pass needs, the hinge loss included, is this file or one it imports relatively (the
-configuration, the character tokenizer, `losses` and `sentence_encoding`), so that a saved checkpoint carries it for
-`trust_remote_code`. `sentence_encoding` is the contract every family keeps (`encode()`, the loading checks, the
-tokenizer binding), written once, through the hooks its mixins define.
+Everything the forward pass needs is this file or a sibling it imports relatively, which a saved checkpoint carries
+for `trust_remote_code` (see `sentence_encoding`, the contract every family keeps through its hooks).
 """
 
 from dataclasses import dataclass
@@ -14,11 +12,11 @@ from torch import _VF, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers import PreTrainedModel
 from transformers import initialization as init
-from transformers.utils import ModelOutput
 
 from .configuration_char_gru import CharGRUConfig, CharGRUEnsembleConfig
 from .losses import hinge_loss
 from .sentence_encoding import (
+    ContrastiveOutput,
     EncoderPreTrainedMixin,
     SentenceEncoderMixin,
     _check_right_padded,
@@ -28,49 +26,9 @@ from .tokenization_char import CharTokenizer
 
 
 @dataclass
-class CharGRUOutput(ModelOutput):
-    r"""
-    Output of [`CharGRUModel.forward`].
-
-    Args:
-        loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `return_loss=True`):
-            Bidirectional hinge loss over the in-batch negatives.
-        logits_per_text (`torch.FloatTensor` of shape `(text_batch_size, image_batch_size)`):
-            Cosine similarities between each caption and each image.
-        logits_per_image (`torch.FloatTensor` of shape `(image_batch_size, text_batch_size)`):
-            The transpose of `logits_per_text`.
-        text_embeds (`torch.FloatTensor` of shape `(text_batch_size, embed_dim)`):
-            L2-normalised sentence embeddings.
-        image_embeds (`torch.FloatTensor` of shape `(image_batch_size, embed_dim)`):
-            L2-normalised image embeddings.
-    """
-
-    loss: torch.FloatTensor | None = None
-    logits_per_text: torch.FloatTensor | None = None
-    logits_per_image: torch.FloatTensor | None = None
-    text_embeds: torch.FloatTensor | None = None
-    image_embeds: torch.FloatTensor | None = None
-
-
-def _contrastive_output(
-    text_embeds: torch.Tensor, image_embeds: torch.Tensor, config: CharGRUConfig, return_loss: bool
-) -> CharGRUOutput:
-    logits_per_text = text_embeds @ image_embeds.t()
-    loss = None
-    if return_loss:
-        loss = hinge_loss(
-            logits_per_text,
-            margin=config.margin,
-            reduction=config.loss_reduction,
-            hardest_negative=config.hardest_negative,
-        )
-    return CharGRUOutput(
-        loss=loss,
-        logits_per_text=logits_per_text,
-        logits_per_image=logits_per_text.t(),
-        text_embeds=text_embeds,
-        image_embeds=image_embeds,
-    )
+class CharGRUOutput(ContrastiveOutput):
+    """Output of [`CharGRUModel.forward`] ([`ContrastiveOutput`]), whose loss is the bidirectional hinge loss over
+    the in-batch negatives."""
 
 
 class CharGRUAttentionPooling(nn.Module):
@@ -192,8 +150,8 @@ class CharGRUPreTrainedModel(EncoderPreTrainedMixin, PreTrainedModel):
 
 
 class CharSentenceEncoderMixin(SentenceEncoderMixin):
-    """`encode()` (hf_grounded/models/sentence_encoding.py) for models that embed [`CharTokenizer`] ids with
-    `get_text_features`."""
+    """`encode()` (hf_grounded/models/sentence_encoding.py) and `forward` for models that embed [`CharTokenizer`]
+    ids with `get_text_features`: a char-GRU model and an ensemble of them."""
 
     def default_tokenizer(self) -> CharTokenizer:
         """The tokenizer saved with this model, else the default printable-ASCII one (which `encode()` then checks
@@ -202,6 +160,37 @@ class CharSentenceEncoderMixin(SentenceEncoderMixin):
             source = self.config.name_or_path
             self._tokenizer = _load_tokenizer(CharTokenizer.from_pretrained, source) if source else CharTokenizer()
         return self._tokenizer
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        image_features: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        return_loss: bool = False,
+        **kwargs,
+    ) -> CharGRUOutput:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`):
+                Character ids from [`CharTokenizer`], right-padded.
+            image_features (`torch.FloatTensor` of shape `(image_batch_size, image_feature_dim)`):
+                Precomputed CNN features; with `return_loss=True`, row i belongs to caption i.
+            attention_mask (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+                1 for characters, 0 for padding. Derived from the padding id when absent.
+            return_loss (`bool`, *optional*, defaults to `False`):
+                Whether to compute the bidirectional hinge loss (an ensemble's: its members' hinge loss on the
+                ensemble's similarities).
+        """
+        text_embeds = self.get_text_features(input_ids, attention_mask)
+        image_embeds = self.get_image_features(image_features)
+        logits_per_text = text_embeds @ image_embeds.t()
+        loss = None
+        if return_loss:
+            config = getattr(self.config, "member_config", self.config)  # an ensemble's members share their loss
+            loss = hinge_loss(logits_per_text, margin=config.margin, reduction=config.loss_reduction,
+                              hardest_negative=config.hardest_negative)
+        return CharGRUOutput(loss=loss, logits_per_text=logits_per_text, logits_per_image=logits_per_text.t(),
+                             text_embeds=text_embeds, image_embeds=image_embeds)
 
 
 class CharGRUModel(CharSentenceEncoderMixin, CharGRUPreTrainedModel):
@@ -248,42 +237,6 @@ class CharGRUModel(CharSentenceEncoderMixin, CharGRUPreTrainedModel):
             attention_mask = (input_ids != self.config.pad_token_id).long()
         return F.normalize(self.text_encoder(input_ids, attention_mask), dim=-1)
 
-    def get_image_features(self, image_features: torch.Tensor | None = None,
-                           pixel_values: torch.Tensor | None = None) -> torch.Tensor:
-        """L2-normalised image embeddings of shape `(batch_size, embed_dim)` from precomputed CNN features.
-
-        `pixel_values` (from the saved image processor) instead of `image_features` runs the image backbone the model
-        carries (`config.image_backbone`) first."""
-        image_features = self._visual_vectors(image_features, pixel_values)
-        if image_features.size(-1) != self.config.image_feature_dim:
-            raise ValueError(
-                f"image_features have {image_features.size(-1)} dimensions, the model expects "
-                f"config.image_feature_dim={self.config.image_feature_dim}"
-            )
-        return F.normalize(self.image_projection(image_features), dim=-1)
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        image_features: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        return_loss: bool = False,
-        **kwargs,
-    ) -> CharGRUOutput:
-        r"""
-        Args:
-            input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`):
-                Character ids from [`CharTokenizer`], right-padded.
-            image_features (`torch.FloatTensor` of shape `(image_batch_size, image_feature_dim)`):
-                Precomputed CNN features; with `return_loss=True`, row i belongs to caption i.
-            attention_mask (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
-                1 for characters, 0 for padding. Derived from the padding id when absent.
-            return_loss (`bool`, *optional*, defaults to `False`):
-                Whether to compute the bidirectional hinge loss.
-        """
-        text_embeds = self.get_text_features(input_ids, attention_mask)
-        image_embeds = self.get_image_features(image_features)
-        return _contrastive_output(text_embeds, image_embeds, self.config, return_loss)
 
 class CharGRUEnsembleModel(CharSentenceEncoderMixin, CharGRUPreTrainedModel):
     r"""
@@ -343,22 +296,6 @@ class CharGRUEnsembleModel(CharSentenceEncoderMixin, CharGRUPreTrainedModel):
         """L2-normalised sum of the members' image embeddings, shape `(batch_size, embed_dim)`."""
         image_features = self._visual_vectors(image_features, pixel_values)
         return F.normalize(sum(member.get_image_features(image_features) for member in self.members), dim=-1)
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        image_features: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        return_loss: bool = False,
-        **kwargs,
-    ) -> CharGRUOutput:
-        r"""
-        Args are those of [`CharGRUModel.forward`]; the loss is the members' hinge loss on the ensemble's
-        similarities.
-        """
-        text_embeds = self.get_text_features(input_ids, attention_mask)
-        image_embeds = self.get_image_features(image_features)
-        return _contrastive_output(text_embeds, image_embeds, self.config.member_config, return_loss)
 
 
 def _architecture(config: CharGRUConfig) -> dict:

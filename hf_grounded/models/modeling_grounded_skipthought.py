@@ -1,10 +1,8 @@
 """Grounded SkipThought (Bordes et al., 2019): a SkipThought encoder-decoder (Kiros et al., 2015) over words, whose
 sentence space the cluster and perceptual objectives (`hf_grounded.objectives`) shape after the visual space.
 
-Everything the forward pass needs is this file or one it imports relatively (the configuration and
-`sentence_encoding`), so that a saved checkpoint carries it for `trust_remote_code`. `sentence_encoding` is the
-contract every family keeps (`encode()`, the loading checks, the tokenizer binding), written once, through the hooks
-its mixins define.
+Everything the forward pass needs is this file or a sibling it imports relatively, which a saved checkpoint carries
+for `trust_remote_code` (see `sentence_encoding`, the contract every family keeps through its hooks).
 """
 
 import copy
@@ -13,7 +11,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import ModelOutput
@@ -23,7 +20,7 @@ from .sentence_encoding import (
     EncoderPreTrainedMixin,
     SentenceEncoderMixin,
     _check_right_padded,
-    _state_after_last_token,
+    _final_state,
 )
 
 
@@ -85,6 +82,7 @@ class GroundedSkipThoughtPreTrainedModel(EncoderPreTrainedMixin, PreTrainedModel
     config_class = GroundedSkipThoughtConfig
     base_model_prefix = "grounded_skipthought"
     main_input_name = "input_ids"
+    _input_embed_layer = "embeddings"  # transformers' get_input_embeddings and set_input_embeddings read it
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -158,26 +156,13 @@ class GroundedSkipThoughtModel(SentenceEncoderMixin, GroundedSkipThoughtPreTrain
             self.frame_attention = GroundedSkipThoughtFrameAttention(config)
         self.post_init()
 
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.embeddings
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.embeddings = value
-
     def sentence_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """The encoder's last state after each sentence's last real token, `(batch, hidden_size)`; packing keeps
         padding from ever being read."""
         if attention_mask is None:
             attention_mask = (input_ids != self.config.pad_token_id).long()
         _check_right_padded(attention_mask)
-        lengths = attention_mask.sum(dim=1).clamp(min=1)
-        if torch.onnx.is_in_onnx_export():
-            # The exporter cannot take a packed RNN of any batch size; a forward GRU reads padding only after a
-            # sentence's last word, so the padded run's state there is the packed run's final state.
-            return _state_after_last_token(self.encoder(self.embeddings(input_ids))[0], lengths)
-        packed = pack_padded_sequence(self.embeddings(input_ids), lengths.cpu(), batch_first=True,
-                                      enforce_sorted=False)
-        return self.encoder(packed)[1][-1]
+        return _final_state(self.encoder, self.embeddings(input_ids), attention_mask.sum(dim=1).clamp(min=1))
 
     def get_text_features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """L2-normalised sentence embeddings, `(batch, hidden_size)`."""
@@ -192,8 +177,7 @@ class GroundedSkipThoughtModel(SentenceEncoderMixin, GroundedSkipThoughtPreTrain
         if self.config.image_feature_dim is None:
             raise ValueError("this model has no image projection: set GroundedSkipThoughtConfig.image_feature_dim "
                              "(the cross-modal projection baseline P)")
-        image_features = self._visual_vectors(image_features, pixel_values)
-        return F.normalize(self.image_projection(image_features), dim=-1)
+        return super().get_image_features(image_features, pixel_values)
 
     def sentence_nll(self, decoder: nn.GRU, states: torch.Tensor, target_ids: torch.Tensor,
                      target_mask: torch.Tensor) -> torch.Tensor:

@@ -1,10 +1,8 @@
 """A grounded transformer: any pretrained transformers text encoder grounded in precomputed image features through
 projection heads into a shared space (the setting of MCSE, Zhang et al., NAACL 2022).
 
-Everything the forward pass needs, the loss included, is this file or one it imports relatively (the configuration,
-`losses` and `sentence_encoding`), so that a saved checkpoint carries it for `trust_remote_code`.
-`sentence_encoding` is the contract every family keeps (`encode()`, the loading checks, the tokenizer binding),
-written once, through the hooks its mixins define.
+Everything the forward pass needs is this file or a sibling it imports relatively, which a saved checkpoint carries
+for `trust_remote_code` (see `sentence_encoding`, the contract every family keeps through its hooks).
 """
 
 import json
@@ -19,34 +17,31 @@ from transformers import (
     AutoConfig,
     AutoModel,
     AutoTokenizer,
-    PreTrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 from transformers import initialization as init
-from transformers.utils import ModelOutput, cached_file
+from transformers.utils import cached_file
 
 from .configuration_grounded_transformer import GroundedTransformerConfig
 from .losses import info_nce
-from .sentence_encoding import EncoderPreTrainedMixin, SentenceEncoderMixin, _check_right_padded, _load_tokenizer
+from .sentence_encoding import (
+    ContrastiveOutput,
+    EncoderPreTrainedMixin,
+    SentenceEncoderMixin,
+    _check_right_padded,
+    _load_tokenizer,
+)
 
 
 @dataclass
-class GroundedTransformerOutput(ModelOutput):
+class GroundedTransformerOutput(ContrastiveOutput):
     r"""
-    Output of [`GroundedTransformerModel.forward`].
+    Output of [`GroundedTransformerModel.forward`]: [`ContrastiveOutput`], its loss MCSE's sentence-to-image InfoNCE
+    at `config.temperature`, its text and image embeddings the projections into the shared space
+    (`projection_dim` wide) and its logits given only when images are, and:
 
     Args:
-        loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `return_loss=True`):
-            MCSE's sentence-to-image InfoNCE at `config.temperature`.
-        logits_per_text (`torch.FloatTensor` of shape `(text_batch_size, image_batch_size)`, *optional*):
-            Cosine similarities between each sentence and each image (when images are given).
-        logits_per_image (`torch.FloatTensor` of shape `(image_batch_size, text_batch_size)`, *optional*):
-            The transpose of `logits_per_text`.
-        text_embeds (`torch.FloatTensor` of shape `(text_batch_size, projection_dim)`):
-            L2-normalised sentence projections into the shared space.
-        image_embeds (`torch.FloatTensor` of shape `(image_batch_size, projection_dim)`, *optional*):
-            L2-normalised image projections into the shared space.
         sentence_embeds (`torch.FloatTensor` of shape `(text_batch_size, hidden_size)`):
             The text encoder's pooled states, before the projection: the sentence embeddings (SimCSE's loss reads
             them; `encode()` returns them L2-normalised).
@@ -54,11 +49,6 @@ class GroundedTransformerOutput(ModelOutput):
             The text encoder's token states.
     """
 
-    loss: torch.FloatTensor | None = None
-    logits_per_text: torch.FloatTensor | None = None
-    logits_per_image: torch.FloatTensor | None = None
-    text_embeds: torch.FloatTensor | None = None
-    image_embeds: torch.FloatTensor | None = None
     sentence_embeds: torch.FloatTensor | None = None
     last_hidden_state: torch.FloatTensor | None = None
 
@@ -73,28 +63,6 @@ class GroundedTransformerProjection(nn.Module):
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         return self.activation(self.dense(inputs))
-
-
-def _encoder_layer_lists(text_model: nn.Module, text_config: PreTrainedConfig) -> list[nn.ModuleList]:
-    """The module lists that hold the text encoder's layers, entry i of each being part of layer i: one list in most
-    architectures (`encoder.layer` in BERT, `transformer.layer` in DistilBERT, `layers` in ModernBERT), parallel ones
-    in XLM's (`attentions`, `layer_norm1`, `ffns`, `layer_norm2`).
-
-    Lists of `num_hidden_layers` modules are grouped by the module that holds them, and the group with the most
-    parameters is the layers': other lists of that length are parts of one layer (MobileBERT's feed-forward stacks)
-    or small pieces beside the layers, and which comes first in the module tree says nothing."""
-    num_layers = text_config.num_hidden_layers
-    groups: dict[str, list[nn.ModuleList]] = {}
-    for name, module in text_model.named_modules():
-        if isinstance(module, nn.ModuleList) and len(module) == num_layers:
-            groups.setdefault(name.rpartition(".")[0], []).append(module)
-    if not groups:
-        raise ValueError(f"trainable_layers: the {text_config.model_type!r} text encoder ({type(text_model).__name__}) "
-                         f"keeps no list of its {num_layers} layers (its layers share weights or are nested in "
-                         f"blocks), so its last layers cannot train alone; leave trainable_layers unset to train it "
-                         f"whole, or set it to 0 to train the projection heads alone")
-    return max(groups.values(), key=lambda lists: sum(parameter.numel() for layer_list in lists
-                                                      for parameter in layer_list.parameters()))
 
 
 def _sentence_transformers_limit(text_model_name_or_path: str) -> int | None:
@@ -255,9 +223,28 @@ class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrain
                 layer.requires_grad_(True)
 
     def encoder_layer_lists(self) -> list[nn.ModuleList]:
-        """The module lists that hold the text encoder's layers, entry i of each being part of layer i (one list in
-        most architectures); what `trainable_layers` counts from the end."""
-        return _encoder_layer_lists(self.text_model, self.config.text_config)
+        """The module lists that hold the text encoder's layers, entry i of each being part of layer i, which
+        `trainable_layers` counts from the end: one list in most architectures (`encoder.layer` in BERT,
+        `transformer.layer` in DistilBERT, `layers` in ModernBERT), parallel ones in XLM's (`attentions`,
+        `layer_norm1`, `ffns`, `layer_norm2`).
+
+        Lists of `num_hidden_layers` modules are grouped by the module that holds them, and the group with the most
+        parameters is the layers': other lists of that length are parts of one layer (MobileBERT's feed-forward
+        stacks) or small pieces beside the layers, and which comes first in the module tree says nothing."""
+        text_model, text_config = self.text_model, self.config.text_config
+        num_layers = text_config.num_hidden_layers
+        groups: dict[str, list[nn.ModuleList]] = {}
+        for name, module in text_model.named_modules():
+            if isinstance(module, nn.ModuleList) and len(module) == num_layers:
+                groups.setdefault(name.rpartition(".")[0], []).append(module)
+        if not groups:
+            raise ValueError(f"trainable_layers: the {text_config.model_type!r} text encoder "
+                             f"({type(text_model).__name__}) keeps no list of its {num_layers} layers (its layers "
+                             f"share weights or are nested in blocks), so its last layers cannot train alone; leave "
+                             f"trainable_layers unset to train it whole, or set it to 0 to train the projection heads "
+                             f"alone")
+        return max(groups.values(), key=lambda lists: sum(parameter.numel() for layer_list in lists
+                                                          for parameter in layer_list.parameters()))
 
     def get_input_embeddings(self) -> nn.Module:
         return self.text_model.get_input_embeddings()
@@ -290,16 +277,6 @@ class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrain
     def get_text_features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """L2-normalised sentence projections into the shared space, `(batch, projection_dim)`."""
         return F.normalize(self.text_projection(self._encode_text(input_ids, attention_mask)[1]), dim=-1)
-
-    def get_image_features(self, image_features: torch.Tensor | None = None,
-                           pixel_values: torch.Tensor | None = None) -> torch.Tensor:
-        """L2-normalised image projections into the shared space, `(batch, projection_dim)`, from precomputed CNN
-        features.
-
-        `pixel_values` (from the saved image processor) instead of `image_features` runs the image backbone the model
-        carries (`config.image_backbone`) first."""
-        image_features = self._visual_vectors(image_features, pixel_values)
-        return F.normalize(self.image_projection(image_features), dim=-1)
 
     def forward(
         self,
@@ -369,8 +346,6 @@ class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrain
         """The tokenizer saved with this model (the text encoder's own), truncating at most at the encoder's
         positions."""
         if self._tokenizer is None:
-            if not self.config.name_or_path:
-                raise ValueError("no tokenizer was given and this model was not loaded from a folder that has one")
             tokenizer = _load_tokenizer(AutoTokenizer.from_pretrained, self.config.name_or_path)
             self.check_tokenizer(tokenizer)  # as saved: a broken limit is named, not taken in by the bound below
             tokenizer.model_max_length = self._max_length(tokenizer)

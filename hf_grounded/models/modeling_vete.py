@@ -1,10 +1,8 @@
 """VETE, the visually enhanced text embeddings of Kurach et al. (2017): a text encoder over words trained against
 image features with a Pearson-correlation loss.
 
-Everything the forward pass needs, the loss included, is this file or one it imports relatively (the configuration,
-`losses` and `sentence_encoding`), so that a saved checkpoint carries it for `trust_remote_code`.
-`sentence_encoding` is the contract every family keeps (`encode()`, the loading checks, the tokenizer binding),
-written once, through the hooks its mixins define.
+Everything the forward pass needs is this file or a sibling it imports relatively, which a saved checkpoint carries
+for `trust_remote_code` (see `sentence_encoding`, the contract every family keeps through its hooks).
 """
 
 from dataclasses import dataclass
@@ -12,44 +10,24 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence
 from transformers import PreTrainedModel
 from transformers import initialization as init
-from transformers.utils import ModelOutput
 
 from .configuration_vete import VETEConfig
 from .losses import pearson_loss
 from .sentence_encoding import (
+    ContrastiveOutput,
     EncoderPreTrainedMixin,
     SentenceEncoderMixin,
     _check_right_padded,
-    _state_after_last_token,
+    _final_state,
 )
 
 
 @dataclass
-class VETEOutput(ModelOutput):
-    r"""
-    Output of [`VETEModel.forward`].
-
-    Args:
-        loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `return_loss=True`):
-            Minus the Pearson correlation of matching and mismatched pairs' cosines with their ±1 labels.
-        logits_per_text (`torch.FloatTensor` of shape `(text_batch_size, image_batch_size)`):
-            Cosine similarities between each sentence and each image.
-        logits_per_image (`torch.FloatTensor` of shape `(image_batch_size, text_batch_size)`):
-            The transpose of `logits_per_text`.
-        text_embeds (`torch.FloatTensor` of shape `(text_batch_size, embed_dim)`):
-            L2-normalised sentence embeddings.
-        image_embeds (`torch.FloatTensor` of shape `(image_batch_size, embed_dim)`):
-            L2-normalised image embeddings.
-    """
-
-    loss: torch.FloatTensor | None = None
-    logits_per_text: torch.FloatTensor | None = None
-    logits_per_image: torch.FloatTensor | None = None
-    text_embeds: torch.FloatTensor | None = None
-    image_embeds: torch.FloatTensor | None = None
+class VETEOutput(ContrastiveOutput):
+    """Output of [`VETEModel.forward`] ([`ContrastiveOutput`]), whose loss is minus the Pearson correlation of
+    matching and mismatched pairs' cosines with their ±1 labels."""
 
 
 class VETEBagOfWords(nn.Module):
@@ -80,15 +58,7 @@ class VETERecurrentEncoder(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         lengths = attention_mask.sum(dim=1).clamp(min=1)
-        if torch.onnx.is_in_onnx_export():
-            # The exporter cannot take a packed RNN of any batch size; a forward RNN reads padding only after a
-            # sentence's last word, so the padded run's state there is the packed run's final state.
-            return self.projection(_state_after_last_token(self.rnn(self.embeddings(input_ids))[0], lengths))
-        packed = pack_padded_sequence(self.embeddings(input_ids), lengths.cpu(), batch_first=True,
-                                      enforce_sorted=False)
-        final = self.rnn(packed)[1]
-        hidden = final[0] if isinstance(final, tuple) else final  # an LSTM also returns its cell state
-        return self.projection(hidden[-1])
+        return self.projection(_final_state(self.rnn, self.embeddings(input_ids), lengths))
 
 
 class VETEConvolutionalEncoder(nn.Module):
@@ -185,15 +155,6 @@ class VETEModel(SentenceEncoderMixin, VETEPreTrainedModel):
             attention_mask = (input_ids != self.config.pad_token_id).long()
         _check_right_padded(attention_mask)
         return F.normalize(self.text_encoder(input_ids, attention_mask), dim=-1)
-
-    def get_image_features(self, image_features: torch.Tensor | None = None,
-                           pixel_values: torch.Tensor | None = None) -> torch.Tensor:
-        """L2-normalised image embeddings, `(batch, embed_dim)`, from precomputed CNN features.
-
-        `pixel_values` (from the saved image processor) instead of `image_features` runs the image backbone the model
-        carries (`config.image_backbone`) first."""
-        image_features = self._visual_vectors(image_features, pixel_values)
-        return F.normalize(self.image_projection(image_features), dim=-1)
 
     def forward(
         self,

@@ -40,11 +40,13 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from safetensors import safe_open
 from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
-from transformers.utils import cached_file
+from transformers.utils import ModelOutput, cached_file
 
 from .image_backbone import PREFIX as BACKBONE_PREFIX
 from .image_backbone import (PROCESSOR_FILES, StoredBackbone, build_image_backbone, check_saved_processors,
@@ -102,6 +104,32 @@ class GroundedSentenceEncoder(SentenceEncoder, Protocol):
         embeddings in the joint space."""
 
 
+@dataclass
+class ContrastiveOutput(ModelOutput):
+    r"""
+    What a family's `forward` returns for sentences scored against images (each family's output class names its
+    loss).
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `return_loss=True`):
+            The family's loss.
+        logits_per_text (`torch.FloatTensor` of shape `(text_batch_size, image_batch_size)`):
+            Cosine similarities between each sentence and each image.
+        logits_per_image (`torch.FloatTensor` of shape `(image_batch_size, text_batch_size)`):
+            The transpose of `logits_per_text`.
+        text_embeds (`torch.FloatTensor` of shape `(text_batch_size, embed_dim)`):
+            L2-normalised sentence embeddings.
+        image_embeds (`torch.FloatTensor` of shape `(image_batch_size, embed_dim)`):
+            L2-normalised image embeddings.
+    """
+
+    loss: torch.FloatTensor | None = None
+    logits_per_text: torch.FloatTensor | None = None
+    logits_per_image: torch.FloatTensor | None = None
+    text_embeds: torch.FloatTensor | None = None
+    image_embeds: torch.FloatTensor | None = None
+
+
 class EncoderPreTrainedMixin:
     """The `PreTrainedModel` side of the contract: put before `PreTrainedModel` among a family's base classes."""
 
@@ -142,10 +170,10 @@ class EncoderPreTrainedMixin:
         stored, backbone = _stored_tensors(state_dict, checkpoint_files, read_prefix=prefix)
         if isinstance(model._modules.get("image_backbone"), StoredBackbone):
             model.image_backbone.declare(stored)  # timm is not installed: the stored weights are kept as they are
+        source = ", ".join(str(path) for path in checkpoint_files or []) or "the state_dict given"
         if described is not None:
-            check_stored_backbone(described, backbone,
-                                  ", ".join(str(path) for path in checkpoint_files or []) or "the state_dict given")
-        _check_stored_weights(model, stored, checkpoint_files)
+            check_stored_backbone(described, backbone, source)
+        _check_stored_weights(model, stored, source)
         return PreTrainedModel._load_pretrained_model(model, state_dict, checkpoint_files, load_config, *args,
                                                       **kwargs)
 
@@ -425,6 +453,19 @@ class SentenceEncoderMixin:
             raise ValueError(f"{type(self).__name__} (model type {self.config.model_type!r}) does not support "
                              f"{CAPABILITIES.get(capability, capability)}: {reason}")
 
+    def get_image_features(self, image_features: torch.Tensor | None = None,
+                           pixel_values: torch.Tensor | None = None) -> torch.Tensor:
+        """L2-normalised image embeddings in the joint space, `(batch, embed_dim)`: the `image_projection` of
+        precomputed backbone features, `config.image_feature_dim` wide.
+
+        `pixel_values` (from the saved image processor) instead of `image_features` runs the image backbone the model
+        carries (`config.image_backbone`) first."""
+        image_features = self._visual_vectors(image_features, pixel_values)
+        if image_features.size(-1) != self.config.image_feature_dim:
+            raise ValueError(f"image_features have {image_features.size(-1)} dimensions, the model expects "
+                             f"config.image_feature_dim={self.config.image_feature_dim}")
+        return F.normalize(self.image_projection(image_features), dim=-1)
+
     def _visual_vectors(self, image_features: torch.Tensor | None,
                         pixel_values: torch.Tensor | None) -> torch.Tensor:
         """What `get_image_features` maps into the joint space: `image_features` as given, or the features the
@@ -476,8 +517,6 @@ class SentenceEncoderMixin:
         """The word tokenizer saved with this model (a tokenizer.json, loaded by transformers' own class: no remote
         code, and no config lookup that would ask for it)."""
         if self._tokenizer is None:
-            if not self.config.name_or_path:
-                raise ValueError("no tokenizer was given and this model was not loaded from a folder that has one")
             self._tokenizer = _load_tokenizer(PreTrainedTokenizerFast.from_pretrained, self.config.name_or_path)
         return self._tokenizer
 
@@ -663,10 +702,16 @@ def _check_right_padded(attention_mask: torch.Tensor) -> None:
                          "then the padding")
 
 
-def _state_after_last_token(states: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """Each row's `(batch, length, width)` states at its last real token (`lengths` counts them, at least 1)."""
-    last = (lengths - 1).view(-1, 1, 1).expand(-1, 1, states.size(2))
-    return states.gather(1, last).squeeze(1)
+def _final_state(rnn: nn.RNNBase, embedded: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """The last layer's state of a one-direction `rnn` after each row's last real token (`lengths` counts them, at
+    least 1), `(batch, hidden_size)`; packing keeps padding from ever being read."""
+    if torch.onnx.is_in_onnx_export():
+        # The exporter cannot take a packed RNN of any batch size; a forward RNN reads padding only after a
+        # sentence's last word, so the padded run's state there is the packed run's final state.
+        states = rnn(embedded)[0]
+        return states.gather(1, (lengths - 1).view(-1, 1, 1).expand(-1, 1, states.size(2))).squeeze(1)
+    final = rnn(pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False))[1]
+    return (final[0] if isinstance(final, tuple) else final)[-1]  # an LSTM also returns its cell state
 
 
 def _stored_tensors(state_dict: dict | None, checkpoint_files: list[str] | None,
@@ -713,11 +758,9 @@ def _saved_file(source: str, name: str, options: dict) -> str | None:
                        _raise_exceptions_for_connection_errors=False, **options)
 
 
-def _check_stored_weights(model: nn.Module, stored: dict[str, tuple[str, tuple]],
-                          checkpoint_files: list[str] | None) -> None:
-    """Refuse stored weights (`_stored_tensors`) that are not exactly the model's: names, floating dtypes and
-    shapes."""
-    source = ", ".join(str(path) for path in checkpoint_files or []) or "the state_dict given"
+def _check_stored_weights(model: nn.Module, stored: dict[str, tuple[str, tuple]], source: str) -> None:
+    """Refuse stored weights (`_stored_tensors`, read from `source`) that are not exactly the model's: names,
+    floating dtypes and shapes."""
     expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
     # Integer buffers of the model's own (a pretrained encoder may keep some) are stored as integers.
     integers = {name for name, tensor in model.state_dict().items() if not tensor.is_floating_point()}
@@ -738,7 +781,10 @@ def _check_stored_weights(model: nn.Module, stored: dict[str, tuple[str, tuple]]
 
 
 def _load_tokenizer(load, source: str) -> PreTrainedTokenizerBase:
-    """`load(source)`, with a tokenizer file that is not valid JSON named instead of a bare decoding error."""
+    """`load(source)` (the folder a model was loaded from), with a tokenizer file that is not valid JSON named
+    instead of a bare decoding error."""
+    if not source:
+        raise ValueError("no tokenizer was given and this model was not loaded from a folder that has one")
     try:
         return load(source)
     except json.JSONDecodeError as error:
@@ -793,6 +839,7 @@ def _tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase, version: int = 2)
 
 __all__ = [
     "CAPABILITIES",
+    "ContrastiveOutput",
     "EncoderPreTrainedMixin",
     "GroundedSentenceEncoder",
     "SentenceEncoder",

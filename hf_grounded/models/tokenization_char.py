@@ -86,9 +86,7 @@ class CharTokenizer(PreTrainedTokenizer):
             raise ValueError(f"normalization must be None or a Unicode normal form, got {normalization!r}")
         self.normalization = normalization
         self.strip_accents = vocab_file is None if strip_accents is None else bool(strip_accents)
-        self.characters = list(characters)
-        self.char_to_id = {char: index + 2 for index, char in enumerate(self.characters)}
-        self._code_point_ids: np.ndarray | None = None
+        self._set_characters(characters)
         kwargs.setdefault("split_special_tokens", True)
         super().__init__(
             pad_token=pad_token,
@@ -111,16 +109,16 @@ class CharTokenizer(PreTrainedTokenizer):
             counts.update(_normalize(text, normalization, strip_accents))
         characters = [char for char, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
                       if count >= min_count]
+        _check_characters(characters, source="corpus")
         tokenizer = cls(normalization=normalization, strip_accents=strip_accents, **kwargs)
         tokenizer._set_characters(characters)
+        tokenizer._update_total_vocab_size()
         return tokenizer
 
     def _set_characters(self, characters: list[str]) -> None:
-        _check_characters(characters, source="corpus")
         self.characters = list(characters)
         self.char_to_id = {char: index + 2 for index, char in enumerate(self.characters)}
-        self._code_point_ids = None
-        self._update_total_vocab_size()
+        self._code_point_ids: np.ndarray | None = None
 
     @property
     def vocab_size(self) -> int:
