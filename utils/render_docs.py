@@ -271,7 +271,7 @@ def choosing() -> str:
                        + _provenance(result, "python -m benchmarks.encoding_throughput")])
 
 
-CONTRACT_TESTS = REPO / "tests" / "test_family_contract.py"
+CONTRACT_TESTS = REPO / "tests" / "models" / "test_family_contract.py"
 
 
 def _runs_for_every_family(decorator: ast.expr) -> bool:
