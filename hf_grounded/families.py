@@ -65,7 +65,8 @@ class GroundedSkipThoughtArguments(CheckedArguments):
                                         "20,000).", at_least(1))
 
 
-@config_options(GroundedTransformerConfig, "pooling", "projection_dim", "trainable_layers")
+@config_options(GroundedTransformerConfig, "pooling", "projection_dim", "projection_layers", "projection_hidden_dim",
+                "trainable_layers")
 class GroundedTransformerArguments(CheckedArguments):
     text_model_name_or_path: str = option(
         "sentence-transformers/all-MiniLM-L6-v2", "The pretrained transformers text encoder to ground (a Hub name or a "
@@ -200,7 +201,9 @@ def _grounded_transformer_card(config: dict) -> dict:
     return {"text_model": text_config.name_or_path or text_config.model_type,
             "text_model_type": text_config.model_type, "num_hidden_layers": text_config.num_hidden_layers,
             "hidden_size": text_config.hidden_size, "pooling": config["pooling"],
-            "projection_dim": config["projection_dim"], "trainable_layers": config["trainable_layers"]}
+            "projection_dim": config["projection_dim"], "trainable_layers": config["trainable_layers"],
+            # Saved before MLP heads were an option: MCSE's one layer.
+            "projection_layers": config.get("projection_layers", 1)}
 
 
 def _char_gru_card(config: dict) -> dict:

@@ -83,6 +83,12 @@ class GroundedTransformerConfig(PreTrainedConfig):
             token's state (`"cls"`, SimCSE's and MCSE's).
         projection_dim (`int`, *optional*, defaults to 256):
             Width of the shared sentence-image space (MCSE's 256).
+        projection_layers (`int`, *optional*, defaults to 1):
+            Layers of each projection head: 1 is MCSE's linear layer and tanh; more puts `projection_layers - 1`
+            linear layers with a GELU each before it, an MLP adapter (FuseMix's), which with `trainable_layers=0`
+            learns the joint space while the sentence space stays the text encoder's own.
+        projection_hidden_dim (`int`, *optional*):
+            Width of an MLP head's hidden layers (`projection_dim` when omitted).
         image_feature_dim (`int`, *optional*, defaults to 2048):
             Size of the precomputed image features.
         trainable_layers (`int`, *optional*):
@@ -113,12 +119,15 @@ class GroundedTransformerConfig(PreTrainedConfig):
 
     model_type = "grounded_transformer"
     sub_configs = {"text_config": AutoConfig}
-    value_rules = {"pooling": one_of("mean", "cls"), "projection_dim": SIZE, "image_feature_dim": SIZE,
+    value_rules = {"pooling": one_of("mean", "cls"), "projection_dim": SIZE, "projection_layers": SIZE,
+                   "projection_hidden_dim": optional(SIZE), "image_feature_dim": SIZE,
                    "trainable_layers": optional(COUNT), "temperature": POSITIVE}
 
     text_config: dict | PreTrainedConfig | None = None
     pooling: str = "mean"
     projection_dim: int = 256
+    projection_layers: int = 1
+    projection_hidden_dim: int | None = None
     image_feature_dim: int = 2048
     trainable_layers: int | None = None
     temperature: float = 0.05

@@ -54,15 +54,21 @@ class GroundedTransformerOutput(ContrastiveOutput):
 
 
 class GroundedTransformerProjection(nn.Module):
-    """MCSE's projection head: a linear layer and a tanh."""
+    """MCSE's projection head, a linear layer and a tanh; with `num_layers` above 1, an MLP adapter: `num_layers - 1`
+    linear layers of `hidden_dim` units, each followed by a GELU, before it (with one layer, `hidden` is empty and
+    the weights are named as MCSE's head's)."""
 
-    def __init__(self, input_dim: int, output_dim: int):
+    def __init__(self, input_dim: int, output_dim: int, num_layers: int = 1, hidden_dim: int | None = None):
         super().__init__()
-        self.dense = nn.Linear(input_dim, output_dim)
+        hidden_dim = hidden_dim or output_dim
+        widths = [input_dim] + [hidden_dim] * (num_layers - 1)
+        self.hidden = nn.Sequential(*[module for width in widths[:-1]
+                                      for module in (nn.Linear(width, hidden_dim), nn.GELU())])
+        self.dense = nn.Linear(widths[-1], output_dim)
         self.activation = nn.Tanh()
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        return self.activation(self.dense(inputs))
+        return self.activation(self.dense(self.hidden(inputs)))
 
 
 def _sentence_transformers_limit(text_model_name_or_path: str) -> int | None:
@@ -87,8 +93,9 @@ class GroundedTransformerPreTrainedModel(EncoderPreTrainedMixin, PreTrainedModel
     def _init_weights(self, module: nn.Module) -> None:
         # The text encoder initialises its own modules (in its `post_init`) or loads them; only the heads are ours.
         if isinstance(module, GroundedTransformerProjection):
-            init.xavier_uniform_(module.dense.weight)
-            init.zeros_(module.dense.bias)
+            for layer in (*module.hidden[::2], module.dense):
+                init.xavier_uniform_(layer.weight)
+                init.zeros_(layer.bias)
 
     def set_tokenizer(self, tokenizer: PreTrainedTokenizerBase) -> None:
         """[`EncoderPreTrainedMixin.set_tokenizer`], the tokenizer then truncating at most at the encoder's
@@ -179,8 +186,11 @@ class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrain
         # without weights stands in for it, since some (LayoutLM, SqueezeBERT) call it unconditionally.
         if getattr(self.text_model, "pooler", None) is not None:
             self.text_model.pooler = nn.Identity()
-        self.text_projection = GroundedTransformerProjection(config.sentence_embedding_dim, config.projection_dim)
-        self.image_projection = GroundedTransformerProjection(config.image_feature_dim, config.projection_dim)
+        heads = {"num_layers": config.projection_layers, "hidden_dim": config.projection_hidden_dim}
+        self.text_projection = GroundedTransformerProjection(config.sentence_embedding_dim, config.projection_dim,
+                                                             **heads)
+        self.image_projection = GroundedTransformerProjection(config.image_feature_dim, config.projection_dim,
+                                                              **heads)
         self.post_init()
         self._freeze_layers()
 
@@ -280,10 +290,13 @@ class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrain
 
     def forward(
         self,
-        input_ids: torch.Tensor,
+        input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         image_features: torch.Tensor | None = None,
         return_loss: bool = False,
+        mix_with: torch.Tensor | None = None,
+        mix_weight: float = 1.0,
+        sentence_embeds: torch.Tensor | None = None,
         **kwargs,
     ) -> GroundedTransformerOutput:
         r"""
@@ -291,12 +304,34 @@ class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrain
             Precomputed image features; row i is the image of sentence i.
         return_loss (`bool`, *optional*, defaults to `False`):
             Whether to return MCSE's sentence-to-image InfoNCE (needs `image_features`).
+        mix_with (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
+            Latent mixup (FuseMix's, Vouitsis et al., 2024), for training: pair i is mixed with pair `mix_with[i]`
+            at the heads' inputs, `mix_weight` of its own sentence embedding and image features and the rest of
+            the other's, one weight for both sides. `text_embeds` and `image_embeds` are the mixed pairs';
+            `sentence_embeds` stay the sentences' own.
+        mix_weight (`float`, *optional*, defaults to 1.0):
+            The mixing coefficient of `mix_with`.
+        sentence_embeds (`torch.FloatTensor` of shape `(batch_size, hidden_size)`, *optional*):
+            The text encoder's pooled states, instead of `input_ids`: what a frozen encoder (`trainable_layers=0`)
+            gives each sentence, computed once (`encode(..., normalize=False)`), so that training the heads costs
+            what the heads cost. `last_hidden_state` is then None.
 
         Other keyword arguments (`token_type_ids`, ...) are accepted and ignored, as sentence-transformers passes
         what the tokenizer gives.
         """
-        last_hidden_state, sentence_embeds = self._encode_text(input_ids, attention_mask)
-        text_embeds = F.normalize(self.text_projection(sentence_embeds), dim=-1)
+        if (input_ids is None) == (sentence_embeds is None):
+            raise ValueError("forward takes either input_ids (sentences to encode) or sentence_embeds (their pooled "
+                             "states, computed before)")
+        last_hidden_state = None
+        if input_ids is not None:
+            last_hidden_state, sentence_embeds = self._encode_text(input_ids, attention_mask)
+        head_inputs = sentence_embeds
+        if mix_with is not None:
+            if image_features is None:
+                raise ValueError("mix_with needs image_features: mixup mixes pairs of a sentence and its image")
+            head_inputs = mix_weight * sentence_embeds + (1 - mix_weight) * sentence_embeds[mix_with]
+            image_features = mix_weight * image_features + (1 - mix_weight) * image_features[mix_with]
+        text_embeds = F.normalize(self.text_projection(head_inputs), dim=-1)
         image_embeds = logits_per_text = loss = None
         if image_features is not None:
             image_embeds = self.get_image_features(image_features)

@@ -6,6 +6,7 @@ processes compute the loss that one process would compute on the whole batch, an
 global loss. Similarities are computed in float32 whatever precision the model ran in.
 """
 
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Literal
@@ -27,14 +28,33 @@ class ImageTextLoss(TrainingTerm, ABC):
 
     uses_every_parameter = True
     distillation: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+    mixup_alpha: float = option(0.0, "Latent mixup (FuseMix's): each pair mixed with another of the batch at the "
+                                     "model's heads, one coefficient from Beta(alpha, alpha) for the sentence and "
+                                     "the image; 0 turns it off. Models whose inputs are vectors there only (the "
+                                     "grounded transformer).", at_least(0))
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        outputs = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                        image_features=batch["image_features"])
+        """The loss of a batch of captions (`input_ids`, `attention_mask`), or of the sentence embeddings a frozen
+        encoder gave them (`sentence_embeds`, for a model that takes them), and their `image_features`."""
+        text = {name: batch[name] for name in ("input_ids", "attention_mask", "sentence_embeds") if name in batch}
+        outputs = model(**text, image_features=batch["image_features"],
+                        **self.mixing(model, batch["image_features"].size(0)))
         loss = self.loss(outputs.text_embeds, outputs.image_embeds)
         if self.distillation is not None:
             loss = loss + self.distillation(outputs.sentence_embeds, batch["input_ids"], batch["attention_mask"])
         return loss
+
+    def mixing(self, model: nn.Module, batch_size: int) -> dict:
+        """The model's mixup arguments for this step (drawn from torch's generator, which a checkpoint keeps): none
+        when mixup is off or the term is in evaluation mode."""
+        if self.mixup_alpha == 0 or not self.training:
+            return {}
+        unwrapped = getattr(model, "module", model)  # DistributedDataParallel's wrapped model
+        if "mix_with" not in inspect.signature(unwrapped.forward).parameters:
+            raise ValueError(f"--mixup_alpha: {type(unwrapped).__name__} takes no mix_with: its inputs are not "
+                             f"vectors at its heads (the grounded transformer's are); leave --mixup_alpha at 0")
+        weight = torch.distributions.Beta(self.mixup_alpha, self.mixup_alpha).sample()
+        return {"mix_with": torch.randperm(batch_size), "mix_weight": float(weight)}
 
     def loss(self, text_embeds: torch.Tensor, image_embeds: torch.Tensor) -> torch.Tensor:
         """The loss of this process's embeddings (row i of each a matching pair) within the global batch."""
@@ -59,10 +79,20 @@ class HingeLoss(ImageTextLoss):
     is_model_loss = True
     margin: float = option(0.2, "The hinge's margin.", at_least(0))
     loss_reduction: Literal["sum", "mean"] = option("sum", "'sum' (the paper's formula) or 'mean' (the authors' code).")
-    hardest_negative: bool = option(False, "VSE++'s max-violation loss.")
+    hardest_negative: bool = option(False, "VSE++'s max-violation loss: each anchor's hardest negative only.")
+    hardest_negative_warmup_epochs: int = option(
+        0, "With --hardest_negative, the summed hinge for this many epochs first: from random heads the hardest "
+           "negative alone can stall training.", at_least(0))
+
+    @classmethod
+    def check_options(cls, options) -> None:
+        if options.hardest_negative_warmup_epochs and not options.hardest_negative:
+            raise ValueError("--hardest_negative_warmup_epochs warms up the hardest-negative hinge: it needs "
+                             "--hardest_negative")
 
     def global_loss(self, text: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
-        return hinge_loss(text @ images.t(), self.margin, self.loss_reduction, self.hardest_negative)
+        hardest = self.hardest_negative and self.epoch >= self.hardest_negative_warmup_epochs
+        return hinge_loss(text @ images.t(), self.margin, self.loss_reduction, hardest)
 
 
 class MismatchedPairsLoss(ImageTextLoss):

@@ -35,7 +35,8 @@ class TrainingTerm(nn.Module):
       and the terms it trains (`terms`: itself, or terms on streams of their own).
 
     `seed`, the same on every process, seeds what the term draws; `has_image_map` says whether the model maps
-    visual vectors into its space (and so reads them in its forward)."""
+    visual vectors into its space (and so reads them in its forward). The trainer sets `epoch` (from 0) as each
+    epoch starts, for terms whose loss changes with it."""
 
     Arguments: ClassVar[type]
     name: ClassVar[str] = ""
@@ -48,6 +49,7 @@ class TrainingTerm(nn.Module):
     reads_visual_vectors: bool = True
     families: ClassVar[tuple[str, ...] | None] = None
     is_model_loss: ClassVar[bool] = False
+    epoch: int = 0
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

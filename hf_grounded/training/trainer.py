@@ -377,6 +377,8 @@ def _train_one_epoch(run: Run, bar: tqdm) -> None:
     progress = run.progress
     run.model.train()
     run.streams.sampler.set_epoch(progress.epoch, start_batch=progress.batch_in_epoch)
+    for term in run.terms:
+        term.epoch = progress.epoch
     with run.frozen_layer_cache.active() if run.frozen_layer_cache is not None else nullcontext():
         for batch in run.streams.loader:
             if progress.step >= run.total_steps:
