@@ -107,8 +107,9 @@ SELECTION_RULE = ("the run with the highest STS-B dev Spearman among those whose
 
 
 @functools.cache
-def retrieval_splits(data_dir: str, features_file: str, text_model: str):
-    """Flickr8k validation and test as the trainer encodes them (its visual vectors, captions cut at 32 tokens)."""
+def retrieval_splits(data_dir: str, features_file: str, text_model: str,
+                     splits: tuple[str, ...] = ("validation", "test")):
+    """Flickr8k's `splits` as the trainer encodes them (its visual vectors, captions cut at 32 tokens)."""
     from accelerate import Accelerator
 
     from transformers import AutoTokenizer
@@ -121,8 +122,7 @@ def retrieval_splits(data_dir: str, features_file: str, text_model: str):
     dataset = Flickr8kImages.load_rows(data_args, 0)
     features, _ = Flickr8kImages.visual_vectors(dataset, data_args, 0, 0, Accelerator(cpu=True))
     tokenizer = AutoTokenizer.from_pretrained(text_model)
-    return {split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, 32)
-            for split in ("validation", "test")}
+    return {split: EncodedSplit.from_dataset(dataset[split], features[split], tokenizer, 32) for split in splits}
 
 
 def score(model_dir: Path, args: argparse.Namespace, text_model: str) -> dict:

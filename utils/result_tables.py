@@ -245,6 +245,24 @@ def _grounding_vs_base_cells(runs: list[dict]) -> list[str]:
     return [*sentence, joint, *retrieval]
 
 
+# --- locked_text ------------------------------------------------------------------------------------------------------
+
+def _locked_text(result: dict) -> str:
+    """Every arm: its seeds' validation and test retrieval as mean ± std, the arm chosen on validation marked."""
+    lines = ["Flickr8k, R@k (%) in the joint space; the sentence space is all-MiniLM-L6-v2's own, so its STS scores "
+             "are those of the untouched encoder's row above.", "",
+             "| adapters | seeds | validation R@10 c2i / i2c | test c2i R@1 / 5 / 10 | test i2c R@1 / 5 / 10 | "
+             "s per epoch |", "|---|---|---|---|---|---|"]
+    for row in result["rows"]:
+        mark = " **(chosen on validation)**" if row["chosen"] else ""
+        validation = " / ".join(row[f"validation_{way}_R@10"] for way in ("c2i", "i2c"))
+        test = [" / ".join(row[f"test_{way}_R@{k}"] for k in (1, 5, 10)) for way in ("c2i", "i2c")]
+        lines.append(f"| {row['description']}{mark} | {row['seeds']} | {validation} | {test[0]} | {test[1]} | "
+                     f"{row['epoch_s']:.1f} |")
+    lines += ["", f"Selection: {result['notes']['selection_rule']}."]
+    return "\n".join(lines)
+
+
 # --- quantization_accuracy --------------------------------------------------------------------------------------------
 
 def _quantization_accuracy(result: dict) -> str:
@@ -433,6 +451,7 @@ FORMATTERS: dict[str, Callable[[dict], str]] = {
     "grounded_transformer": _grounded_transformer,
     "grounded_transformer_epoch": _grounded_transformer_epoch,
     "grounding_vs_base": _grounding_vs_base,
+    "locked_text": _locked_text,
     "image_paths_flickr8k": _image_paths_flickr8k,
     "image_throughput": _image_throughput,
     "quantization_accuracy": _quantization_accuracy,
