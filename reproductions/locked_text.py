@@ -36,7 +36,7 @@ from reproductions import RESULTS
 from reproductions.grounded_transformer import FEATURES, packaged_minilm
 from reproductions.grounding_vs_base import retrieval_splits
 from utils.experiments import SHARED, provenance, write_json
-from utils.result_tables import mean_std
+from utils.result_tables import mean_std, r10
 
 RUNS_DIR = RESULTS / "runs" / "locked_text"
 SPLITS = ("train", "validation", "test")
@@ -149,7 +149,7 @@ def run(name: str, seed: int, args: argparse.Namespace, text_model: str, embeddi
 
 
 def mean_r10(record: dict, split: str) -> float:
-    return (record[f"{split}_retrieval"]["c2i"]["R@10"] + record[f"{split}_retrieval"]["i2c"]["R@10"]) / 2
+    return sum(r10(record, split)) / 2
 
 
 def table(args: argparse.Namespace) -> dict:
