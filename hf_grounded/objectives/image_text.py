@@ -6,6 +6,7 @@ processes compute the loss that one process would compute on the whole batch, an
 global loss. Similarities are computed in float32 whatever precision the model ran in.
 """
 
+import functools
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -50,7 +51,7 @@ class ImageTextLoss(TrainingTerm, ABC):
         if self.mixup_alpha == 0 or not self.training:
             return {}
         unwrapped = getattr(model, "module", model)  # DistributedDataParallel's wrapped model
-        if "mix_with" not in inspect.signature(unwrapped.forward).parameters:
+        if not _mixes_at_heads(type(unwrapped)):
             raise ValueError(f"--mixup_alpha: {type(unwrapped).__name__} takes no mix_with: its inputs are not "
                              f"vectors at its heads (the grounded transformer's are); leave --mixup_alpha at 0")
         weight = torch.distributions.Beta(self.mixup_alpha, self.mixup_alpha).sample()
@@ -68,6 +69,12 @@ class ImageTextLoss(TrainingTerm, ABC):
     @abstractmethod
     def global_loss(self, text: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
         """The loss of the global batch: `text` and `images` hold every process's rows, in float32."""
+
+
+@functools.cache
+def _mixes_at_heads(model_class: type) -> bool:
+    """Whether the model's forward takes mixup's arguments; asked once per class, not at every step."""
+    return "mix_with" in inspect.signature(model_class.forward).parameters
 
 
 class HingeLoss(ImageTextLoss):
