@@ -19,8 +19,11 @@ rows those recipes/search.py chose for the GRU; both were chosen on validation r
 (`reproductions/vete_search_flickr8k.py` searches them again on the full set). Scores (cosine Pearson x100):
 COCO-Test-style relatedness of the Flickr8k **test** captions (10,000 same-image and 10,000 different-image pairs),
 STS16 `all` (SentEval's mean over subtasks), STS-B test and SICK test; training time per epoch is the time of the
-optimisation steps over the epochs (setup, per-epoch validation and saving excluded). Each row is saved to
-`seed-N/vete_flickr8k.json` as it finishes and a rerun skips finished rows; the table goes to `--results_file`.
+optimisation steps over the epochs (setup, per-epoch validation and saving excluded). `--seed N` trains every row
+with seed N (the kept captions, the initialisation, the batches); each row is saved to `seed-N/vete_flickr8k.json`
+as it finishes and a rerun skips finished rows. The table goes to `--results_file` with the rows it already holds
+for other seeds kept; the docs give each model's mean ± standard deviation over its seeds and the paper's findings'
+verdicts from them.
 """
 
 import argparse
@@ -43,6 +46,7 @@ from utils.experiments import (
     check_finished_run,
     chosen_rows,
     provenance,
+    rows_of_every_seed,
     transfer_pearsons,
     write_json,
     write_results,
@@ -161,8 +165,8 @@ def main() -> None:
                           "total_s": round(time.perf_counter() - started), "trained": provenance()}
         write_json(results_path, rows)
         print(name, json.dumps(rows[name]), flush=True)
-    write_results(args.results_file, "vete_flickr8k", [{"model": name, **rows[name]} for name in ROWS if name in rows],
-                  {"seed": args.seed, "data_dir": Path(args.data_dir).name})
+    write_results(args.results_file, "vete_flickr8k", rows_of_every_seed(args.results_file, args.seed, rows, list(ROWS)),
+                  {"data_dir": Path(args.data_dir).name})
     print(format_result("vete_flickr8k", json.loads(Path(args.results_file).read_text())))
 
 
