@@ -194,9 +194,10 @@ def _char_gru_headline(result: dict) -> str:
 
 
 def _vete_headline(result: dict) -> str:
-    row = next(row for row in result["rows"] if row["model"] == "BOW-mean, Pearson")
-    return (f"BOW-mean: Flickr8k test relatedness {row['coco_test']:.1f}, STS-B test {row['stsb']:.1f}, "
-            f"SICK test {row['sick']:.1f}")
+    rows = [row for row in result["rows"] if row["model"] == "BOW-mean, Pearson"]
+    return (f"BOW-mean: Flickr8k test relatedness {_mean([row['coco_test'] for row in rows]):.1f}, STS-B test "
+            f"{_mean([row['stsb'] for row in rows]):.1f}, SICK test {_mean([row['sick'] for row in rows]):.1f} "
+            f"({len(rows)} seeds)")
 
 
 def _rows(result: dict, key: str, *names: str) -> list[dict]:
@@ -223,10 +224,14 @@ def _grounding_vs_base_headline(result: dict) -> str:
 
 
 def _grounded_skipthought_headline(result: dict) -> str:
-    m_b, e = _rows(result, "model", "M_b = M(0, 0.1, 1)", "E")
-    return (f"M_b: ρ_vis {m_b['rho_vis']:.1f}, STS-B test {m_b['stsb_pearson']:.1f}, SICK test "
-            f"{m_b['sick_pearson']:.1f}; E: STS-B test {e['stsb_pearson']:.1f}, SICK test {e['sick_pearson']:.1f} "
-            "(seed 0)")
+    def mean(model: str, key: str) -> str:
+        return f"{_mean([row[key] for row in result['rows'] if row['model'] == model]):.1f}"
+
+    _rows(result, "model", "M_b = M(0, 0.1, 1)", "E")
+    seeds = sum(row["model"] == "E" for row in result["rows"])
+    return (f"M_b: ρ_vis {mean('M_b = M(0, 0.1, 1)', 'rho_vis')}, STS-B test {mean('M_b = M(0, 0.1, 1)', 'stsb_pearson')}"
+            f", SICK test {mean('M_b = M(0, 0.1, 1)', 'sick_pearson')}; E: STS-B test {mean('E', 'stsb_pearson')}, "
+            f"SICK test {mean('E', 'sick_pearson')} (mean of E's {seeds} seeds and M_b's)")
 
 
 # Each family's headline: the result file of its reproduction and what to quote of it.

@@ -11,6 +11,14 @@ from collections.abc import Callable
 
 from hf_grounded.search import trials_table
 
+from utils.findings import (
+    GROUNDED_SKIPTHOUGHT_FINDINGS,
+    GROUNDED_SKIPTHOUGHT_MEASURES,
+    VETE_FINDINGS,
+    VETE_MEASURES,
+    findings_table,
+)
+
 
 def mean_std(values: list[float]) -> str:
     """`mean ± sample std` over seeds, to one decimal; the value alone for one seed."""
@@ -133,30 +141,29 @@ def _fidelity_char_gru_recall_cell(rows: list[dict], model: str, direction: str)
 # --- grounded_skipthought ---------------------------------------------------------------------------------------------
 
 def _grounded_skipthought(result: dict) -> str:
-    """The table of a result file, its rows in the file's order, and M_b's mean ± standard deviation over its seeds
-    (the file's `notes["seed_rows"]`) once all have run."""
-    rows = {row["model"]: row for row in result["rows"]}
-    seeds = result["notes"]["seed_rows"]
-    lines = ["| model | ρ_vis | C_intra | C_inter | STS-B test P/S | SICK test P/S | STS16 all P/S | STS16 news P/S | "
-             "selected step: SICK trial Pearson | training / with selection and scoring (s) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for name, row in rows.items():
-        step = row["selected_step"]
-        selection = "–" if step is None else f"{step}: {row['sick_trial_by_step'][str(step)]:.1f}"
-        lines.append(f"| {name} | {_grounded_skipthought_cells(row, lambda key: f'{row[key]:.1f}')} | {selection} | "
-                     f"{row['training_s']} / {row.get('total_s', '–')} |")
-    if all(name in rows for name in seeds):
-        def spread(key):
-            return mean_std([rows[name][key] for name in seeds])
-        cells = _grounded_skipthought_cells(rows[seeds[0]], spread)
-        lines.append(f"| M_b, {len(seeds)} seeds (mean ± sd) | {cells} | | |")
-    return "\n".join(lines)
+    """Each model's mean ± std over its seeds, in the file's order, then the paper's findings' verdicts."""
+    lines = ["| model | seeds | ρ_vis | C_intra | C_inter | STS-B test P/S | SICK test P/S | STS16 all P/S | "
+             "STS16 news P/S | selected step per seed | training s per seed |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, rows in _by_model(result["rows"]).items():
+        def spread(key, rows=rows):
+            return mean_std([row[key] for row in rows])
+        pairs = [f"{spread(f'{task}_pearson')} / {spread(f'{task}_spearman')}"
+                 for task in ("stsb", "sick", "sts16", "sts16_news")]
+        steps = ", ".join("–" if row["selected_step"] is None else str(row["selected_step"]) for row in rows)
+        times = ", ".join(str(row["training_s"]) for row in rows)
+        lines.append(f"| {name} | {len(rows)} | {spread('rho_vis')} | {spread('c_intra')} | {spread('c_inter')} | "
+                     f"{' | '.join(pairs)} | {steps} | {times} |")
+    return "\n".join([*lines, "", findings_table(result["rows"], GROUNDED_SKIPTHOUGHT_FINDINGS,
+                                                  GROUNDED_SKIPTHOUGHT_MEASURES)])
 
 
-def _grounded_skipthought_cells(row: dict, show) -> str:
-    pairs = [f"{show(f'{task}_pearson')} / {show(f'{task}_spearman')}"
-             for task in ("stsb", "sick", "sts16", "sts16_news")]
-    return " | ".join([show("rho_vis"), show("c_intra"), show("c_inter"), *pairs])
+def _by_model(rows: list[dict]) -> dict[str, list[dict]]:
+    """A seeded result file's rows grouped by model, in the file's order."""
+    grouped: dict[str, list[dict]] = {}
+    for row in rows:
+        grouped.setdefault(row["model"], []).append(row)
+    return grouped
 
 
 # --- grounded_transformer ---------------------------------------------------------------------------------------------
@@ -380,15 +387,15 @@ TRAINING_THROUGHPUT_HEADER = ("| model | naive loop captions/s | library caption
 # --- vete_flickr8k ----------------------------------------------------------------------------------------------------
 
 def _vete_flickr8k(result: dict) -> str:
-    """The table of a result file, its rows in the file's order."""
-    rows = {row["model"]: row for row in result["rows"]}
-    lines = ["| model | COCO-Test-style (Flickr8k test) | STS16 all | STS-B test | SICK test | training s / epoch |",
-             "|---|---|---|---|---|---|"]
-    for name, row in rows.items():
-        epoch = f"{row['epoch_s']:.1f}" if "epoch_s" in row else "–"
-        cells = " | ".join(f"{row[key]:.1f}" for key in ("coco_test", "sts16", "stsb", "sick"))
-        lines.append(f"| {name} | {cells} | {epoch} |")
-    return "\n".join(lines)
+    """Each model's mean ± std over its seeds, in the file's order, then the paper's findings' verdicts."""
+    lines = ["| model | seeds | COCO-Test-style (Flickr8k test) | STS16 all | STS-B test | SICK test | "
+             "training s / epoch |", "|---|---|---|---|---|---|---|"]
+    for name, rows in _by_model(result["rows"]).items():
+        epochs = [row["epoch_s"] for row in rows if "epoch_s" in row]
+        epoch = f"{statistics.mean(epochs):.1f}" if epochs else "–"
+        cells = " | ".join(mean_std([row[key] for row in rows]) for key in ("coco_test", "sts16", "stsb", "sick"))
+        lines.append(f"| {name} | {len(rows)} | {cells} | {epoch} |")
+    return "\n".join([*lines, "", findings_table(result["rows"], VETE_FINDINGS, VETE_MEASURES)])
 
 
 # --- vete_search_flickr8k ---------------------------------------------------------------------------------------------
