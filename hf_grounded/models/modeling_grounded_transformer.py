@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import save_file
 from torch import nn
 from transformers import (
     AutoConfig,
@@ -133,23 +134,55 @@ class GroundedTransformerPreTrainedModel(EncoderPreTrainedMixin, PreTrainedModel
         return int(min(limits)) if limits else None
 
     def _save_extra_files(self, save_directory: str | os.PathLike) -> None:
-        """The files by which `SentenceTransformer(save_directory)` loads the text encoder with this model's pooling,
-        which `save_pretrained` writes: modules.json, this folder's model as sentence-transformers' `Transformer`
-        module (which loads it with `AutoModel` and reads its token states, `last_hidden_state`), then this model's
-        pooling and the L2 normalisation, in sentence-transformers' folder layout."""
-        modules = [{"idx": index, "name": str(index), "path": path, "type": f"sentence_transformers.models.{kind}"}
-                   for index, (path, kind) in enumerate((("", "Transformer"), ("1_Pooling", "Pooling"),
-                                                         ("2_Normalize", "Normalize")))]
-        max_seq_length = self._max_length(self._tokenizer)
-        pooling = {"word_embedding_dimension": self.config.sentence_embedding_dim, "pooling_mode": self.config.pooling}
-        files = {"modules.json": modules,
-                 "sentence_bert_config.json": {"max_seq_length": max_seq_length, "do_lower_case": False},
-                 os.path.join("1_Pooling", "config.json"): pooling}
-        os.makedirs(os.path.join(save_directory, "1_Pooling"), exist_ok=True)
-        os.makedirs(os.path.join(save_directory, "2_Normalize"), exist_ok=True)
+        """The files by which `SentenceTransformer(save_directory)` reads this folder, which `save_pretrained`
+        writes in sentence-transformers' layout: one `Router` whose routes share this folder's model as their
+        `Transformer` module (loaded once, with `AutoModel`).
+
+        - Sentences (any task but "joint", so MTEB's "query" and "document" too): the token states, this model's
+          pooling, L2 normalisation; the sentence space `encode()` gives, which STS and MTEB read.
+        - Sentences with `task="joint"`: the same pooling, then the text head as `Dense` layers (its weights copied
+          from this model's), then the normalisation; `encode(..., space="joint")`.
+        - Images: `get_image_features` (the backbone the model carries, then its image head), normalised.
+        """
+        layers = [*self.text_projection.hidden[::2], self.text_projection.dense]
+        activations = ["torch.nn.modules.activation.GELU"] * (len(layers) - 1) + ["torch.nn.modules.activation.Tanh"]
+        projection = [f"joint_projection_{index}" for index in range(len(layers))]
+        modules = {".": "sentence_transformers.base.modules.transformer.Transformer",
+                   "1_Pooling": "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
+                   "2_Normalize": "sentence_transformers.base.modules.normalize.Normalize",
+                   **{folder: "sentence_transformers.base.modules.dense.Dense" for folder in projection},
+                   "image_normalize": "sentence_transformers.base.modules.normalize.Normalize"}
+        router = {"types": modules,
+                  "structure": {"sentence": [".", "1_Pooling", "2_Normalize"],
+                                "joint": [".", "1_Pooling", *projection, "2_Normalize"],
+                                "image": [".", "image_normalize"]},
+                  "parameters": {"default_route": "sentence", "allow_empty_key": True,
+                                 "route_mappings": {str((None, "text")): "sentence", str(("joint", "text")): "joint",
+                                                    str((None, "image")): "image"}}}
+        transformer = {"max_seq_length": self._max_length(self._tokenizer), "do_lower_case": False,
+                       "modality_config": {"text": {"method": "forward", "method_output_name": "last_hidden_state"},
+                                           "image": {"method": "get_image_features", "method_output_name": None}},
+                       "module_output_name": "token_embeddings"}
+        files = {"modules.json": [{"idx": 0, "name": "0", "path": "",
+                                   "type": "sentence_transformers.base.modules.router.Router"}],
+                 "router_config.json": router,
+                 "sentence_bert_config.json": transformer,
+                 os.path.join("1_Pooling", "config.json"): {"word_embedding_dimension": self.config.sentence_embedding_dim,
+                                                            "pooling_mode": self.config.pooling},
+                 os.path.join("image_normalize", "config.json"): {"module_input_name": "token_embeddings",
+                                                                  "module_output_name": "sentence_embedding"},
+                 **{os.path.join(folder, "config.json"): {"in_features": layer.in_features,
+                                                          "out_features": layer.out_features, "bias": True,
+                                                          "activation_function": activation}
+                    for folder, layer, activation in zip(projection, layers, activations)}}
+        for folder in ("1_Pooling", "2_Normalize", "image_normalize", *projection):
+            os.makedirs(os.path.join(save_directory, folder), exist_ok=True)
         for name, content in files.items():
             with open(os.path.join(save_directory, name), "w", encoding="utf-8") as handle:
                 json.dump(content, handle, indent=2)
+        for folder, layer in zip(projection, layers):
+            save_file({"linear.weight": layer.weight.detach().contiguous(), "linear.bias": layer.bias.detach().contiguous()},
+                      os.path.join(save_directory, folder, "model.safetensors"))
 
 
 class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrainedModel):

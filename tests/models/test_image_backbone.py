@@ -15,6 +15,7 @@ from PIL import Image
 
 from hf_grounded.data import load_flickr8k, make_synthetic_dataset
 from hf_grounded.features import BackboneSpec, FeatureSpec, attach_image_backbone, create_backbone, extract_features
+from hf_grounded.evaluation.retrieval import retrieval_metrics
 from hf_grounded.families import FAMILIES
 from hf_grounded.models.image_processing_grounded import GroundedImageProcessor
 from hf_grounded.training import save_model
@@ -190,34 +191,58 @@ def test_a_run_that_extracts_its_features_saves_its_backbone_and_processor(tmp_p
     assert not (tmp_path / "bare" / "preprocessor_config.json").exists()
 
 
-def test_sentence_transformers_encodes_strings_and_images_into_the_joint_space(tmp_path, images, features):
-    """A saved model that carries its backbone, of a family whose sentence space is the joint one, is one multimodal
-    module for sentence-transformers (its processor reads both): images embed as `get_image_features` does, strings
-    as `encode()`. The grounded transformer keeps its sentence-space modules (its text pooled, not projected), which
-    STS and MTEB read: sentence-transformers embeds its text only, as before."""
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_sentence_transformers_ranks_images_as_the_model_does(tmp_path, name, images, features):
+    """A saved model that carries its backbone is an image search in sentence-transformers, whatever its family:
+    images embed as `get_image_features` does and sentences asked for the joint space (plain `encode` where the
+    sentence space is the joint one, `task="joint"` for the grounded transformer) as `encode(space="joint")`, so
+    they rank the images for their captions as the evaluation's features path does."""
     sentence_transformers = pytest.importorskip("sentence_transformers")
-    sentences = ["a big red square", "a small blue circle on the left"]
-    for name in sorted(name for name, family in FAMILIES.items() if family.model_class.joint_is_sentence_space):
-        model, tokenizer = carrying(name, features.size(1))
-        save_model(model, tokenizer, tmp_path / name)
-        loaded = sentence_transformers.SentenceTransformer(str(tmp_path / name), trust_remote_code=True,
-                                                           device="cpu")
-        with torch.inference_mode():
-            expected = model.get_image_features(features).numpy()
-        np.testing.assert_allclose(loaded.encode(images), expected, atol=1e-4, err_msg=name)
-        np.testing.assert_allclose(loaded.encode(sentences), model.encode(sentences, space="joint"), atol=1e-5,
-                                   err_msg=name)
+    model, tokenizer = carrying(name, features.size(1))
+    save_model(model, tokenizer, tmp_path / name)
+    loaded = sentence_transformers.SentenceTransformer(str(tmp_path / name), trust_remote_code=True, device="cpu")
+    captions = [caption for row in make_synthetic_dataset(num_train=2, num_validation=5, num_test=5, seed=3)["test"]
+                for caption in row["captions"]]
+    owners = torch.arange(len(images)).repeat_interleave(len(captions) // len(images))
+    task = {} if model.joint_is_sentence_space else {"task": "joint"}
+    with torch.inference_mode():
+        expected_images = model.get_image_features(features)
+    expected_captions = torch.from_numpy(model.encode(captions, space="joint"))
+    images_embedded, captions_embedded = loaded.encode(images), loaded.encode(captions, **task)
+    np.testing.assert_allclose(images_embedded, expected_images.numpy(), atol=1e-4)
+    np.testing.assert_allclose(captions_embedded, expected_captions.numpy(), atol=1e-5)
+    ranked = retrieval_metrics(torch.from_numpy(captions_embedded), torch.from_numpy(images_embedded), owners)
+    expected = retrieval_metrics(expected_captions, expected_images, owners)
+    for direction in ("c2i", "i2c"):
+        for k in ("R@1", "R@5", "R@10"):
+            assert ranked[direction][k] == pytest.approx(expected[direction][k], abs=0.1), (direction, k)
 
 
-
-def test_the_grounded_transformer_keeps_its_sentence_space_in_sentence_transformers(tmp_path, features):
+@pytest.mark.parametrize("projection_layers", [1, 2])
+def test_the_grounded_transformer_keeps_its_sentence_space_in_sentence_transformers(tmp_path, features,
+                                                                                  projection_layers):
+    """Plain `encode(sentences)`, and MTEB's `encode_query` and `encode_document`, stay the sentence space STS and
+    MTEB read; `task="joint"` reaches the joint space through the text head (an MLP adapter too), images the joint
+    space through the backbone and the image head."""
     sentence_transformers = pytest.importorskip("sentence_transformers")
-    model, tokenizer = carrying("grounded_transformer", features.size(1))
-    save_model(model, tokenizer, tmp_path / "model")
+    torch.manual_seed(0)
+    model, tokenizer = tiny_model("grounded_transformer", CORPUS, features.size(1))
+    model.config.projection_layers, model.config.projection_hidden_dim = projection_layers, 24
+    model = type(model)(model.config)
+    model.set_tokenizer(tokenizer)
+    attach_image_backbone(model, SPEC, SPEC.description)
+    save_model(model.eval(), tokenizer, tmp_path / "model")
     loaded = sentence_transformers.SentenceTransformer(str(tmp_path / "model"), trust_remote_code=True, device="cpu")
     sentences = ["a big red square", "a small blue circle on the left"]
-    np.testing.assert_allclose(loaded.encode(sentences), model.encode(sentences), atol=1e-5)
-
+    sentence_space = model.encode(sentences)
+    for encode in (loaded.encode, loaded.encode_query, loaded.encode_document):
+        np.testing.assert_allclose(encode(sentences), sentence_space, atol=1e-6, err_msg=encode.__name__)
+    np.testing.assert_allclose(loaded.encode(sentences, task="joint"), model.encode(sentences, space="joint"),
+                               atol=1e-6)
+    with torch.inference_mode():
+        expected_images = model.get_image_features(features).numpy()
+    images = [row["image"] for row in make_synthetic_dataset(num_train=2, num_validation=5, num_test=5, seed=3)["test"]]
+    np.testing.assert_allclose(loaded.encode(images), expected_images, atol=1e-4)
 
 
 def test_the_demo_indexes_images_with_the_model_s_own_backbone(tmp_path, images):
