@@ -1,8 +1,8 @@
 """The grounded MiniLM's hinge recipe trained whole on the full Flickr8k under each training lever, side by side in
-one run: epoch time and validation R@10 (seed 0), against main before issue 55's trainer changes.
+one run: epoch time and validation R@10 (seed 0), against the trainer before fused Adam and the frozen-layer cache.
 
-    git worktree add ../hf_grounded-before-55 1da77ec
-    python -m benchmarks.grounded_transformer_epoch --baseline_checkout ../hf_grounded-before-55 \\
+    git worktree add ../hf_grounded-1da77ec 1da77ec
+    python -m benchmarks.grounded_transformer_epoch --baseline_checkout ../hf_grounded-1da77ec \\
         --output benchmarks/results/grounded_transformer_epoch.json
 
 Every arm is `recipes/train.py` with reproductions/grounded_transformer.py's hinge row (all-MiniLM-L6-v2, batch 64,
@@ -44,7 +44,8 @@ HINGE = {name: str(value) for name, value in yaml.safe_load(
     if name != "model_type"}
 # arm -> (what it measures, whether it runs the baseline checkout, its settings beyond the hinge recipe's)
 ARMS = {
-    "before": ("main before issue 55 (Adam foreach), every layer trains", True, {}),
+    "before": ("the trainer before fused Adam and the frozen-layer cache (Adam foreach), every layer trains",
+               True, {}),
     "fused": ("Adam fused, every layer trains", False, {}),
     "top2-recomputed": ("Adam fused, last 2 layers train, frozen 4 recomputed", False,
                         {"trainable_layers": "2", "frozen_layer_cache_gb": "0"}),
@@ -94,7 +95,8 @@ def arm_row(name: str, output_dir: Path, commit: str) -> dict:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baseline_checkout", required=True, type=Path,
-                        help="A checkout of main before issue 55's trainer changes (a git worktree of 1da77ec).")
+                        help="A checkout of the library before fused Adam and the frozen-layer cache "
+                             "(a git worktree of 1da77ec).")
     parser.add_argument("--arms", default=",".join(ARMS), help=f"Comma-separated, of {', '.join(ARMS)}.")
     parser.add_argument("--output_dir", default="outputs/grounded-transformer-epoch", type=Path)
     parser.add_argument("--output", default=str(RESULTS / "grounded_transformer_epoch.json"))

@@ -1,4 +1,4 @@
-"""What reading images through the model costs (issue 59): images a second of `get_image_features(pixel_values=...)`
+"""What reading images through the model costs: images a second of `get_image_features(pixel_values=...)`
 of a model that carries its efficientnet_lite0 backbone, beside timm's own forward of the same backbone on the same
 pixels, batch 32, centre crop, arms alternating in one process; and what the image processor adds before them.
 

@@ -1,5 +1,5 @@
-"""The full Flickr8k through `recipes/prepare_data.py`, trained from the prepared dataset and from the image dataset
-(issue 41): same seed, same batches, so the same weights; and the prepared dataset streamed, whose batches differ.
+"""The full Flickr8k through `recipes/prepare_data.py`, trained from the prepared dataset and from the image dataset:
+same seed, same batches, so the same weights; and the prepared dataset streamed, whose batches differ.
 
     python -m benchmarks.prepared_flickr8k --data_dir $HF_GROUNDED_DATA/data/flickr8k \\
         --image_features_file $HF_GROUNDED_DATA/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors

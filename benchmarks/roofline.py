@@ -1,4 +1,4 @@
-"""What this CPU can do beside what each family does with it (issue 55): the machine's measured peak for the kernels
+"""What this CPU can do beside what each family does with it: the machine's measured peak for the kernels
 the models run (GEMM at the models' shapes in float32, bfloat16 and int8, the GRU layer, memory bandwidth), each
 family's multiply-adds per caption and per training step, and the throughput it achieves as a fraction of the
 peak of the kernel that bounds it.

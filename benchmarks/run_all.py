@@ -1,4 +1,4 @@
-"""Every performance benchmark of issue 13, each in its own process (so each one's peak resident memory is its
+"""Every performance benchmark, each in its own process (so each one's peak resident memory is its
 own), then the ratios the targets are stated in.
 
     python -m benchmarks.run_all --quick                 # under 10 minutes on 2 CPU cores

@@ -1,5 +1,5 @@
 """Training levers for the grounded transformer, each measured on its own beside the float32 baseline in the same
-run (issue 55, item 2): batches not grouped by length (random captions, padded to the longest), bfloat16 autocast,
+run: batches not grouped by length (random captions, padded to the longest), bfloat16 autocast,
 Adam's fused kernel, `torch.compile` of the text encoder, and training the last 2 of the 6 layers alone
 (`--trainable_layers 2`) with the frozen 4 recomputed each step or computed once (hf_grounded.training.frozen_layers;
 here every round after the first reads them from the cache, as epochs after the first do).

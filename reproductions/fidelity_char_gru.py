@@ -51,7 +51,7 @@ IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 # Merkx & Frank's code, efficientnet_lite0 ten-crop features, hidden 256, attention 128, batch 32, 8 epochs, their
 # final model; R@1 / R@5 / R@10 in %, by the name of the data folder.
 AUTHORS = {
-    # The 753 training images of the sample, mean over 3 seeds (issue 10 of this project).
+    # The 753 training images of the sample, mean over 3 seeds.
     "flickr8k_sample": {
         "runs": "3 seeds",
         "c2i": {"R@1": 10.0, "R@5": 32.8, "R@10": 48.7},
@@ -61,7 +61,7 @@ AUTHORS = {
         "validation_r10": [(23.5, 25.5), (36.5, 38.2), (43.5, 45.5), (45.1, 50.0), (45.5, 50.0), (46.5, 55.5),
                            (50.0, 57.3), (49.6, 58.2)],
     },
-    # The full set (6,000 training images; test 1,000 × 5), seed 0, their last epoch (issue 25 of this project).
+    # The full set (6,000 training images; test 1,000 × 5), seed 0, their last epoch.
     "flickr8k": {
         "runs": "seed 0",
         "c2i": {"R@1": 11.6, "R@5": 31.9, "R@10": 45.3},

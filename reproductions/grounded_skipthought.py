@@ -1,5 +1,5 @@
 """Bordes et al.'s (2019) Table 2 and Table 5 on the full Flickr8k: grounded SkipThought's models and baselines,
-each a small model (512 units, 300-d words, 10,000 words) trained from scratch on 2 CPU cores (issue 26).
+each a small model (512 units, 300-d words, 10,000 words) trained from scratch on 2 CPU cores.
 
     python -m reproductions.grounded_skipthought --data_dir $HF_GROUNDED_DATA/data/flickr8k \\
         --image_features_file $HF_GROUNDED_DATA/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors

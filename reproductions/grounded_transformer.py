@@ -1,4 +1,4 @@
-"""Grounding a pretrained text encoder (MCSE's setting, Zhang et al., 2022) on the full Flickr8k (issue 29).
+"""Grounding a pretrained text encoder (MCSE's setting, Zhang et al., 2022) on the full Flickr8k.
 
     python -m reproductions.grounded_transformer --data_dir $HF_GROUNDED_DATA/data/flickr8k \\
         --image_features_file $HF_GROUNDED_DATA/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors

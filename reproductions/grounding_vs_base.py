@@ -1,4 +1,4 @@
-"""Grounding that keeps its base (issue 56): can one grounded all-MiniLM-L6-v2 be at least the base on sentence
+"""Grounding that keeps its base: can one grounded all-MiniLM-L6-v2 be at least the base on sentence
 similarity and at least the hinge model on Flickr8k retrieval?
 
     python -m reproductions.grounding_vs_base                 # selection (seed 0, every run), then the final seeds
@@ -7,7 +7,7 @@ similarity and at least the hinge model on Flickr8k retrieval?
 
 Every run trains (or merges) through the library's own code path (`recipes/train.py`'s `train`, `recipes/merge.py`'s
 `save_merged`) on the full Flickr8k's 30,000 training captions (ten-crop efficientnet_lite0 features), batch 64,
-captions cut at 32 tokens in training. `RUNS` lists them: the three rows of the issue (the base untouched with
+captions cut at 32 tokens in training. `RUNS` lists them: the three rows compared first (the base untouched with
 heads trained, the hinge model, MCSE), the hinge with distillation from the frozen base (sentence-level,
 relational, both), MCSE with distillation, the last 3 layers trained alone with distillation, and weight-space
 merges of the hinge model with the base.
@@ -73,7 +73,7 @@ def _merge(alpha: float, method: str = "linear", source: str = "hinge", density:
 
 
 RUNS: dict[str, Run] = {
-    # The issue's three rows.
+    # The three rows compared first: the base untouched, the hinge model, MCSE.
     "untouched": Run("MiniLM untouched (frozen; heads trained with the hinge)",
                      ["--config", "reproductions/configs/grounded_minilm_untouched.yaml"]),
     "hinge": Run("MiniLM + hinge", HINGE),
@@ -104,7 +104,8 @@ RUNS: dict[str, Run] = {
     "merge-slerp-0.5": _merge(0.5, "slerp"),
     "merge-ties-1": _merge(1.0, "ties", density=0.3),
 }
-# The rows every seed runs, as the issue's goals compare with them.
+# The rows every seed runs, since the goals compare with them (at least the base on sentence similarity, at least
+# the hinge model on retrieval).
 BASE_ROWS = ("untouched", "hinge")
 # Chosen on seed 0's validation numbers (SELECTION_RULE); see the docs' page for the table they were chosen from.
 FINAL: tuple[str, ...] = ("hinge-relational-100",)

@@ -1,4 +1,4 @@
-"""Three ways to rank the Flickr8k sample's test images for its captions with one saved model (issue 59): what
+"""Three ways to rank the Flickr8k sample's test images for its captions with one saved model: what
 `recipes/evaluate.py` computes from the feature cache, and, in a fresh process without hf_grounded, `AutoModel` +
 `AutoProcessor` on the JPEGs and `SentenceTransformer.encode` on the JPEGs. They must give the same R@1/5/10.
 

@@ -1,4 +1,4 @@
-"""Kurach et al.'s (2017) VETE tables on the full Flickr8k, one caption per image (issue 27).
+"""Kurach et al.'s (2017) VETE tables on the full Flickr8k, one caption per image.
 
     python -m reproductions.vete_flickr8k --data_dir $HF_GROUNDED_DATA/data/flickr8k \\
         --image_features_file $HF_GROUNDED_DATA/data/flickr8k/features/efficientnet_lite0_tencrop.safetensors

@@ -1,5 +1,4 @@
-"""Kurach et al.'s Algorithm 1 for VETE-BOW and VETE-RNN on the full Flickr8k, with two selection rules side by side
-(issue 27).
+"""Kurach et al.'s Algorithm 1 for VETE-BOW and VETE-RNN on the full Flickr8k, with two selection rules side by side.
 
     python -m reproductions.vete_search_flickr8k --trials 16
 

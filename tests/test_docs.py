@@ -213,7 +213,7 @@ def test_every_result_file_has_a_formatter_and_every_formatter_an_experiment():
 
 
 def test_building_the_docs_imports_no_experiment():
-    """The renderer and its tables import neither benchmarks nor reproductions (issue 57)."""
+    """The renderer and its tables import neither benchmarks nor reproductions."""
     import ast
 
     for path in (REPO_ROOT / "utils" / "render_docs.py", REPO_ROOT / "utils" / "result_tables.py"):

@@ -1,4 +1,4 @@
-"""The experiments' layout (issue 66): the speed benchmarks are a leaf. What the reproductions, the recipe-hash guard
+"""The experiments' layout: the speed benchmarks are a leaf. What the reproductions, the recipe-hash guard
 and the benchmarks share is `utils/experiments.py`, so no code outside `benchmarks/` imports from it (tests of a
 benchmark's own functions aside)."""
 

@@ -102,7 +102,8 @@ def check_token_id(config_name: str, name: str, value: object, vocab_size: int) 
 
 
 # What a config's `image_backbone` holds: the backbone its image features come from, which the model then carries;
-# `tensors_sha256` (the SHA-256 of its weights' tensors, checked on load) since issue 65, so an older save lacks it.
+# `tensors_sha256` (the SHA-256 of its weights' tensors, checked on load) is optional: saves from before the library
+# recorded it lack it.
 IMAGE_BACKBONE_KEYS = ("name", "weights", "preprocessing", "num_features", "data_config")
 OPTIONAL_IMAGE_BACKBONE_KEYS = ("tensors_sha256",)
 

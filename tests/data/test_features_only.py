@@ -1,4 +1,4 @@
-"""Issue 25: training and evaluating from precomputed features alone (no image folder), and the recipes' one-line
+"""Training and evaluating from precomputed features alone (no image folder), and the recipes' one-line
 errors on a user's mistakes."""
 
 import json

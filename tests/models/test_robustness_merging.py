@@ -238,7 +238,7 @@ def test_a_merge_that_overflows_is_refused_and_nothing_is_written(tmp_path, caps
 
 def test_a_merge_that_fails_while_saving_keeps_the_earlier_merge_whole(tmp_path, monkeypatch, tiny_bert, grounded):
     """`--overwrite_output_dir` replaces the earlier merge's model and card through the writers that replace whole:
-    a save that fails leaves them as they were, never an emptied folder (review of issue 65)."""
+    a save that fails leaves them as they were, never an emptied folder."""
     import hf_grounded.merging as merging
 
     folder = tmp_path / "merged"

@@ -1,6 +1,5 @@
-"""Issue 23, items 3, 6, 7, 8, 14 and 15 (encode's batch size): model folders that do not match their model are
-refused by name, padding and tokenizer edits never change embeddings silently, and encode() is bounded in memory and
-safe across threads."""
+"""Model folders that do not match their model are refused by name, padding and tokenizer edits never change
+embeddings silently, and encode() is bounded in memory (whatever its batch size) and safe across threads."""
 
 import json
 import threading

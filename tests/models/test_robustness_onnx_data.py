@@ -1,4 +1,4 @@
-"""Issue 39, items 7, 13 and 14: an export leaves the model folder as it was unless it completes, and refuses a model
+"""An export leaves the model folder as it was unless it completes, and refuses a model
 it cannot export before writing anything; an exported graph is tied to its weights by a digest of the graph itself;
 a dataset's split file cannot make the loader read an image outside its image folder."""
 
@@ -36,7 +36,7 @@ def char_gru_folder(tmp_path) -> Path:
     return folder
 
 
-# --- item 7: a model that cannot be exported, and an export that fails midway -----------------------------------------
+# --- a model that cannot be exported, and an export that fails midway -------------------------------------------------
 
 class _UnexportableConfig(PreTrainedConfig):
     model_type = "unexportable_test"
@@ -173,7 +173,7 @@ def test_an_export_again_replaces_the_whole_previous_one(char_gru_folder):
     assert not [name for name in os.listdir(char_gru_folder) if name.startswith(".")]
 
 
-# --- item 13: the graph's own digest ties it to the weights it records ------------------------------------------------
+# --- the graph's own digest ties it to the weights it records ---------------------------------------------------------
 
 def test_an_exported_graph_loads_with_the_fingerprint_of_its_weights(char_gru_folder):
     import numpy as np
@@ -257,7 +257,7 @@ def test_a_graph_without_the_graph_digest_or_not_onnx_is_refused_naming_the_file
         exported_session(path)
 
 
-# --- item 14: names in a dataset's files stay inside its image folder -------------------------------------------------
+# --- names in a dataset's files stay inside its image folder ----------------------------------------------------------
 
 def _list_in_train_split(root: Path, name: str) -> tuple[Path, int]:
     """Give `name` captions and add it to the official train split file; return the file and the line."""

@@ -50,7 +50,8 @@ def test_a_tokenizer_of_another_size_is_refused_before_any_lookup(name):
 
 
 def test_a_char_model_without_its_saved_vocabulary_does_not_fall_back_to_the_default_one(tmp_path):
-    """The failure the issue found: a corpus vocabulary of the default's size, then the tokenizer files lost."""
+    """A corpus vocabulary of the default's size, then the tokenizer files lost: the default vocabulary, of the same
+    size, must not stand in for it."""
     corpus_vocabulary = same_size_other_vocabulary(CharTokenizer())
     model = CharGRUModel(CharGRUConfig(hidden_size=8, image_feature_dim=4))
     model.set_tokenizer(corpus_vocabulary)

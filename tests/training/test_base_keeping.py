@@ -1,4 +1,4 @@
-"""Terms that keep a pretrained text encoder's knowledge while images train it (issue 56): distillation from the
+"""Terms that keep a pretrained text encoder's knowledge while images train it: distillation from the
 frozen base (sentence-level and relational) and captions of one image as positives. Each term's gradient reaches
 what it should and nothing else; the teacher is the base as published, computed once per caption."""
 

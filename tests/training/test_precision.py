@@ -1,5 +1,5 @@
 """`--mixed_precision auto`: bfloat16 only where the device computes it faster than float32; never on a CPU
-without AMX, whatever its other bfloat16 flags (issue 55)."""
+without AMX, whatever its other bfloat16 flags."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""Issue 23, items 9, 10 and 15: one validation of argument values for the command line, YAML configs and Python
+"""One validation of argument values for the command line, YAML configs and Python
 callers; a resume that would silently train with other arguments is refused; nonsensical sizes fail up front."""
 
 import json

@@ -1,4 +1,4 @@
-"""Issue 39, items 8, 9 and 10: a model, text encoder or data path the recipes cannot use, and MTEB tasks that cannot
+"""A model, text encoder or data path the recipes cannot use, and MTEB tasks that cannot
 run here, end as one line `PROG: error: WHAT` with exit code 2, before any data is read or anything evaluated."""
 
 import re
@@ -41,7 +41,7 @@ def recipe_error(recipe: str, arguments: list[str], capsys) -> str:
     return errors[0].removeprefix(f"{recipe}: error: ").removesuffix(" (--debug shows where)")
 
 
-# --- item 8: models that cannot be found or are of the wrong kind -----------------------------------------------------
+# --- models that cannot be found or are of the wrong kind -------------------------------------------------------------
 
 @pytest.mark.parametrize("source", ["/nonexistent", "someone/no-such-model"])
 def test_train_names_a_text_encoder_that_cannot_be_found(source, tmp_path, monkeypatch, capsys):
@@ -126,7 +126,7 @@ def test_sts_loaders_say_which_kind_of_path_they_take(tmp_path):
         load_stsb(tmp_path / "nowhere")
 
 
-# --- items 9 and 10: MTEB tasks that cannot run, and none at all ------------------------------------------------------
+# --- MTEB tasks that cannot run, and none at all ----------------------------------------------------------------------
 
 @pytest.mark.parametrize(("tasks", "local_flag"), [("SICK-R", "local files instead: STSBenchmark (--stsb_dir)"),
                                                    ("STSBenchmark", "from local files with --stsb_dir")])

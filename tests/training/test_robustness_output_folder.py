@@ -1,5 +1,5 @@
-"""Issue 23, items 1, 2, 15 and 16: --overwrite_output_dir never deletes what no run wrote, nor before the arguments
-are checked; saves write nothing outside the output folder; the lock holds its owner from its first instant."""
+"""--overwrite_output_dir never deletes what no run wrote, nor before the arguments are checked; saves write nothing
+outside the output folder; the lock holds its owner from its first instant."""
 
 import os
 import subprocess

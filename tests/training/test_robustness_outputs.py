@@ -1,4 +1,4 @@
-"""Issue 54, items 1, 3, 7, 8, 14 and 16: every recipe that writes a folder refuses one it did not write and
+"""Every recipe that writes a folder refuses one it did not write and
 replaces only what it wrote; a preparation resumes only with the settings and shards it started with, writes no
 empty shard, never writes through a link, and recovers from a kill in the middle of its swap; a resume on other
 data is refused."""
@@ -84,7 +84,7 @@ def _model_folder(tmp_path: Path) -> Path:
     return folder
 
 
-# --- item 1: a folder the library did not write is refused by every recipe that writes one --------------------------
+# --- a folder the library did not write is refused by every recipe that writes one ----------------------------------
 
 RECIPES = {
     "train.py": lambda tmp_path, folder: ("train.py", [*TINY, "--output_dir", str(folder)]),
@@ -162,7 +162,7 @@ def test_a_feature_cache_folder_is_claimed_and_one_holding_only_caches_is_adopte
     assert not (tmp_path / "papers" / MARKER_NAME).exists()
 
 
-# --- item 3: a rerun resumes only with the settings and shards it started with ---------------------------------------
+# --- a rerun resumes only with the settings and shards it started with -----------------------------------------------
 
 @pytest.fixture
 def half_prepared(tmp_path) -> tuple[Path, Path]:
@@ -227,7 +227,7 @@ def _bytes(folder: Path) -> dict[str, bytes]:
             if path.is_file()}
 
 
-# --- item 8: no empty shard is written ------------------------------------------------------------------------------
+# --- no empty shard is written --------------------------------------------------------------------------------------
 
 def test_a_shard_without_a_valid_sample_is_counted_and_not_written(tmp_path, capsys):
     write_shards(tmp_path / "shards", per_shard=(3,))
@@ -250,7 +250,7 @@ def test_a_shard_without_a_valid_sample_is_counted_and_not_written(tmp_path, cap
     assert "0 prepared now" in capsys.readouterr().out
 
 
-# --- item 7: no write through a link --------------------------------------------------------------------------------
+# --- no write through a link ----------------------------------------------------------------------------------------
 
 def test_a_replaced_file_is_written_under_a_new_name_and_renamed(tmp_path):
     from hf_grounded.files import replaced_atomically
@@ -307,7 +307,7 @@ def test_a_training_run_refuses_an_output_folder_holding_a_link(tmp_path, capsys
     assert secret.read_text() == "token"
 
 
-# --- item 16: a preparation killed during its swap --------------------------------------------------------------------
+# --- a preparation killed during its swap -----------------------------------------------------------------------------
 
 class _Killed(BaseException):
     """What SIGKILL leaves: nothing after the point runs, not even an `except Exception`."""
@@ -376,7 +376,7 @@ def test_a_preparation_killed_before_its_new_shards_were_whole_leaves_the_earlie
     assert sorted(os.listdir(folder)) == [MARKER_NAME, "README.md", "data"]
 
 
-# --- item 14: a resume on other data ----------------------------------------------------------------------------------
+# --- a resume on other data -------------------------------------------------------------------------------------------
 
 def test_a_resume_on_data_prepared_again_in_the_same_place_is_refused(tmp_path):
     data = tmp_path / "embeddings"
@@ -395,7 +395,7 @@ def test_a_resume_on_data_prepared_again_in_the_same_place_is_refused(tmp_path):
         train(*parse_arguments([*arguments, "--max_steps", "3", "--resume_from_checkpoint", "latest"]))
 
 
-# --- the issue's own probe, second round: links to folders, unfinished preparations -----------------------------------
+# --- links to folders, unfinished preparations ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("recipe", ["train.py --overwrite_output_dir", "prepare_data.py --overwrite_output_dir",
                                     "prepare_data.py --shards", "extract_features.py"])

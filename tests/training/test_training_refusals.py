@@ -1,4 +1,4 @@
-"""An outside probe's items 9, 10 and 14: relational distillation on a global batch too small for it is refused
+"""Relational distillation on a global batch too small for it is refused
 before anything is built; a continued model's distillation teacher must read its token ids as the same words; and
 `--mixed_precision auto` asks the device the run trains on, not whether the machine has a GPU."""
 
@@ -25,7 +25,7 @@ def _grounded_transformer_arguments(tmp_path, output: str, *extra: str) -> list[
             "--output_dir", str(tmp_path / output), *extra]
 
 
-# Item 9: relational distillation that could apply in no step.
+# Relational distillation that could apply in no step.
 
 def test_relational_distillation_on_a_global_batch_under_three_captions_is_refused_before_data_or_model(
         tmp_path, monkeypatch):
@@ -55,7 +55,7 @@ def test_the_relational_check_counts_every_processs_captions():
     check(None, TrainingArguments(per_device_train_batch_size=1), 1)
 
 
-# Item 10: a distillation teacher with another vocabulary than the continued model's.
+# A distillation teacher with another vocabulary than the continued model's.
 
 def _same_size_other_vocabulary(folder) -> str:
     """A tiny BERT whose vocabulary has the same tokens and size as `tiny_bert([])`'s, with the letters' ids in the
@@ -93,7 +93,7 @@ def test_a_continued_model_refuses_a_teacher_with_another_vocabulary_and_keeps_i
     assert json.loads((tmp_path / "continued" / "training_args.json").read_text())["model"]["distill_weight"] == 1
 
 
-# Item 14: `--mixed_precision auto` on a GPU machine's CPU.
+# `--mixed_precision auto` on a GPU machine's CPU.
 
 @pytest.fixture
 def gpu_machine(tmp_path, monkeypatch):
