@@ -229,9 +229,9 @@ def main() -> None:
                           "selected_step": None, "training_s": 0, "total_s": 0}
             write_json(results_path, rows)
     # In the order of the paper's tables (ROWS), whatever order they ran in: the docs show them as the file has them.
+    notes = {"steps": args.steps, "checkpoint_steps": args.checkpoint_steps}
     write_results(args.results_file, "grounded_skipthought",
-                  rows_of_every_seed(args.results_file, args.seed, rows, [*ROWS, *CONCATENATED]),
-                  {"steps": args.steps, "checkpoint_steps": args.checkpoint_steps})
+                  rows_of_every_seed(args.results_file, args.seed, rows, [*ROWS, *CONCATENATED], notes), notes)
     print(format_result("grounded_skipthought", json.loads(Path(args.results_file).read_text())))
 
 

@@ -168,8 +168,9 @@ def main() -> None:
                           "total_s": round(time.perf_counter() - started), "trained": provenance()}
         write_json(results_path, rows)
         print(name, json.dumps(rows[name]), flush=True)
-    write_results(args.results_file, "vete_flickr8k", rows_of_every_seed(args.results_file, args.seed, rows, list(ROWS)),
-                  {"data_dir": Path(args.data_dir).name})
+    notes = {"data_dir": Path(args.data_dir).name}
+    write_results(args.results_file, "vete_flickr8k",
+                  rows_of_every_seed(args.results_file, args.seed, rows, list(ROWS), notes), notes)
     print(format_result("vete_flickr8k", json.loads(Path(args.results_file).read_text())))
 
 

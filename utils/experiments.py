@@ -177,13 +177,18 @@ def chosen_rows(parser: argparse.ArgumentParser, rows: str | None, known, defaul
     return chosen
 
 
-def rows_of_every_seed(results_file: str, seed: int, rows: dict[str, dict], order: list[str]) -> list[dict]:
+def rows_of_every_seed(results_file: str, seed: int, rows: dict[str, dict], order: list[str],
+                       notes: dict) -> list[dict]:
     """The rows a seeded reproduction writes: those `results_file` already holds for other seeds (or for models this
     run did not train), with `seed`'s `rows` (model name → row) in their place, ordered by `order` (the table's
-    models), then by seed. Each seed's rows then keep the provenance of the run that made them."""
-    kept = json.loads(Path(results_file).read_text())["rows"] if Path(results_file).is_file() else []
-    by_key = {(row["model"], row["seed"]): row for row in kept}
-    by_key.update({(name, seed): {"model": name, "seed": seed, **row} for name, row in rows.items()})
+    models), then by seed. Each seed's rows keep the provenance of the run that made them. Seeds run with other
+    settings (`notes`, which the file records) are refused rather than averaged together."""
+    kept = json.loads(Path(results_file).read_text()) if Path(results_file).is_file() else {"rows": [], "notes": notes}
+    if kept["notes"] != notes:
+        raise SystemExit(f"{results_file} holds seeds run with {kept['notes']}, not {notes}: write to another "
+                         "--results_file")
+    by_key = {(row["model"], row["seed"]): row for row in kept["rows"]}
+    by_key.update({(name, seed): {**row, "model": name, "seed": seed} for name, row in rows.items()})
     unknown = sorted({name for name, _ in by_key} - set(order))
     if unknown:
         raise SystemExit(f"{results_file} holds rows of models this reproduction no longer has: {unknown}")

@@ -197,7 +197,11 @@ def _vete_headline(result: dict) -> str:
     rows = [row for row in result["rows"] if row["model"] == "BOW-mean, Pearson"]
     return (f"BOW-mean: Flickr8k test relatedness {_mean([row['coco_test'] for row in rows]):.1f}, STS-B test "
             f"{_mean([row['stsb'] for row in rows]):.1f}, SICK test {_mean([row['sick'] for row in rows]):.1f} "
-            f"({len(rows)} seeds)")
+            f"({_seeds(len(rows))})")
+
+
+def _seeds(count: int) -> str:
+    return f"{count} seed{'s' * (count > 1)}"
 
 
 def _rows(result: dict, key: str, *names: str) -> list[dict]:
@@ -224,14 +228,16 @@ def _grounding_vs_base_headline(result: dict) -> str:
 
 
 def _grounded_skipthought_headline(result: dict) -> str:
-    def mean(model: str, key: str) -> str:
-        return f"{_mean([row[key] for row in result['rows'] if row['model'] == model]):.1f}"
+    _rows(result, "model", "M_b = M(0, 0.1, 1)", "E")  # both there, or an error naming the missing one
+    seeds = {model: [row for row in result["rows"] if row["model"] == model] for model in ("M_b = M(0, 0.1, 1)", "E")}
 
-    _rows(result, "model", "M_b = M(0, 0.1, 1)", "E")
-    seeds = sum(row["model"] == "E" for row in result["rows"])
-    return (f"M_b: ρ_vis {mean('M_b = M(0, 0.1, 1)', 'rho_vis')}, STS-B test {mean('M_b = M(0, 0.1, 1)', 'stsb_pearson')}"
-            f", SICK test {mean('M_b = M(0, 0.1, 1)', 'sick_pearson')}; E: STS-B test {mean('E', 'stsb_pearson')}, "
-            f"SICK test {mean('E', 'sick_pearson')} (mean of E's {seeds} seeds and M_b's)")
+    def mean(model: str, key: str) -> str:
+        return f"{_mean([row[key] for row in seeds[model]]):.1f}"
+
+    m_b = "M_b = M(0, 0.1, 1)"
+    return (f"M_b: ρ_vis {mean(m_b, 'rho_vis')}, STS-B test {mean(m_b, 'stsb_pearson')}, SICK test "
+            f"{mean(m_b, 'sick_pearson')} ({_seeds(len(seeds[m_b]))}); E: STS-B test {mean('E', 'stsb_pearson')}, "
+            f"SICK test {mean('E', 'sick_pearson')} ({_seeds(len(seeds['E']))})")
 
 
 # Each family's headline: the result file of its reproduction and what to quote of it.

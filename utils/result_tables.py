@@ -6,6 +6,7 @@ Every string of a result file reaches a formatter made inert (`render_docs.inert
 text; the markdown around it is this module's.
 """
 
+import math
 import statistics
 from collections.abc import Callable
 
@@ -16,12 +17,15 @@ from utils.findings import (
     GROUNDED_SKIPTHOUGHT_MEASURES,
     VETE_FINDINGS,
     VETE_MEASURES,
-    findings_table,
+    Finding,
+    verdict,
 )
 
 
 def mean_std(values: list[float]) -> str:
-    """`mean ± sample std` over seeds, to one decimal; the value alone for one seed."""
+    """`mean ± sample std` over seeds, to one decimal; the value alone for one seed; "nan" where a seed gave none."""
+    if not all(math.isfinite(value) for value in values):
+        return "nan"
     if len(values) == 1:
         return f"{values[0]:.1f}"
     return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
@@ -164,6 +168,32 @@ def _by_model(rows: list[dict]) -> dict[str, list[dict]]:
     for row in rows:
         grouped.setdefault(row["model"], []).append(row)
     return grouped
+
+
+def findings_table(rows: list[dict], findings: list[Finding], measure_names: dict[str, str]) -> str:
+    """One line per finding and measure (the claim written on its first line only): the paper's numbers, both
+    models' mean ± sd over their seeds and the verdict (`utils.findings.verdict`), then the count of each verdict."""
+    by_model = _by_model(rows)
+    lines = ["| the paper's finding | paper | measure | ours: first model | ours: second model | verdict |",
+             "|---|---|---|---|---|---|"]
+    counts: dict[str, int] = {}
+    claim = None
+    for finding in findings:
+        for measure in finding.measures:
+            shown = "" if finding.claim == claim else finding.claim
+            claim = finding.claim
+            if finding.higher not in by_model or finding.lower not in by_model:
+                judged, cells = "not run yet", ["", ""]
+            else:
+                sides = [[row[measure] for row in by_model[model]] for model in (finding.higher, finding.lower)]
+                judged = verdict(*sides, equal=finding.equal)
+                cells = [f"{model}: {mean_std(values)} ({len(values)} seed{'s' * (len(values) > 1)})"
+                         for model, values in zip((finding.higher, finding.lower), sides)]
+            counts[judged] = counts.get(judged, 0) + 1
+            lines.append(f"| {shown} | {finding.paper} | {measure_names[measure]} | {cells[0]} | {cells[1]} | "
+                         f"**{judged}** |")
+    summary = ", ".join(f"{judged} {count}" for judged, count in sorted(counts.items()))
+    return "\n".join([*lines, "", f"Verdicts: {summary}."])
 
 
 # --- grounded_transformer ---------------------------------------------------------------------------------------------

@@ -142,41 +142,48 @@ class GroundedTransformerPreTrainedModel(EncoderPreTrainedMixin, PreTrainedModel
           pooling, L2 normalisation; the sentence space `encode()` gives, which STS and MTEB read.
         - Sentences with `task="joint"`: the same pooling, then the text head as `Dense` layers (its weights copied
           from this model's), then the normalisation; `encode(..., space="joint")`.
-        - Images: `get_image_features` (the backbone the model carries, then its image head), normalised.
+        - Images, for a model that carries its image backbone: `get_image_features` (the backbone, then the image
+          head), normalised. A model without one reads text alone, so sentence-transformers and MTEB see no image
+          modality (`recipes/attach_image_backbone.py` saves it again with one).
         """
-        layers = [*self.text_projection.hidden[::2], self.text_projection.dense]
+        layers = [module for module in self.text_projection.modules() if isinstance(module, nn.Linear)]
         activations = ["torch.nn.modules.activation.GELU"] * (len(layers) - 1) + ["torch.nn.modules.activation.Tanh"]
         projection = [f"joint_projection_{index}" for index in range(len(layers))]
+        reads_images = "image_backbone" in self._modules
+        normalize = "sentence_transformers.base.modules.normalize.Normalize"
         modules = {".": "sentence_transformers.base.modules.transformer.Transformer",
                    "1_Pooling": "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
-                   "2_Normalize": "sentence_transformers.base.modules.normalize.Normalize",
+                   "2_Normalize": normalize,
                    **{folder: "sentence_transformers.base.modules.dense.Dense" for folder in projection},
-                   "image_normalize": "sentence_transformers.base.modules.normalize.Normalize"}
-        router = {"types": modules,
-                  "structure": {"sentence": [".", "1_Pooling", "2_Normalize"],
-                                "joint": [".", "1_Pooling", *projection, "2_Normalize"],
-                                "image": [".", "image_normalize"]},
+                   **({"image_normalize": normalize} if reads_images else {})}
+        routes = {"sentence": [".", "1_Pooling", "2_Normalize"], "joint": [".", "1_Pooling", *projection, "2_Normalize"],
+                  **({"image": [".", "image_normalize"]} if reads_images else {})}
+        mappings = {(None, "text"): "sentence", ("joint", "text"): "joint",
+                    **({(None, "image"): "image"} if reads_images else {})}
+        router = {"types": modules, "structure": routes,
                   "parameters": {"default_route": "sentence", "allow_empty_key": True,
-                                 "route_mappings": {str((None, "text")): "sentence", str(("joint", "text")): "joint",
-                                                    str((None, "image")): "image"}}}
+                                 "route_mappings": {str(key): route for key, route in mappings.items()}}}
+        modalities = {"text": {"method": "forward", "method_output_name": "last_hidden_state"},
+                      **({"image": {"method": "get_image_features", "method_output_name": None}}
+                         if reads_images else {})}
         transformer = {"max_seq_length": self._max_length(self._tokenizer), "do_lower_case": False,
-                       "modality_config": {"text": {"method": "forward", "method_output_name": "last_hidden_state"},
-                                           "image": {"method": "get_image_features", "method_output_name": None}},
-                       "module_output_name": "token_embeddings"}
+                       "modality_config": modalities, "module_output_name": "token_embeddings"}
         files = {"modules.json": [{"idx": 0, "name": "0", "path": "",
                                    "type": "sentence_transformers.base.modules.router.Router"}],
                  "router_config.json": router,
                  "sentence_bert_config.json": transformer,
                  os.path.join("1_Pooling", "config.json"): {"word_embedding_dimension": self.config.sentence_embedding_dim,
                                                             "pooling_mode": self.config.pooling},
-                 os.path.join("image_normalize", "config.json"): {"module_input_name": "token_embeddings",
-                                                                  "module_output_name": "sentence_embedding"},
+                 **({os.path.join("image_normalize", "config.json"): {"module_input_name": "token_embeddings",
+                                                                     "module_output_name": "sentence_embedding"}}
+                    if reads_images else {}),
                  **{os.path.join(folder, "config.json"): {"in_features": layer.in_features,
                                                           "out_features": layer.out_features, "bias": True,
                                                           "activation_function": activation}
                     for folder, layer, activation in zip(projection, layers, activations)}}
-        for folder in ("1_Pooling", "2_Normalize", "image_normalize", *projection):
-            os.makedirs(os.path.join(save_directory, folder), exist_ok=True)
+        for name in files:
+            os.makedirs(os.path.join(save_directory, os.path.dirname(name)), exist_ok=True)
+        os.makedirs(os.path.join(save_directory, "2_Normalize"), exist_ok=True)
         for name, content in files.items():
             with open(os.path.join(save_directory, name), "w", encoding="utf-8") as handle:
                 json.dump(content, handle, indent=2)
