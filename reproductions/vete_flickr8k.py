@@ -134,7 +134,7 @@ def main() -> None:
     parser.add_argument("--rows", default=None,
                         help=f"Comma-separated rows to run, by folder name (default: all): {', '.join(folders)}.")
     parser.add_argument("--quick", action="store_true",
-                        help="Every row but the word-level ones (Table 6), which take 30 times as long.")
+                        help="Every row but the word-level ones (Table 6), which take 33 times the steps.")
     parser.add_argument("--output_dir", default="outputs/vete-flickr8k-full",
                         help="Each seed's models and results go to its own folder seed-N in here.")
     parser.add_argument("--results_file", default=str(RESULTS / "vete_flickr8k.json"),
