@@ -56,6 +56,17 @@ def test_a_generated_block_follows_its_json(tmp_path, monkeypatch):
     assert renderer.render(page.read_text(), page) != page.read_text()
 
 
+def test_the_docs_describe_the_library_without_ticket_numbers():
+    """Docs and docstrings say what the library does and why, not which ticket changed it."""
+    ticket = re.compile(r"\b[Ii]ssues? \d+")
+    sources = [*PAGES, *sorted((REPO_ROOT / "hf_grounded").rglob("*.py")),
+               *sorted((REPO_ROOT / "recipes").rglob("*.py")), *sorted((REPO_ROOT / "reproductions").glob("*.py")),
+               *sorted((REPO_ROOT / "benchmarks").glob("*.py")), *sorted((REPO_ROOT / "model_cards").glob("*.md"))]
+    found = [f"{path.relative_to(REPO_ROOT)}:{text.count(chr(10), 0, match.start()) + 1}: {match.group()}"
+             for path in sources for text in [path.read_text()] for match in ticket.finditer(text)]
+    assert not found, found
+
+
 def test_the_readme_is_a_first_page():
     lines = (REPO_ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= 200, f"README.md has {len(lines)} lines"
