@@ -470,13 +470,13 @@ def _image_throughput(result: dict) -> str:
 # --- image_paths_flickr8k ---------------------------------------------------------------------------------------------
 
 def _image_paths_flickr8k(result: dict) -> str:
-    """The test retrieval of one model by each path that reads the images."""
-    lines = ["| path | c2i R@1 / 5 / 10 | i2c R@1 / 5 / 10 |", "|---|---|---|"]
+    """Each family's test retrieval by each path that reads the images."""
+    lines = ["| family | path | c2i R@1 / 5 / 10 | i2c R@1 / 5 / 10 |", "|---|---|---|---|"]
     for row in result["rows"]:
         cells = [" / ".join(f"{row[way][key]:.1f}" for key in ("R@1", "R@5", "R@10")) for way in ("c2i", "i2c")]
-        lines.append(f"| {row['path']} | {cells[0]} | {cells[1]} |")
+        lines.append(f"| {row['family']} | {row['path']} | {cells[0]} | {cells[1]} |")
     notes = result["notes"]
-    lines += ["", f"{notes['model']}; the sample's {notes['images']} test images and {notes['captions']} captions."]
+    lines += ["", f"{notes['models']}; the sample's {notes['images']} test images and {notes['captions']} captions."]
     return "\n".join(lines)
 
 
