@@ -28,7 +28,7 @@ STS-B test, SICK test, STS16 (all, and its news subtask, the only one of Bordes 
 with the rows it already holds for other seeds kept, so the seeds can run in separate sittings; the docs give each
 model's mean ± standard deviation over its seeds and the paper's findings' verdicts from them.
 
-On 2 CPU cores one seed of the whole table took about 110 minutes, `--quick` (Table 2's rows and E + ST) about 55.
+On 2 CPU cores one seed of the whole table took about 112 minutes, `--quick` (Table 2's rows and E + ST) about 44.
 """
 
 import argparse
