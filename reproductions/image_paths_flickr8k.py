@@ -6,7 +6,7 @@ the sentence space is not the joint one). They must give the same R@1/5/10.
     HF_GROUNDED_DATA=../shared python -m reproductions.image_paths_flickr8k
 
 Each family is trained by `recipes/train.py` for 4 epochs on the sample's training images, as its Flickr8k recipe
-trains it (the char-GRU at hidden 256, the grounded SkipThought without the books), and extracts its features itself
+trains it (the char-GRU at hidden 256, the grounded SkipThought as baseline P without the books), and extracts its features itself
 (efficientnet_lite0's weights from $HF_GROUNDED_DATA, centre crop), so it saves its backbone and processor. Each
 family's rows are saved as they finish and a rerun reuses the trained models and finished rows (`--output_dir`).
 """
@@ -35,8 +35,9 @@ CONFIGS = Path(__file__).resolve().parents[1] / "recipes" / "configs"
 FAMILY_RUNS = {
     "char_gru": lambda: ["--model_type", "char_gru", "--hidden_size", "256"],
     "vete": lambda: ["--config", str(CONFIGS / "vete_bow_flickr8k.yaml")],
+    # Bordes et al.'s P: the grounding objective M_b gives the encoder no map of images to carry a backbone for.
     "grounded_skipthought": lambda: ["--config", str(CONFIGS / "grounded_skipthought_flickr8k.yaml"),
-                                     "--text_weight", "0"],
+                                     "--text_weight", "0", "--objective", "projection"],
     "grounded_transformer": lambda: ["--config", str(CONFIGS / "grounded_transformer_flickr8k.yaml"),
                                      "--text_model_name_or_path", packaged_minilm(), "--pretrained_backbone", "false"],
 }
