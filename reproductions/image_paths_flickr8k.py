@@ -6,9 +6,10 @@ the sentence space is not the joint one). They must give the same R@1/5/10.
     HF_GROUNDED_DATA=../shared python -m reproductions.image_paths_flickr8k
 
 Each family is trained by `recipes/train.py` for 4 epochs on the sample's training images, as its Flickr8k recipe
-trains it (the char-GRU at hidden 256, the grounded SkipThought as baseline P without the books), and extracts its features itself
-(efficientnet_lite0's weights from $HF_GROUNDED_DATA, centre crop), so it saves its backbone and processor. Each
-family's rows are saved as they finish and a rerun reuses the trained models and finished rows (`--output_dir`).
+trains it (the char-GRU at hidden 256, the grounded SkipThought as baseline P without the books), and extracts its
+features itself (efficientnet_lite0's weights from $HF_GROUNDED_DATA, centre crop), so it saves its backbone and
+processor. Each family's rows are saved as they finish and a rerun reuses the trained models and finished rows
+(`--output_dir`).
 """
 
 import argparse
