@@ -28,6 +28,8 @@ from hf_grounded.evaluation.retrieval import retrieval_metrics
 from hf_grounded.evaluation.suite import evaluate_model, parse_evaluation_arguments
 from hf_grounded.training import parse_arguments, train
 from reproductions import RESULTS
+from reproductions.grounded_skipthought import MODEL as SKIPTHOUGHT_MODEL
+from reproductions.grounded_skipthought import OPTIMISATION as SKIPTHOUGHT_OPTIMISATION
 from reproductions.grounded_transformer import packaged_minilm
 from utils.result_tables import format_result
 
@@ -36,9 +38,10 @@ CONFIGS = Path(__file__).resolve().parents[1] / "recipes" / "configs"
 FAMILY_RUNS = {
     "char_gru": lambda: ["--model_type", "char_gru", "--hidden_size", "256"],
     "vete": lambda: ["--config", str(CONFIGS / "vete_bow_flickr8k.yaml")],
-    # Bordes et al.'s P: the grounding objective M_b gives the encoder no map of images to carry a backbone for.
-    "grounded_skipthought": lambda: ["--config", str(CONFIGS / "grounded_skipthought_flickr8k.yaml"),
-                                     "--text_weight", "0", "--objective", "projection"],
+    # Bordes et al.'s P as reproductions/grounded_skipthought.py trains it: the grounding objective M_b gives the
+    # encoder no map of images to carry a backbone for.
+    "grounded_skipthought": lambda: [*SKIPTHOUGHT_MODEL, *SKIPTHOUGHT_OPTIMISATION, "--objective", "projection",
+                                     "--text_weight", "0"],
     "grounded_transformer": lambda: ["--config", str(CONFIGS / "grounded_transformer_flickr8k.yaml"),
                                      "--text_model_name_or_path", packaged_minilm(), "--pretrained_backbone", "false"],
 }
