@@ -27,18 +27,21 @@ class SentenceEncoder(Protocol):
 
 
 def sentence_encoder_function(
-    model: SentenceEncoder, batch_size: int = 64, preprocess: Callable[[str], str] | None = None
+    model: SentenceEncoder, batch_size: int = 64, preprocess: Callable[[str], str] | None = None,
+    space: str = "sentence",
 ) -> Callable[[list[str]], np.ndarray]:
-    """`model.encode` as a function of a list of sentences, with an optional per-sentence preprocessing.
+    """`model.encode` as a function of a list of sentences, with an optional per-sentence preprocessing, in `space`
+    ("joint" where sentences meet images; asked of the model only then, so any encoder serves the sentence space).
 
     Each distinct sentence is encoded once: sampled pairs repeat the same captions many times.
     """
+    options = {} if space == "sentence" else {"space": space}
 
     def encode(sentences: list[str]) -> np.ndarray:
         if preprocess is not None:
             sentences = [preprocess(sentence) for sentence in sentences]
         distinct, positions = np.unique(np.asarray(sentences, dtype=object), return_inverse=True)
-        embeddings = model.encode(list(distinct), batch_size=batch_size)
+        embeddings = model.encode(list(distinct), batch_size=batch_size, **options)
         if torch.is_tensor(embeddings):
             embeddings = embeddings.detach().float().cpu().numpy()
         return np.asarray(embeddings)[positions.reshape(-1)]
@@ -61,8 +64,8 @@ class Evaluator(ABC):
     def __init__(self, name: str, batch_size: int = 64, preprocess: Callable[[str], str] | None = None):
         self.name, self.batch_size, self.preprocess = name, batch_size, preprocess
 
-    def encoder(self, model: SentenceEncoder) -> Callable[[list[str]], np.ndarray]:
-        return sentence_encoder_function(model, self.batch_size, self.preprocess)
+    def encoder(self, model: SentenceEncoder, space: str = "sentence") -> Callable[[list[str]], np.ndarray]:
+        return sentence_encoder_function(model, self.batch_size, self.preprocess, space)
 
     @abstractmethod
     def __call__(self, model: SentenceEncoder) -> dict[str, dict[str, float]]:
@@ -109,7 +112,7 @@ class RetrievalEvaluator(Evaluator):
         self.image_features, self.fold_size = image_features, fold_size
 
     def __call__(self, model) -> dict[str, dict[str, float]]:
-        text = torch.as_tensor(self.encoder(model)(self.captions), dtype=torch.float32)
+        text = torch.as_tensor(self.encoder(model, space="joint")(self.captions), dtype=torch.float32)
         images = _image_embeddings(model, self.image_features)
         results = retrieval_metrics(text, images, self.caption_to_image, confidence_intervals=True)
         if self.fold_size and len(images) > self.fold_size:
@@ -161,7 +164,7 @@ class HumanJudgementEvaluator(Evaluator):
 
     def __call__(self, model) -> dict[str, dict[str, float]]:
         images = _image_embeddings(model, self.image_features).numpy()
-        encode = self.encoder(model)
+        encode = self.encoder(model, space="joint")
 
         def similarity(image_ids: list[str], captions: list[str]) -> np.ndarray:
             rows = [self.row_of[image_id] for image_id in image_ids]

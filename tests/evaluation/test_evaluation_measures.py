@@ -175,7 +175,8 @@ def test_real_flickr8k_judgements_resolve_every_caption():
 
 
 class LookupEncoder(torch.nn.Module):
-    """Any encoder with `encode` (and, for image tasks, `get_image_features`) fits the evaluators."""
+    """Any encoder with `encode` (and, for image tasks, `get_image_features` and `encode(..., space="joint")`) fits
+    the evaluators."""
 
     def __init__(self, vectors: dict[str, np.ndarray]):
         super().__init__()
@@ -183,7 +184,7 @@ class LookupEncoder(torch.nn.Module):
         self.scale = torch.nn.Parameter(torch.ones(()))
         self.calls = []
 
-    def encode(self, sentences, batch_size=64):
+    def encode(self, sentences, batch_size=64, space="sentence"):
         self.calls.append(len(sentences))
         return np.stack([self.vectors[sentence] for sentence in sentences])
 
@@ -209,3 +210,21 @@ def test_text_evaluators_encode_each_distinct_sentence_once():
     results = BinaryRelatednessEvaluator(groups, "toy", num_pairs=300)(encoder)
     assert results["toy"]["pearson"] == pytest.approx(100.0)
     assert max(encoder.calls) <= 18
+
+
+def test_image_tasks_compare_images_with_the_sentences_joint_space():
+    """The grounded transformer's sentence space is wider than its joint one: retrieval and the human judgements read
+    captions where images are (`space="joint"`), as `get_text_features` does."""
+    from hf_grounded.evaluation.retrieval import retrieval_metrics
+
+    from ..models.test_quantized_encode import registry_family
+
+    model, tokenizer = registry_family("grounded_transformer")
+    model.set_tokenizer(tokenizer)
+    groups = [["a red square", "a crimson box"], ["two cats", "a pair of cats"], ["a dog runs", "the dog is running"]]
+    features = torch.randn(3, 6, generator=torch.Generator().manual_seed(0))
+    results = RetrievalEvaluator(groups, features)(model)
+    text = torch.from_numpy(model.encode([caption for group in groups for caption in group], space="joint"))
+    with torch.no_grad():
+        expected = retrieval_metrics(text, model.get_image_features(features), torch.tensor([0, 0, 1, 1, 2, 2]))
+    assert results["c2i"]["R@1"] == expected["c2i"]["R@1"] and results["i2c"]["R@1"] == expected["i2c"]["R@1"]
