@@ -118,7 +118,8 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
         repo_id=model_id,
         model_name=model_name,
         image_backbone=config.get("image_backbone"),
-        joint_task=not family.model_class.joint_is_sentence_space,
+        # A family whose class does not say (a minimal one, docs/extending.md) has one space, as the contract's.
+        joint_task=not getattr(family.model_class, "joint_is_sentence_space", True),
         dataset=dataset,
         backbone=arguments["data"]["backbone"],
         features_file=_features_file_name(arguments["data"]),
