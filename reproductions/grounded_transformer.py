@@ -100,11 +100,16 @@ def sts_scores(model_dir: Path) -> dict:
     return scores
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_minilm_flickr8k_arguments(parser: argparse.ArgumentParser) -> None:
+    """The full Flickr8k, its features file and the text encoder that the grounded-transformer reproductions read."""
     parser.add_argument("--data_dir", default=str(SHARED / "data" / "flickr8k"))
     parser.add_argument("--image_features_file", default=str(FEATURES))
     parser.add_argument("--text_model", default=None, help="Default: the packaged all-MiniLM-L6-v2.")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_minilm_flickr8k_arguments(parser)
     parser.add_argument("--seed", type=int, default=0)
     folders = {folder: name for name, (folder, _) in ROWS.items()}
     parser.add_argument("--rows", default=None,

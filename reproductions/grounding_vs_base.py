@@ -40,8 +40,8 @@ from hf_grounded.evaluation.sts import unsupervised_sts
 from hf_grounded.training import parse_arguments, train
 
 from reproductions import RESULTS
-from reproductions.grounded_transformer import FEATURES, packaged_minilm, sts_sets
-from utils.experiments import SHARED, check_finished_run, provenance, write_json
+from reproductions.grounded_transformer import add_minilm_flickr8k_arguments, packaged_minilm, sts_sets
+from utils.experiments import check_finished_run, provenance, write_json
 from utils.result_tables import format_result, r10
 
 RUNS_DIR = RESULTS / "runs" / "grounding_vs_base"
@@ -272,9 +272,7 @@ def plot(result: dict, path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=str(SHARED / "data" / "flickr8k"))
-    parser.add_argument("--image_features_file", default=str(FEATURES))
-    parser.add_argument("--text_model", default=None, help="Default: the packaged all-MiniLM-L6-v2.")
+    add_minilm_flickr8k_arguments(parser)
     parser.add_argument("--runs", default=None, help=f"Comma-separated runs (default: all): {', '.join(RUNS)}.")
     parser.add_argument("--seeds", default=None, help="Comma-separated seeds (default: 0 for every run, then "
                                                       "every seed for BASE_ROWS and FINAL).")

@@ -33,9 +33,9 @@ from hf_grounded.objectives.image_text import HingeLoss
 from hf_grounded.training.schedules import create_scheduler
 
 from reproductions import RESULTS
-from reproductions.grounded_transformer import FEATURES, packaged_minilm
+from reproductions.grounded_transformer import add_minilm_flickr8k_arguments, packaged_minilm
 from reproductions.grounding_vs_base import retrieval_splits
-from utils.experiments import SHARED, provenance, write_json
+from utils.experiments import provenance, write_json
 from utils.result_tables import mean_std, r10
 
 RUNS_DIR = RESULTS / "runs" / "locked_text"
@@ -175,9 +175,7 @@ def table(args: argparse.Namespace) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=str(SHARED / "data" / "flickr8k"))
-    parser.add_argument("--image_features_file", default=str(FEATURES))
-    parser.add_argument("--text_model", default=None, help="Default: the packaged all-MiniLM-L6-v2.")
+    add_minilm_flickr8k_arguments(parser)
     parser.add_argument("--arms", default=None, help=f"Comma-separated arms (default: all): {', '.join(ARMS)}.")
     parser.add_argument("--seeds", default=None, help="Comma-separated seeds (default: 0 for every arm, then every "
                                                       "seed for the arm chosen on validation).")
