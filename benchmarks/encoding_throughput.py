@@ -1,6 +1,6 @@
 """Sentences per second of every family's `encode()` at batch 1, 32 and 512, on Flickr8k captions and STS-B
-sentences: torch float32 and int8 (`quantize=True`), and ONNX Runtime float32 and int8 (`backend="onnx"`, when
-onnxruntime is installed), next to all-MiniLM-L6-v2 through sentence-transformers when its PyPI package is
+sentences: torch float32 and int8 (`quantize=True`), ONNX Runtime float32 and int8 (`backend="onnx"`, when
+onnxruntime is installed) and OpenVINO on the same graphs (`backend="openvino"`, when it is installed too), next to all-MiniLM-L6-v2 through sentence-transformers when its PyPI package is
 installed, and through sentence-transformers' own ONNX backend when optimum's `optimum.onnxruntime` imports (not
 with transformers 5 so far: optimum-onnx 0.1 imports `is_offline_mode` from `transformers.utils`; the run says so).
 The grounded transformer's row is that same MiniLM with MCSE's heads (`--model_type grounded_transformer`), so its
@@ -40,7 +40,8 @@ from hf_grounded import (
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
 BACKENDS = {"torch float32": {}, "torch int8": {"quantize": True}, "onnx float32": {"backend": "onnx"},
-            "onnx int8": {"backend": "onnx", "quantize": True}}
+            "onnx int8": {"backend": "onnx", "quantize": True}, "openvino float32": {"backend": "openvino"},
+            "openvino int8": {"backend": "openvino", "quantize": True}}
 
 
 def encoders(captions: list[str], quick: bool) -> dict:
@@ -147,10 +148,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"sentence-transformers' ONNX backend for MiniLM is left out: {onnx_missing}", file=sys.stderr)
     rows = []
     models = encoders(captions, args.quick)
-    backends = dict(BACKENDS)
-    if importlib.util.find_spec("onnxruntime") is None:
-        backends = {name: options for name, options in backends.items() if "backend" not in options}
-    else:
+    # The exported graphs need onnxruntime's quantiser to be written; OpenVINO runs them when it is installed.
+    runtimes = {"onnx": importlib.util.find_spec("onnxruntime") is not None,
+                "openvino": importlib.util.find_spec("onnxruntime") is not None
+                and importlib.util.find_spec("openvino") is not None}
+    backends = {name: options for name, options in BACKENDS.items() if runtimes.get(options.get("backend"), True)}
+    if runtimes["onnx"]:
         # Removed when the process ends; the paper-width models' folders hold hundreds of MB.
         exported = tempfile.TemporaryDirectory()
         models = saved_and_exported(models, exported.name)

@@ -1,6 +1,6 @@
-"""What `encode(quantize=True)` and `encode(backend="onnx")` run on: the int8 copy of a model (`Int8Linear`, torch's
-dynamic quantisation of recurrent layers) and the ONNX Runtime session of the graph exported beside it, with the
-digest checks that tie the graph to the model's weights.
+"""What `encode(quantize=True)` and `encode(backend="onnx" or "openvino")` run on: the int8 copy of a model
+(`Int8Linear`, torch's dynamic quantisation of recurrent layers) and the graph exported beside it, run by ONNX Runtime
+or OpenVINO, with the digest checks that tie the graph to the model's weights.
 
 They live in the library, not in the file a saved model carries (`hf_grounded/models/sentence_encoding.py`): the
 ONNX side needs hf_grounded's `[onnx]` extra anyway, so a model loaded with `trust_remote_code` in a process
@@ -11,6 +11,7 @@ Every function takes the model (any family's `SentenceEncoderMixin`) and reads o
 
 import copy
 import hashlib
+import io
 import os
 import warnings
 from collections.abc import Callable
@@ -81,11 +82,12 @@ def _with_int8_linears(module: nn.Module) -> nn.Module:
     return module
 
 
-def onnx_text_features(model: nn.Module, quantize: bool, space: str = "sentence",
-                       normalize: bool = True) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """The text encoder exported beside `model`, run by ONNX Runtime: `(input_ids, attention_mask)` to the
-    embeddings of `space`. The graph must come from the model's weights as they are now: one exported before
-    the weights changed (or from another model) would give other embeddings without a word."""
+def onnx_text_features(model: nn.Module, quantize: bool, space: str = "sentence", normalize: bool = True,
+                       runtime: str = "onnx") -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The text encoder exported beside `model`, run by ONNX Runtime (`runtime="onnx"`) or OpenVINO
+    (`runtime="openvino"`): `(input_ids, attention_mask)` to the embeddings of `space`. The graph must come from the
+    model's weights as they are now: one exported before the weights changed (or from another model) would give
+    other embeddings without a word."""
     if not normalize and not model.joint_is_sentence_space:
         raise ValueError("normalize_embeddings=False needs backend='torch': the exported graph gives unit-length "
                          "embeddings")
@@ -99,22 +101,22 @@ def onnx_text_features(model: nn.Module, quantize: bool, space: str = "sentence"
                                 f"hf_grounded.onnx_export.export_onnx) and load the model from that folder")
     # A graph exported again to the same path is a new file: the key sees it.
     status = os.stat(path)
-    key = (path, status.st_mtime_ns, status.st_size)
+    key = (path, status.st_mtime_ns, status.st_size, runtime)
     sessions = model.__dict__.setdefault("_onnx_sessions", _NotCopied())
     if key not in sessions:
-        sessions[key] = exported_session(path, threads=torch.get_num_threads())
-    session, exported_from = sessions[key]
+        sessions[key] = RUNTIMES[runtime](path, threads=torch.get_num_threads())
+    run_graph, outputs, exported_from = sessions[key]
     if exported_from != model.weights_fingerprint():
         raise ValueError(f"{path} was exported from other weights than this model's (weights_sha256 "
                          f"{exported_from} against {model.weights_fingerprint()}): export it again")
     output = model.onnx_output_names[0 if space == "sentence" or model.joint_is_sentence_space else -1]
-    if output not in {node.name for node in session.get_outputs()}:
+    if output not in outputs:
         raise ValueError(f"{path} has no output {output!r} (it was exported by an older version of export_onnx): "
                          f"export it again")
 
     def run(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         inputs = {"input_ids": input_ids.cpu().numpy(), "attention_mask": attention_mask.cpu().numpy()}
-        return torch.from_numpy(session.run([output], inputs)[0])
+        return torch.from_numpy(run_graph(inputs, output))
 
     return run
 
@@ -132,23 +134,17 @@ def graph_sha256(exported: "onnx.ModelProto", weights_sha256: str) -> str:
     return digest.hexdigest()
 
 
-def exported_session(path: str | os.PathLike,
-                     threads: int | None = None) -> tuple["onnxruntime.InferenceSession", str]:
-    """An ONNX Runtime session on the CPU (`threads` intra-op threads; ONNX Runtime's default without) of the graph
-    `export_onnx` wrote at `path`, and the fingerprint of the weights it records it was exported from
-    (`weights_sha256`), for the caller to compare with its model's.
+def checked_graph(path: str | os.PathLike) -> tuple[bytes, str]:
+    """The bytes of the graph `export_onnx` wrote at `path` and the fingerprint of the weights it records it
+    was exported from (`weights_sha256`), for the caller to compare with its model's.
 
     The graph must hold its `graph_sha256` as the export computed it: a digest of the graph itself (its
     initializers, which hold the weights, its nodes and opsets) with that fingerprint. So a graph whose recorded
     fingerprint was rewritten (to another model's, say), or whose weights or nodes were edited under it, is
     refused naming the file, as is one exported before the digest was recorded. The digest is no signature:
-    whoever can write the file can compute it again (see SECURITY.md). The file is read once: the session runs
-    the very bytes that were checked."""
-    try:
-        import onnx
-        import onnxruntime
-    except ImportError as error:
-        raise ImportError("backend='onnx' needs ONNX Runtime and onnx: pip install 'hf_grounded[onnx]'") from error
+    whoever can write the file can compute it again (see SECURITY.md). The file is read once: a runtime given
+    these bytes runs what was checked."""
+    import onnx
     from google.protobuf.message import DecodeError
 
     data = Path(path).read_bytes()
@@ -163,11 +159,48 @@ def exported_session(path: str | os.PathLike,
     if graph_sha256(exported, recorded["weights_sha256"]) != recorded["graph_sha256"]:
         raise ValueError(f"{path} changed since it was exported: its graph_sha256 is not the digest of its graph and "
                          f"recorded weights_sha256 (one of them was edited); export it again")
+    return data, recorded["weights_sha256"]
+
+
+def exported_session(path: str | os.PathLike,
+                     threads: int | None = None) -> tuple["onnxruntime.InferenceSession", str]:
+    """An ONNX Runtime session on the CPU (`threads` intra-op threads; ONNX Runtime's default without) of the
+    checked graph at `path` (`checked_graph`), and the weights' fingerprint it records."""
+    try:
+        import onnx  # noqa: F401  (checked_graph's)
+        import onnxruntime
+    except ImportError as error:
+        raise ImportError("backend='onnx' needs ONNX Runtime and onnx: pip install 'hf_grounded[onnx]'") from error
+    data, weights_sha256 = checked_graph(path)
     options = onnxruntime.SessionOptions()
     if threads is not None:
         options.intra_op_num_threads = threads
-    session = onnxruntime.InferenceSession(data, options, providers=["CPUExecutionProvider"])
-    return session, recorded["weights_sha256"]
+    return onnxruntime.InferenceSession(data, options, providers=["CPUExecutionProvider"]), weights_sha256
+
+
+def _onnxruntime_runner(path: str | os.PathLike, threads: int | None = None) -> tuple[Callable, set[str], str]:
+    session, weights_sha256 = exported_session(path, threads)
+    outputs = {node.name for node in session.get_outputs()}
+    return (lambda inputs, output: session.run([output], inputs)[0]), outputs, weights_sha256
+
+
+def _openvino_runner(path: str | os.PathLike, threads: int | None = None) -> tuple[Callable, set[str], str]:
+    """The checked graph at `path` compiled by OpenVINO for the CPU (`threads` inference threads), as a function of
+    the inputs and the output's name."""
+    try:
+        import onnx  # noqa: F401  (checked_graph's)
+        import openvino
+    except ImportError as error:
+        raise ImportError("backend='openvino' needs OpenVINO and onnx: pip install 'hf_grounded[openvino]'") from error
+    data, weights_sha256 = checked_graph(path)
+    config = {} if threads is None else {"INFERENCE_NUM_THREADS": threads}
+    compiled = openvino.Core().compile_model(openvino.convert_model(io.BytesIO(data)), "CPU", config)
+    outputs = {name for output in compiled.outputs for name in output.get_names()}
+    return (lambda inputs, output: compiled(inputs)[output]), outputs, weights_sha256
+
+
+# What `encode(backend=...)` runs an exported graph with.
+RUNTIMES = {"onnx": _onnxruntime_runner, "openvino": _openvino_runner}
 
 
 class _NotCopied(dict):
@@ -181,4 +214,5 @@ class _NotCopied(dict):
         return (type(self), ())
 
 
-__all__ = ["Int8Linear", "exported_session", "graph_sha256", "int8_copy", "onnx_text_features"]
+__all__ = ["Int8Linear", "RUNTIMES", "checked_graph", "exported_session", "graph_sha256", "int8_copy",
+           "onnx_text_features"]

@@ -33,7 +33,7 @@ BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- 
 MARKER_LIKE = re.compile(r"<!--[^\n]*?generated[^\n]*?-->", re.IGNORECASE)
 OPENING = re.compile(r"<!-- generated: [\w-]+ -->\n")
 CLOSING = "<!-- /generated -->"
-BACKENDS = ("torch float32", "torch int8", "onnx float32", "onnx int8")
+BACKENDS = ("torch float32", "torch int8", "onnx float32", "onnx int8", "openvino float32", "openvino int8")
 # What markdown or HTML would read in a value rather than show: made a character reference, which both show as text.
 _ACTIVE = re.compile(r"[&<>`|\[\]\\*\x00-\x1f\x7f]")
 
@@ -92,8 +92,7 @@ def _number(value: float, digits: int = 0) -> str:
 
 def encoding_throughput() -> str:
     result = _load("encoding_throughput")
-    rows = ["| model | corpus, batch | torch float32 | torch int8 | ONNX float32 | ONNX int8 |",
-            "|---|---|---|---|---|---|"]
+    rows = [f"| model | corpus, batch | {' | '.join(BACKENDS)} |", "|---|---" + "|---" * len(BACKENDS) + "|"]
     for row in result["rows"]:
         cells = [(_number(row[backend]["median"]) if backend in row else "") for backend in BACKENDS]
         if "float32" in row:  # the reference, through sentence-transformers
@@ -268,7 +267,8 @@ def choosing() -> str:
     for family, models in FAMILY_ROWS.items():
         for index, model in enumerate(models):
             row = at_32[model]
-            fastest = max(BACKENDS, key=lambda backend: row[backend]["median"])
+            fastest = max((backend for backend in BACKENDS if backend in row),
+                          key=lambda backend: row[backend]["median"])
             float32, best = row["torch float32"]["median"], row[fastest]["median"]
             rows.append(f"| {family if index == 0 else ''} | {_headline(family) if index == 0 else ''} | {model} | "
                         f"{_number(float32)} | {fastest}: {_number(best)} | {float32 / reference:.1f} / "

@@ -58,11 +58,11 @@ logger = logging.getLogger(__name__)
 #: `unsupported_capabilities` (which its registry entry's `unsupported` reads) uses to declare that it cannot.
 CAPABILITIES = {
     "quantize": "encode(quantize=True), an int8 copy of the model",
-    "onnx": "export_onnx and encode(backend='onnx')",
+    "onnx": "export_onnx and encode(backend='onnx' or 'openvino')",
     "joint_space": "encode(space='joint'), the space shared with get_image_features",
 }
 SPACES = ("sentence", "joint")
-BACKENDS = ("torch", "onnx")
+BACKENDS = ("torch", "onnx", "openvino")
 PRECISIONS = ("float32",)
 
 
@@ -344,7 +344,9 @@ class SentenceEncoderMixin:
         `backend="onnx"` (CPU only; `pip install hf_grounded[onnx]`) runs the text encoder exported beside the
         model (`onnx/model.onnx`, or its int8 copy `onnx/model_qint8.onnx` with `quantize=True`; see
         `recipes/export_onnx.py`) with ONNX Runtime, on the same tokens, so the embeddings equal the torch ones to
-        float rounding. A graph exported from other weights than the model's is refused.
+        float rounding. A graph exported from other weights than the model's is refused. `backend="openvino"`
+        (`pip install hf_grounded[openvino]`) runs the same graph with OpenVINO, whose CPU plugin fuses a recurrent
+        encoder's steps into one `GRUSequence`.
 
         A capability the model's family declares unsupported (`unsupported_capabilities`) is refused with its
         reason.
@@ -363,11 +365,11 @@ class SentenceEncoderMixin:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be 'float32' (int8 is `quantize=True`), got {precision!r}")
         if backend not in BACKENDS:
-            raise ValueError(f"backend must be 'torch' or 'onnx', got {backend!r}")
+            raise ValueError(f"backend must be 'torch', 'onnx' or 'openvino', got {backend!r}")
         if space not in SPACES:
             raise ValueError(f"space must be 'sentence' (sentence embeddings, what STS reads) or 'joint' (the space "
                              f"shared with get_image_features), got {space!r}")
-        for wanted, capability in ((quantize, "quantize"), (backend == "onnx", "onnx"),
+        for wanted, capability in ((quantize, "quantize"), (backend != "torch", "onnx"),
                                    (space == "joint", "joint_space")):
             if wanted:
                 self._refuse_unsupported(capability)
@@ -376,8 +378,9 @@ class SentenceEncoderMixin:
         max_length = self._encode_max_length(tokenizer)
         if device is not None:
             self.to(device)
-        if (quantize or backend == "onnx") and self.device.type != "cpu":
-            raise ValueError(f"quantize=True and backend='onnx' run on the CPU only; the model is on {self.device}")
+        if (quantize or backend != "torch") and self.device.type != "cpu":
+            raise ValueError(f"quantize=True and backend={backend!r} run on the CPU only; the model is on "
+                             f"{self.device}")
         with self._in_eval_mode():
             embeddings, truncated = self._encode_sorted(sentences, tokenizer, max_length, batch_size, backend,
                                                         quantize, space, normalize_embeddings, show_progress_bar)
@@ -417,8 +420,8 @@ class SentenceEncoderMixin:
                        batch_size: int, backend: str, quantize: bool, space: str, normalize: bool,
                        show_progress_bar: bool) -> tuple[torch.Tensor, int]:
         """The embeddings of `sentences` in their order, batched longest first, and how many were truncated."""
-        if backend == "onnx":
-            embed = _library_backend().onnx_text_features(self, quantize, space, normalize)
+        if backend != "torch":
+            embed = _library_backend().onnx_text_features(self, quantize, space, normalize, runtime=backend)
         else:
             embed = (_library_backend().int8_copy(self) if quantize else self)._space_embeddings(space, normalize)
         order = np.argsort([-len(sentence) for sentence in sentences], kind="stable")
