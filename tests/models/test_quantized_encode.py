@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from hf_grounded import (
+    backend,
     CharGRUConfig,
     CharGRUModel,
     CharTokenizer,
@@ -106,6 +107,23 @@ def test_an_int8_linear_scales_each_token_on_its_own():
     outlier[0, 0, 7] = 1000 * tokens.abs().max()
     torch.testing.assert_close(int8(outlier)[1:], int8(tokens)[1:])
     torch.testing.assert_close(int8(outlier)[0, 1:], int8(tokens)[0, 1:])
+
+
+def test_an_int8_linear_gives_the_same_sums_with_torchs_int8_product_and_in_float32(monkeypatch):
+    """Where torch's int8 product is slow (a CPU with AVX2 alone), the int8 values are multiplied in float32: the
+    same layer output, whichever product the CPU gets."""
+    torch.manual_seed(0)
+    # MiniLM's widths in and out of its feed-forward layer; the wider one's sums pass 2**24 at the extremes.
+    for width_in, width_out in ((384, 96), (1536, 64)):
+        int8 = Int8Linear(torch.nn.Linear(width_in, width_out))
+        # Tokens equal to a weight's rows: their int8 products are sums of squares of up to 127.
+        aligned = int8.weight_int8.t()[:2].float().expand(4, 2, width_in)
+        tokens = torch.cat([torch.randn(4, 9, width_in), aligned], dim=1)
+        outputs = {}
+        for fast in (True, False):
+            monkeypatch.setattr(backend, "int8_products_are_fast", lambda fast=fast: fast)
+            outputs[fast] = int8(tokens)
+        torch.testing.assert_close(outputs[False], outputs[True], atol=1e-5, rtol=1e-6)
 
 
 def test_the_onnx_int8_graph_scales_each_output_channel_of_a_weight_on_its_own(tmp_path):
