@@ -24,6 +24,8 @@ import torch
 from torch import nn
 from transformers.utils import cached_file
 
+from .extras import require_extra
+
 if TYPE_CHECKING:
     import onnx
     import onnxruntime
@@ -202,11 +204,9 @@ def exported_session(path: str | os.PathLike,
                      threads: int | None = None) -> tuple["onnxruntime.InferenceSession", str]:
     """An ONNX Runtime session on the CPU (`threads` intra-op threads; ONNX Runtime's default without) of the
     checked graph at `path` (`checked_graph`), and the weights' fingerprint it records."""
-    try:
-        import onnx  # noqa: F401  (checked_graph's)
-        import onnxruntime
-    except ImportError as error:
-        raise ImportError("backend='onnx' needs ONNX Runtime and onnx: pip install 'hf_grounded[onnx]'") from error
+    require_extra("onnx")
+    import onnxruntime
+
     data, weights_sha256 = checked_graph(path)
     options = onnxruntime.SessionOptions()
     if threads is not None:
@@ -223,11 +223,9 @@ def _onnxruntime_runner(path: str | os.PathLike, threads: int | None = None) -> 
 def _openvino_runner(path: str | os.PathLike, threads: int | None = None) -> tuple[Callable, set[str], str]:
     """The checked graph at `path` compiled by OpenVINO for the CPU (`threads` inference threads), as a function of
     the inputs and the output's name."""
-    try:
-        import onnx  # noqa: F401  (checked_graph's)
-        import openvino
-    except ImportError as error:
-        raise ImportError("backend='openvino' needs OpenVINO and onnx: pip install 'hf_grounded[openvino]'") from error
+    require_extra("openvino")
+    import openvino
+
     data, weights_sha256 = checked_graph(path)
     config = {} if threads is None else {"INFERENCE_NUM_THREADS": threads}
     compiled = openvino.Core().compile_model(openvino.convert_model(io.BytesIO(data)), "CPU", config)

@@ -102,6 +102,14 @@ def encoding_throughput() -> str:
         result, "python -m benchmarks.encoding_throughput")])
 
 
+def _fastest_close_to_float32(row: dict, source: str) -> str:
+    """The fastest backend of an encoding row whose embeddings keep a cosine of 0.99 with torch float32's."""
+    if "min_cosine" not in row:
+        raise ValueError(f"{source}: {row['model']} has no min_cosine: run the benchmark again")
+    return max((backend for backend in BACKENDS if row["min_cosine"].get(backend, 0) >= 0.99),
+               key=lambda backend: row[backend]["median"])
+
+
 def backend_choice() -> str:
     """For each model and setting, the fastest backend whose embeddings keep a cosine of 0.99 or more to torch
     float32's on the corpus (the benchmark's `min_cosine`), and what it gains over torch float32."""
@@ -114,10 +122,7 @@ def backend_choice() -> str:
             minilm.setdefault((row["corpus"], row["batch"]), []).extend(
                 f"{backend} {_number(row[backend]['median'])}" for backend in ("float32", *BACKENDS) if backend in row)
             continue
-        if "min_cosine" not in row:
-            raise ValueError(f"{result['_source']}: {row['model']} has no min_cosine: run the benchmark again")
-        kept = [backend for backend in BACKENDS if row["min_cosine"].get(backend, 0) >= 0.99]
-        fastest = max(kept, key=lambda backend: row[backend]["median"])
+        fastest = _fastest_close_to_float32(row, result["_source"])
         float32 = row["torch float32"]["median"]
         rows.append(f"| {row['model']} | {row['corpus']}, {row['batch']} | {_number(float32)} | {fastest}: "
                     f"{_number(row[fastest]['median'])} | {row[fastest]['median'] / float32:.2f} | "
@@ -294,11 +299,7 @@ def choosing() -> str:
     for family, models in FAMILY_ROWS.items():
         for index, model in enumerate(models):
             row = at_32[model]
-            # The fastest whose embeddings keep a cosine of 0.99 to torch float32's (where the run measured it).
-            if "min_cosine" not in row:
-                raise ValueError(f"{result['_source']}: {model} has no min_cosine: run the benchmark again")
-            fastest = max((backend for backend in BACKENDS if row["min_cosine"].get(backend, 0) >= 0.99),
-                          key=lambda backend: row[backend]["median"])
+            fastest = _fastest_close_to_float32(row, result["_source"])
             float32, best = row["torch float32"]["median"], row[fastest]["median"]
             rows.append(f"| {family if index == 0 else ''} | {_headline(family) if index == 0 else ''} | {model} | "
                         f"{_number(float32)} | {fastest}: {_number(best)} | {float32 / reference:.1f} / "
