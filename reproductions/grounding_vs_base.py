@@ -87,13 +87,15 @@ RUNS: dict[str, Run] = {
     "hinge-relational-100-distill-300": Run("hinge + relational distillation 100 + distillation 300",
                                             [*HINGE, "--distill_relational_weight", "100", "--distill_weight", "300"]),
     "mcse-distill-30": Run("MCSE + distillation 30", [*MCSE, "--distill_weight", "30"]),
-    # VSE++'s hardest negatives (after one epoch of the summed hinge) and FuseMix's latent mixup, beside the
-    # recommended run's distillation.
+    # VSE++'s hardest negatives (after one epoch of the summed hinge), FuseMix's latent mixup and a longer schedule,
+    # beside the recommended run's distillation.
     "hinge-relational-100-hardest": Run("hinge + relational distillation 100, hardest negatives after 1 epoch",
                                         [*HINGE, "--distill_relational_weight", "100", "--hardest_negative",
                                          "--hardest_negative_warmup_epochs", "1"]),
     "hinge-relational-100-mixup": Run("hinge + relational distillation 100 + latent mixup (alpha 1)",
                                       [*HINGE, "--distill_relational_weight", "100", "--mixup_alpha", "1.0"]),
+    "hinge-relational-100-6-epochs": Run("hinge + relational distillation 100, 6 epochs",
+                                         [*HINGE, "--distill_relational_weight", "100", "--num_train_epochs", "6"]),
     # Other levers.
     "hinge-top3-distill-1000": Run("hinge, last 3 layers trained, + distillation 1000",
                                    [*HINGE, "--trainable_layers", "3", "--distill_weight", "1000"]),
