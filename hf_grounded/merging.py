@@ -28,6 +28,7 @@ from transformers import AutoModel
 
 from .extras import require_extra
 from .files import write_text
+from .model_card import card_template
 from .model_sources import named_model
 from .models import GroundedTransformerModel
 from .models.sentence_encoding import non_finite_weight
@@ -234,7 +235,7 @@ def save_merged(spec: MergeSpec, output_dir: str | Path, overwrite: bool = False
     check_output_folder(output_dir, overwrite, resuming=False, resume_hint="")
     model = merge_grounded(spec)
     card = ModelCard.from_template(
-        _card_data(spec), template_str=MERGED_CARD, model_name=output_dir.name, merge=spec.describe(),
+        _card_data(spec), template_str=card_template("merged.md"), model_name=output_dir.name, merge=spec.describe(),
         heads="the grounded model's" if len(spec.grounded) == 1 else "the mean of the grounded models'",
         grounded="\n".join(f"- `{folder}`" for folder in spec.grounded), base=spec.base)
     with claim_output_folder(output_dir, overwrite, resuming=False, is_main_process=True,
@@ -252,28 +253,6 @@ def _card_data(spec: MergeSpec) -> ModelCardData:
     return ModelCardData(library_name="hf_grounded", base_model=base_model,
                          tags=["hf_grounded", "grounded-transformer", "merge", "sentence-similarity"],
                          pipeline_tag="sentence-similarity")
-
-
-MERGED_CARD = """---
-{{ card_data }}
----
-
-# {{ model_name }}
-
-A grounded transformer made by merging weights, not by training: {{ merge }}. The projection heads that map
-sentences and images into the joint space are {{ heads }}.
-
-- base text encoder: `{{ base }}`
-- grounded models:
-{{ grounded }}
-
-`encode()` gives the merged text encoder's pooled sentence embeddings; `encode(space="joint")` their projection
-into the space the images share. Merging keeps part of what the base knew and part of what grounding taught;
-which part, at which weight, is measured in hf_grounded's `reproductions/grounding_vs_base.py`.
-
-Made with hf_grounded's `recipes/merge.py`, through [mergekit](https://github.com/arcee-ai/mergekit)'s in-memory
-API.
-"""
 
 
 __all__ = ["HEAD_FIELDS", "MERGE_METHODS", "PROBE_SENTENCES", "MergeSpec", "merge_grounded", "save_merged"]

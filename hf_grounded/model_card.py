@@ -27,49 +27,33 @@ INDEXED_METRICS = {"pearson", "spearman", "mse", "rho_vis", "c_intra", "c_inter"
 DATASET_NAMES = {"stsb": "STS Benchmark", "sick": "SICK-R", **{f"sts{year}": f"STS{year}" for year in range(12, 17)}}
 TASK_TYPES = {"coco_test": "sentence-similarity", "structure": "feature-extraction", "human": "feature-extraction"}
 COMPARED_MODELS = {"final": "final model", "best_snapshot": "best snapshot", "ensemble": "snapshot ensemble"}
+
+
 def retrieval_eval_results(retrieval: dict, dataset: str) -> list[EvalResult]:
     """model-index entries for every R@K and rank of a test-split retrieval result."""
-    entries = []
-    for direction, metrics in retrieval.items():
-        for metric, value in metrics.items():
-            entries.append(
-                EvalResult(
-                    task_type="text-image-retrieval",
-                    task_name=f"{RETRIEVAL_DIRECTIONS[direction]} retrieval",
-                    dataset_type=dataset,
-                    dataset_name=dataset,
-                    dataset_split="test",
-                    metric_type=f"{direction}_{metric}".lower().replace("@", "_at_"),
-                    metric_name=f"{direction} {metric}",
-                    metric_value=round(float(value), 2),
-                )
-            )
-    return entries
+    return [EvalResult(task_type="text-image-retrieval", task_name=f"{RETRIEVAL_DIRECTIONS[direction]} retrieval",
+                       dataset_type=dataset, dataset_name=dataset, dataset_split="test",
+                       metric_type=f"{direction}_{metric}".lower().replace("@", "_at_"),
+                       metric_name=f"{direction} {metric}", metric_value=round(float(value), 2))
+            for direction, metrics in retrieval.items() for metric, value in metrics.items()]
 
 
 def evaluation_eval_results(evaluation: dict) -> list[EvalResult]:
     """model-index entries for the results of `recipes/evaluate.py` other than retrieval."""
-    entries = []
-    for task, subtasks in evaluation.items():
-        if task in ("retrieval", "mteb"):  # MTEB's entries are written as MTEB writes them (`_eval_results`)
-            continue
-        for subtask, metrics in subtasks.items():
-            for metric, value in metrics.items():
-                if metric not in INDEXED_METRICS:
-                    continue
-                entries.append(
-                    EvalResult(
-                        task_type=TASK_TYPES.get(task, "sentence-similarity"),
-                        dataset_type=task,
-                        dataset_name=DATASET_NAMES.get(task, task),
-                        dataset_config=subtask,
-                        dataset_split="test",
-                        metric_type=f"{subtask}_{metric}".lower().replace(".", "_").replace("-", "_"),
-                        metric_name=f"{subtask} {metric}",
-                        metric_value=round(float(value), 3 if metric in ("mse", "c_intra", "c_inter") else 2),
-                    )
-                )
-    return entries
+    # MTEB's entries are written as MTEB writes them (`_eval_results`).
+    return [EvalResult(task_type=TASK_TYPES.get(task, "sentence-similarity"), dataset_type=task,
+                       dataset_name=DATASET_NAMES.get(task, task), dataset_config=subtask, dataset_split="test",
+                       metric_type=f"{subtask}_{metric}".lower().replace(".", "_").replace("-", "_"),
+                       metric_name=f"{subtask} {metric}",
+                       metric_value=round(float(value), 3 if metric in ("mse", "c_intra", "c_inter") else 2))
+            for task, subtasks in evaluation.items() if task not in ("retrieval", "mteb")
+            for subtask, metrics in subtasks.items() for metric, value in metrics.items()
+            if metric in INDEXED_METRICS]
+
+
+def card_template(name: str) -> str:
+    """The template `name` of `model_cards/`, which the package carries as `hf_grounded.model_cards`."""
+    return resources.files("hf_grounded.model_cards").joinpath(name).read_text(encoding="utf-8")
 
 
 def _read_json(folder: Path, name: str) -> dict:
@@ -108,9 +92,7 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
     )
     compared = {label: results[key]["test"]["retrieval"] for key, label in COMPARED_MODELS.items()
                 if key in results and "retrieval" in results[key]["test"]}
-    templates = resources.files("hf_grounded.model_cards")
-    template = templates.joinpath(family.card_template).read_text(encoding="utf-8").replace(
-        "<!-- body -->\n", templates.joinpath("body.md").read_text(encoding="utf-8"))
+    template = card_template(family.card_template).replace("<!-- body -->\n", card_template("body.md"))
     model_arguments = arguments["model"]
     return ModelCard.from_template(
         card_data,
@@ -269,5 +251,5 @@ def record_evaluation(folder: str | Path, record: dict, embedding_map: str | Pat
     return write_model_card(folder)
 
 
-__all__ = ["evaluation_eval_results", "record_evaluation", "render_model_card", "retrieval_eval_results",
+__all__ = ["card_template", "evaluation_eval_results", "record_evaluation", "render_model_card", "retrieval_eval_results",
            "write_model_card"]

@@ -10,8 +10,8 @@ from datasets import DatasetDict
 from ..files import InvalidSampleError
 from .arguments import DataArguments
 from .captioned_images import CaptionedImages
-from .karpathy import read_karpathy_json
-from .schema import build_dataset_dict, image_features_schema
+from .karpathy import KARPATHY_SPLITS, read_karpathy_json
+from .schema import build_dataset_dict, caption_set_features
 from .validation import (
     ConfinedFolder,
     InvalidSamples,
@@ -21,7 +21,6 @@ from .validation import (
     read_text_lines,
 )
 
-SPLIT_LIST_NAMES = {"train": "train", "restval": "train", "val": "validation", "test": "test"}
 _PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}]")
 
 
@@ -95,7 +94,7 @@ def load_coco(
             row = {"captions": captions, "image_id": entry["image_id"]}
             rows[entry["split"]].append(row if features_only else {"image": str(image_path), **row})
     problems.log_summary()
-    return build_dataset_dict(rows, image_features_schema(with_images=not features_only))
+    return build_dataset_dict(rows, caption_set_features(with_media=not features_only))
 
 
 class CocoImages(CaptionedImages):
@@ -138,7 +137,7 @@ def _official_entries(data_dir: Path, split_dir: Path, problems: InvalidSamples)
 
     entries = []
     listed = RepeatedIds("image", problems)
-    for list_name, split in SPLIT_LIST_NAMES.items():
+    for list_name, split in KARPATHY_SPLITS.items():
         split_file = split_dir / f"{list_name}.txt"
         if not split_file.exists():
             if list_name == "restval":

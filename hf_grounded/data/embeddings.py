@@ -162,7 +162,10 @@ def embedding_shards(data_dir: str | Path) -> list[EmbeddingShard]:
             raise ValueError(f"{embeddings[number]}: {array.dim}-d embeddings beside {width}-d ones in "
                              f"{shards[0].embeddings}")
         width = array.dim
-        settings[metadata[number]] = recorded_settings(metadata[number], parquet.schema_arrow)
+        # The features' settings (backbone, weights, preprocessing, storage dtype), without the source shard.
+        record = written_record(metadata[number], parquet.schema_arrow)
+        settings[metadata[number]] = None if record is None else {
+            name: value for name, value in record.items() if not name.startswith("source")}
         shards.append(EmbeddingShard(number, embeddings[number], metadata[number], array.rows))
     _refuse_mixed_settings(settings)
     return shards
@@ -183,14 +186,6 @@ def written_record(metadata_file: Path, schema: pa.Schema | None = None) -> dict
     if not isinstance(record, dict):
         raise ValueError(f"{metadata_file}: its {RECORD_KEY!r} record is not a JSON object")
     return record
-
-
-def recorded_settings(metadata_file: Path, schema: pa.Schema | None = None) -> dict | None:
-    """The features' settings of a prepared shard's record (`written_record`: the backbone, its weights, the
-    preprocessing, the storage dtype), without its source shard; None when it records none."""
-    record = written_record(metadata_file, schema)
-    return None if record is None else {name: value for name, value in record.items()
-                                        if not name.startswith("source")}
 
 
 def _refuse_mixed_settings(settings: dict[Path, dict | None]) -> None:
@@ -332,5 +327,5 @@ def write_embedding_shards(folder: str | Path, shards: Iterable[tuple[Sequence[s
 
 
 __all__ = ["EmbeddingShard", "FeatureRows", "MANIFEST_NAME", "RECORD_KEY", "embedding_shards", "invalid_rows",
-           "numbered_files", "read_captions", "read_manifest", "recorded_settings", "write_embedding_shards",
+           "numbered_files", "read_captions", "read_manifest", "write_embedding_shards",
            "written_record"]

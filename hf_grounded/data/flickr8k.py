@@ -8,7 +8,7 @@ from datasets import DatasetDict
 from .arguments import DataArguments
 from .captioned_images import CaptionedImages
 from .karpathy import read_karpathy_json
-from .schema import build_dataset_dict, image_features_schema
+from .schema import build_dataset_dict, caption_set_features
 from .validation import (
     ConfinedFolder,
     InvalidSamples,
@@ -73,7 +73,7 @@ def load_flickr8k(data_dir: str | Path, skip_invalid: bool = False, features_onl
                 row = {"captions": kept, "image_id": filename}
                 rows[split].append(row if image_path is None else {"image": str(image_path), **row})
     problems.log_summary()
-    return build_dataset_dict(rows, image_features_schema(with_images=image_dir is not None))
+    return build_dataset_dict(rows, caption_set_features(with_media=image_dir is not None))
 
 
 class Flickr8kImages(CaptionedImages):

@@ -11,7 +11,7 @@ from datasets import DatasetDict
 from ..files import InvalidSampleError
 from .arguments import DataArguments
 from .captioned_images import CaptionedImages
-from .schema import build_dataset_dict, video_features_schema
+from .schema import build_dataset_dict, caption_set_features
 from .validation import (
     ConfinedFolder,
     InvalidSamples,
@@ -67,7 +67,7 @@ def load_msvd(data_dir: str | Path, skip_invalid: bool = False, features_only: b
                     continue
             rows[split].append(row)
     problems.log_summary()
-    return build_dataset_dict(rows, video_features_schema(with_video))
+    return build_dataset_dict(rows, caption_set_features("video", with_video))
 
 
 class MsvdVideos(CaptionedImages):

@@ -14,7 +14,7 @@ from PIL import ImageDraw
 
 from .arguments import DataArguments
 from .captioned_images import CaptionedImages
-from .schema import build_dataset_dict, image_features_schema
+from .schema import build_dataset_dict, caption_set_features
 
 # (plain word, synonym, RGB)
 COLOURS = [
@@ -70,7 +70,7 @@ def make_synthetic_dataset(
         rows[split] = [{"image": image, "captions": captions, "image_id": f"synthetic-{split}-{index:05d}"}
                        for index, (image, captions) in
                        enumerate(_make_example(rng, captions_per_image, image_size) for _ in range(size))]
-    return build_dataset_dict(rows, image_features_schema())
+    return build_dataset_dict(rows, caption_set_features())
 
 
 class SyntheticImages(CaptionedImages):

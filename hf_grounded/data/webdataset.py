@@ -219,10 +219,6 @@ def shard_done(folder: Path, number: int) -> bool:
             and (folder / "metadata" / f"metadata_{number}.parquet").is_file())
 
 
-def write_manifest(folder: Path, manifest: dict) -> None:
-    write_json(folder / MANIFEST_NAME, manifest)
-
-
 def check_resumable(folder: Path, shards: list[Path], settings: dict, finished: dict) -> None:
     """Refuse to resume into `folder` when a shard already there (written, or recorded in `finished`, the shards of
     `read_manifest`) was made otherwise than the run would make it now: with other features' settings (backbone,
@@ -306,15 +302,15 @@ def prepare_webdataset(shards: str, output_dir: str | Path, data_args: DataArgum
             logger.warning("%s has no valid sample (%d skipped): no shard %d is written", shard, skipped + unreadable,
                            number)
         finished[str(number)] = {**record, "pairs": len(samples), "skipped": skipped + unreadable}
-        write_manifest(folder, manifest)
+        write_json(folder / MANIFEST_NAME, manifest)
         counts["prepared_now"] += 1
         counts["pairs_now"] += len(samples)
         counts["skipped_samples"] += skipped + unreadable
         logger.info("%s → shard %d: %d pairs (%d skipped), %.0f s so far", shard, number, len(samples),
                     skipped + unreadable, time.perf_counter() - started)
-    write_manifest(folder, manifest)
+    write_json(folder / MANIFEST_NAME, manifest)
     return counts
 
 
 __all__ = ["Sample", "check_resumable", "decoded_images", "expand_shards", "iterate_pending", "prepare_webdataset",
-           "read_samples", "shard_done", "shard_record", "write_manifest", "write_shard"]
+           "read_samples", "shard_done", "shard_record", "write_shard"]

@@ -29,15 +29,9 @@ def validation_summary(validation: dict) -> dict[str, float]:
     return {"validation_cluster_separation": 100 * (structure["c_intra"] - structure["c_inter"])}
 
 
-def validation_score(validation: dict) -> float:
-    return next(iter(validation_summary(validation).values()))
-
-
-def best_snapshots(history: list[dict], k: int,
-                   score: Callable[[dict], float] = validation_score) -> list[dict]:
-    """The `k` history entries holding a snapshot with the best validation `score` (higher is better; by default
-    the validation's own score, `validation_score`), best first; ties go to the later snapshot, which saw more
-    training."""
+def best_snapshots(history: list[dict], k: int, score: Callable[[dict], float]) -> list[dict]:
+    """The `k` history entries holding a snapshot with the best validation `score` (higher is better), best first;
+    ties go to the later snapshot, which saw more training."""
     entries = [entry for entry in history if entry.get("snapshot")]
     ranked = sorted(entries, key=lambda entry: (score(entry["validation"]), entry["step"]), reverse=True)
     return ranked[:k]
@@ -55,4 +49,4 @@ def load_snapshot_ensemble(
 
 
 __all__ = ["SNAPSHOT_DIR", "best_snapshots", "load_snapshot_ensemble", "mean_recall_at_10", "snapshot_path",
-           "validation_score", "validation_summary"]
+           "validation_summary"]
