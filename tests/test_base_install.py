@@ -98,14 +98,6 @@ def run_without_extras(code: str, cwd: Path, timeout: int = 600) -> subprocess.C
                           capture_output=True, text=True, timeout=timeout)
 
 
-def run_script_without_extras(script: Path, arguments: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """`python SCRIPT ARGUMENTS` without the extras' modules (the script's folder first on the path, as Python
-    puts it)."""
-    return run_without_extras(f"import runpy\nsys.argv = {[str(script), *arguments]!r}\n"
-                              f"sys.path[0] = {str(script.parent)!r}\n"
-                              f"runpy.run_path(sys.argv[0], run_name='__main__')\n", cwd)
-
-
 @pytest.fixture(scope="module")
 def quick_start_folder(tmp_path_factory) -> Path:
     """A folder where `outputs/char-gru-synthetic` holds a tiny char-GRU trained on the synthetic set."""
@@ -124,7 +116,8 @@ def test_the_extras_table_is_setup_py_s():
             modules = {Requirement(text).name.replace("-", "_").lower() for text in requirements}
             assert set(EXTRA_MODULES[extra]) == modules, extra
     expected = {module for modules in EXTRA_MODULES.values() for module in modules} | set(DEPENDENCY_MODULES)
-    installed = {module for module in expected if module in metadata.packages_distributions()}
+    available = metadata.packages_distributions()
+    installed = {module for module in expected if module in available}
     assert installed <= HIDDEN, installed - HIDDEN
     assert not HIDDEN & {"torch", "transformers", "datasets", "PIL", "numpy", "huggingface_hub", "hf_grounded"}
 
@@ -141,13 +134,14 @@ def test_every_readme_example_runs_with_the_base_install(code, quick_start_folde
     assert result.returncode == 0, result.stderr[-3000:]
 
 
-# Every recipe's `--help` in one interpreter without the extras, one after another: importing torch and transformers
-# once instead of once a recipe. Each runs as `python SCRIPT --help` would, its output and exit status its own.
-EVERY_HELP = """
-import contextlib, io, json, runpy, traceback
+# Recipes run in one interpreter without the extras, one after another: importing torch and transformers once
+# instead of once a recipe. Each runs as `python SCRIPT ARGUMENTS` would, its output, log and exit status its own.
+RUN_EACH = """
+import contextlib, io, json, logging, runpy, traceback
 results = {{}}
-for script in {scripts!r}:
-    sys.argv, sys.path[0] = [script, "--help"], script.rpartition("/")[0]
+for script, arguments in {runs!r}:
+    sys.argv, sys.path[0] = [script, *arguments], script.rpartition("/")[0]
+    logging.root.handlers.clear()  # a recipe's logging.basicConfig then writes to this recipe's stderr
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -163,13 +157,18 @@ print(json.dumps(results))
 """
 
 
+def run_each_without_extras(runs: list[tuple[str, list[str]]], cwd: Path) -> dict[str, list]:
+    """Each script's [exit status, stdout, stderr] for its arguments, all run in one interpreter without the
+    extras' modules."""
+    result = run_without_extras(RUN_EACH.format(runs=runs), cwd)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
 @pytest.fixture(scope="module")
 def every_help(tmp_path_factory) -> dict[str, list]:
     """Each recipe's [exit status, stdout, stderr] for `--help`."""
-    result = run_without_extras(EVERY_HELP.format(scripts=[str(script) for script in RECIPES]),
-                                tmp_path_factory.mktemp("help"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.splitlines()[-1])
+    return run_each_without_extras([(str(script), ["--help"]) for script in RECIPES], tmp_path_factory.mktemp("help"))
 
 
 @pytest.mark.parametrize("script", RECIPES, ids=lambda script: str(script.relative_to(REPO_ROOT)))
@@ -178,20 +177,31 @@ def test_every_recipe_s_help_works_with_the_base_install(script, every_help):
     assert status == 0 and "usage:" in stdout, stderr[-3000:]
 
 
-@pytest.mark.parametrize("script, arguments, extra, module", [
+# A recipe that needs an extra, with arguments that reach the need, the extra and the module it lacks.
+NEEDS_AN_EXTRA = [
     ("recipes/export_onnx.py", ["--model", "{model}"], "onnx", "onnx"),
     ("recipes/search.py", ["--config", "recipes/configs/missing.yaml"], "search", "optuna"),
     ("recipes/evaluate.py", ["--model", "{model}", "--mteb", "STSBenchmark", "--output", "{tmp}/results.json"],
      "mteb", "mteb"),
     ("demo/app.py", ["--model", "{model}"], "demo", "gradio"),
-])
+]
+
+
+@pytest.fixture(scope="module")
+def runs_lacking_their_extra(quick_start_folder, tmp_path_factory) -> dict[str, list]:
+    """Each of NEEDS_AN_EXTRA's recipes' [exit status, stdout, stderr], run from a folder of their own."""
+    model, tmp = quick_start_folder / "outputs" / "char-gru-synthetic", tmp_path_factory.mktemp("extras")
+    return run_each_without_extras([(str(REPO_ROOT / script), [argument.format(model=model, tmp=tmp)
+                                                                for argument in arguments])
+                                    for script, arguments, _, _ in NEEDS_AN_EXTRA], tmp)
+
+
+@pytest.mark.parametrize("script, arguments, extra, module", NEEDS_AN_EXTRA)
 def test_a_recipe_without_its_extra_says_in_one_line_which_to_install(script, arguments, extra, module,
-                                                                         quick_start_folder, tmp_path):
-    model = quick_start_folder / "outputs" / "char-gru-synthetic"
-    arguments = [argument.format(model=model, tmp=tmp_path) for argument in arguments]
-    result = run_script_without_extras(REPO_ROOT / script, arguments, tmp_path)
-    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+                                                                         runs_lacking_their_extra):
+    status, _, stderr = runs_lacking_their_extra[str(REPO_ROOT / script)]
+    assert status == 2 and "Traceback" not in stderr, stderr[-3000:]
     # Log lines of the recipe's progress may come before it; the error is one line.
-    errors = [line for line in result.stderr.splitlines() if ": error: " in line]
+    errors = [line for line in stderr.splitlines() if ": error: " in line]
     assert errors == [f"{Path(script).name}: error: the {extra} extra is not installed (no module named "
-                      f"{module!r}): pip install -e \".[{extra}]\""], result.stderr[-3000:]
+                      f"{module!r}): pip install -e \".[{extra}]\""], stderr[-3000:]

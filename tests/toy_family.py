@@ -1,7 +1,7 @@
 """A pytest plugin that registers a throwaway fifth family before the tests are collected, as a contributor adding
 a family would: its model files (here VETE's, with the shared modules they import, copied into a package of its
 own under another `model_type`) and its registry entry, through `hf_grounded.register_family`, with its tester
-(VETE's). `-p tests.toy_family` loads it; tests/models/test_family_contract.py's fifth-family test runs the contract
+(VETE's). `-p tests.toy_family` loads it; tests/models/test_fifth_family.py runs the contract
 with it."""
 
 import dataclasses

@@ -1,6 +1,6 @@
 """The contract every family keeps (hf_grounded/models/sentence_encoding.py; docs/efficiency.md's table), run for
 every family of the registry (`hf_grounded.families.FAMILIES`), never for a hand-written list: a family added to
-the registry gets every test here with no other edit (test_a_fifth_family_gets_the_whole_contract shows it).
+the registry gets every test here with no other edit (tests/models/test_fifth_family.py shows it).
 
 Each family is tested on the small random model its tester builds (tests/family_testers.py)."""
 
@@ -45,12 +45,20 @@ def tiny(name: str):
     return model.eval(), tokenizer
 
 
+def families_under_test(request: pytest.FixtureRequest) -> list[str]:
+    """The families whose tests here the session runs (the fifth family's run, `-k toy_family`, builds its model
+    alone), or every family when one of the tests it runs is about them all."""
+    names = {item.callspec.params.get("name") if hasattr(item, "callspec") else None
+             for item in request.session.items if getattr(item, "module", None) is request.module}
+    return families() if None in names else sorted(names)
+
+
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory) -> dict[str, tuple]:
-    """Each family's tiny model saved to a folder of its own with its tokenizer, and the model."""
+def saved(request, tmp_path_factory) -> dict[str, tuple]:
+    """Each family under test's tiny model saved to a folder of its own with its tokenizer, and the model."""
     root = tmp_path_factory.mktemp("contract")
     folders = {}
-    for name in families():
+    for name in families_under_test(request):
         model, tokenizer = tiny(name)
         save_model(model, tokenizer, root / name)
         folders[name] = (root / name, model)
@@ -297,17 +305,3 @@ def test_a_saved_folder_carries_every_file_its_model_imports(saved):
     for name, (folder, _) in saved.items():
         files = {path.name for path in folder.glob("*.py")}
         assert {"sentence_encoding.py", "configuration_checks.py"} <= files, (name, files)
-
-
-@pytest.mark.slow
-def test_a_fifth_family_gets_the_whole_contract(tmp_path):
-    """A family registered by a plugin (tests/toy_family.py) before collection runs every test above, and passes."""
-    contract = [name for name, test in globals().items() if name.startswith("test_") and hasattr(test, "pytestmark")
-                and any(mark.name == "parametrize" for mark in test.pytestmark)]
-    result = subprocess.run([sys.executable, "-m", "pytest", __file__, "-p", "tests.toy_family", "-k", "toy_family",
-                             "-n", "0", "-q", "-p", "no:cacheprovider", "--junitxml", str(tmp_path / "report.xml")],
-                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=900)
-    assert result.returncode == 0, result.stdout[-4000:]
-    report = (tmp_path / "report.xml").read_text()
-    ran = {test for test in contract if f'name="{test}[toy_family]"' in report}
-    assert ran == set(contract) and f'tests="{len(contract)}"' in report, (sorted(set(contract) - ran), report[:500])
