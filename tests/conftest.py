@@ -74,20 +74,6 @@ def run_recipe_in_process(recipe: str, arguments: list[str]) -> None:
         sys.argv = argv
 
 
-# The test files that take a minute or more of one worker (training runs, subprocesses), heaviest first: run first,
-# so that the workers of `-n auto --dist loadfile`, which take files in collection order, end together instead of
-# one finishing its last long file alone.
-LONG_FILES = ("tests/models/test_family_contract.py", "tests/training/test_training.py",
-              "tests/training/test_distributed_training.py", "tests/training/test_resume.py",
-              "tests/models/test_fifth_family.py", "tests/demo/test_demo.py", "tests/test_base_install.py",
-              "tests/models/test_image_backbone.py", "tests/training/test_grounded_training.py")
-
-
-def pytest_collection_modifyitems(items: list) -> None:
-    rank = {name: position for position, name in enumerate(LONG_FILES)}
-    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))  # stable: the rest keep order
-
-
 def pytest_terminal_summary(terminalreporter) -> None:
     """The lines tests put in their `user_properties` as ("report", line), gathered from every worker's reports."""
     lines = [value for report in terminalreporter.getreports("passed")
