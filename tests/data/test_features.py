@@ -161,6 +161,7 @@ def test_random_backbones_are_reproducible_from_their_seed():
     assert not torch.equal(first.conv_stem.weight, other.conv_stem.weight)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (SHARED / "models" / "efficientnet_lite0.safetensors").is_file(), reason="needs ../shared")
 def test_real_pretrained_efficientnet_lite0(images):
     pretrained = create_backbone(
@@ -171,6 +172,7 @@ def test_real_pretrained_efficientnet_lite0(images):
     assert features[0].shape == (1, 1280) and torch.isfinite(features[0]).all()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (SHARED / "models" / "efficientnet_lite0.safetensors").is_file(), reason="needs ../shared")
 def test_traced_inference_backbone_gives_the_eager_features_for_any_chunk_size(images):
     pretrained = create_backbone(

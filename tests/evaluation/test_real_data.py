@@ -57,6 +57,7 @@ def test_msvd_caption_counts():
     assert sum(len(captions) for rows in dataset.values() for captions in rows["captions"]) == 80_827
 
 
+@pytest.mark.slow
 def test_book_sentence_counts():
     sentences = load_books(SHARED / "data" / "books")
     assert len(set(sentences["book"])) == 9

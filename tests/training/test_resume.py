@@ -14,9 +14,9 @@ from hf_grounded.training.checkpoints import list_checkpoints, resolve_checkpoin
 from ..conftest import REPO_ROOT
 
 ARGS = ["--backbone", "test_efficientnet", "--hidden_size", "32", "--synthetic_train_images", "40",
-        "--synthetic_eval_images", "10", "--per_device_train_batch_size", "8", "--max_steps", "150",
+        "--synthetic_eval_images", "10", "--per_device_train_batch_size", "10", "--max_steps", "60",
         "--save_steps", "10", "--save_total_limit", "100", "--lr_scheduler_type", "cyclic_cosine",
-        "--cycle_epochs", "2", "--saved_model", "snapshot_ensemble", "--seed", "7"]
+        "--cycle_epochs", "1", "--saved_model", "snapshot_ensemble", "--seed", "7"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
@@ -39,7 +39,7 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
     process.send_signal(signal.SIGKILL)
     assert process.wait() == -signal.SIGKILL
     assert not (interrupted / "model.safetensors").exists(), "the run finished before it was killed"
-    # 25 steps per epoch (40 images x 5 passes / 8): step 10 is in the middle of the first epoch.
+    # 20 steps per epoch (40 images x 5 passes / 10): step 10 is in the middle of the first epoch.
     resume = _train(interrupted, "--resume_from_checkpoint", str(interrupted / "checkpoints" / "step-10"))
     resumed = subprocess.run(resume, capture_output=True, text=True, timeout=600, env=ENV)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -60,7 +60,7 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
         del result["run"]["wall_time_s"], result["run"]["training_steps_s"]
     assert results[0] == results[1] and results[0]["model"] == "ensemble"
     assert resolve_checkpoint(interrupted, "latest") == list_checkpoints(interrupted)[-1]
-    assert list_checkpoints(interrupted)[-1].name == "step-150"
+    assert list_checkpoints(interrupted)[-1].name == "step-60"
     assert not list((interrupted / "checkpoints").glob(".saving-*"))
 
 
@@ -84,7 +84,7 @@ def test_resume_never_unpickles_what_a_checkpoint_folder_holds(tmp_path):
     from hf_grounded.training import parse_arguments, train
 
     output = tmp_path / "run"
-    arguments = [arg if arg != "150" else "20" for arg in ARGS]  # 20 steps, a checkpoint every 10
+    arguments = [arg if arg != "60" else "20" for arg in ARGS]  # 20 steps, a checkpoint every 10
     script = [sys.executable, str(REPO_ROOT / "recipes" / "train.py"), *arguments]
     train(*parse_arguments([*arguments, "--output_dir", str(output)]))
     checkpoint = output / "checkpoints" / "step-10"
