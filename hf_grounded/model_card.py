@@ -251,5 +251,5 @@ def record_evaluation(folder: str | Path, record: dict, embedding_map: str | Pat
     return write_model_card(folder)
 
 
-__all__ = ["card_template", "evaluation_eval_results", "record_evaluation", "render_model_card", "retrieval_eval_results",
-           "write_model_card"]
+__all__ = ["card_template", "evaluation_eval_results", "record_evaluation", "render_model_card",
+           "retrieval_eval_results", "write_model_card"]

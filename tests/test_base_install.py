@@ -8,7 +8,6 @@ and `importlib.util.find_spec("gradio")` answers None, as in a base install."""
 
 import ast
 import json
-import re
 import subprocess
 import sys
 from importlib import metadata
@@ -22,11 +21,9 @@ from hf_grounded.extras import DEPENDENCY_MODULES, EXTRA_MODULES
 
 from .conftest import REPO_ROOT
 from .fixtures import train_tiny_char_gru
+from .test_docs import NO_TEST, PYTHON_BLOCK  # the docs' rule for which blocks run
 
 RECIPES = sorted((REPO_ROOT / "recipes").glob("*.py")) + [REPO_ROOT / "demo" / "app.py"]
-# A README block preceded by this comment is not run (tests/test_docs.py's rule).
-NO_TEST = re.compile(r"<!-- no-test: [^>]+ -->\n$")
-PYTHON_BLOCK = re.compile(r"```python\n(?P<code>.*?)```", re.DOTALL)
 # Runs before the code under test: every finder of sys.meta_path is wrapped to find none of HIDDEN.
 WITHOUT_EXTRAS = """\
 import sys

@@ -26,7 +26,7 @@ def _examples() -> list:
     the base install alone, the stricter of the two runs."""
     readme = (REPO_ROOT / "README.md").read_text()
     examples, seen = [], {match.group("code") for match in PYTHON_BLOCK.finditer(readme)}
-    for page in PAGES[1:]:
+    for page in PAGES:
         text = page.read_text()
         for match in PYTHON_BLOCK.finditer(text):
             if match.group("code") in seen:

@@ -14,14 +14,15 @@ from hf_grounded.training.checkpoints import list_checkpoints, resolve_checkpoin
 from ..conftest import REPO_ROOT
 
 ARGS = ["--backbone", "test_efficientnet", "--hidden_size", "32", "--synthetic_train_images", "40",
-        "--synthetic_eval_images", "10", "--per_device_train_batch_size", "10", "--max_steps", "60",
-        "--save_steps", "10", "--save_total_limit", "100", "--lr_scheduler_type", "cyclic_cosine",
-        "--cycle_epochs", "1", "--saved_model", "snapshot_ensemble", "--seed", "7"]
+        "--synthetic_eval_images", "10", "--per_device_train_batch_size", "10", "--save_steps", "10",
+        "--save_total_limit", "100", "--lr_scheduler_type", "cyclic_cosine", "--cycle_epochs", "1",
+        "--saved_model", "snapshot_ensemble", "--seed", "7"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 def _train(output_dir, *extra):
-    command = [sys.executable, str(REPO_ROOT / "recipes" / "train.py"), *ARGS, "--output_dir", str(output_dir), *extra]
+    command = [sys.executable, str(REPO_ROOT / "recipes" / "train.py"), *ARGS, "--max_steps", "60", "--output_dir",
+               str(output_dir), *extra]
     return command
 
 
@@ -84,7 +85,7 @@ def test_resume_never_unpickles_what_a_checkpoint_folder_holds(tmp_path):
     from hf_grounded.training import parse_arguments, train
 
     output = tmp_path / "run"
-    arguments = [arg if arg != "60" else "20" for arg in ARGS]  # 20 steps, a checkpoint every 10
+    arguments = [*ARGS, "--max_steps", "20"]  # a checkpoint every 10
     script = [sys.executable, str(REPO_ROOT / "recipes" / "train.py"), *arguments]
     train(*parse_arguments([*arguments, "--output_dir", str(output)]))
     checkpoint = output / "checkpoints" / "step-10"
