@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from hf_grounded.features import FeatureCache
@@ -24,6 +25,7 @@ def _items(cache_dir):
     return FeatureCache(cache_file).items
 
 
+@pytest.mark.slow
 def test_two_processes_extract_what_one_does(tmp_path, capsys):
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533"]
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", **CPU_ONLY}

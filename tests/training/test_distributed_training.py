@@ -14,6 +14,8 @@ from hf_grounded.data.embeddings import write_embedding_shards
 from ..conftest import CPU_ONLY, REPO_ROOT
 
 SCRIPT = REPO_ROOT / "tests" / "distributed_step.py"
+# Every test here launches processes (torchrun's two, and one to compare them with): 80 s of the suite in all.
+pytestmark = pytest.mark.slow
 
 
 VETE_OBJECTIVES = ["pearson", "covariance", "kendall", "rank"]
