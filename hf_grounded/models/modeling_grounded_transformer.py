@@ -5,6 +5,7 @@ Everything the forward pass needs is this file or a sibling it imports relativel
 for `trust_remote_code` (see `sentence_encoding`, the contract every family keeps through its hooks).
 """
 
+import functools
 import json
 import os
 from collections.abc import Callable
@@ -308,25 +309,35 @@ class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrain
         mask = attention_mask.unsqueeze(-1).to(last_hidden_state.dtype)
         return (last_hidden_state * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
 
-    def _encode_text(self, input_ids: torch.Tensor,
-                     attention_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The token states and their pooled sentence embedding."""
+    def _encode_text(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+                     token_type_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The token states and their pooled sentence embedding. `token_type_ids` (what a BERT-family tokenizer
+        gives beside the ids; all zeros for one sentence, as the encoder assumes without them) reach the encoder
+        when given."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         # Left padding would shift every token's position embedding: the same sentence, another embedding.
         _check_right_padded(attention_mask)
-        last_hidden_state = self.text_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        types = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        last_hidden_state = self.text_model(input_ids=input_ids, attention_mask=attention_mask,
+                                            **types).last_hidden_state
         return last_hidden_state, self._pool(last_hidden_state, attention_mask)
 
-    def get_sentence_embeddings(self, input_ids: torch.Tensor,
-                                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def get_sentence_embeddings(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         """L2-normalised sentence embeddings, `(batch, hidden_size)`: the text encoder's pooled states (what
-        `encode()` returns and the STS evaluations read, MCSE's representation before the projection)."""
-        return F.normalize(self._encode_text(input_ids, attention_mask)[1], dim=-1)
+        `encode()` returns and the STS evaluations read, MCSE's representation before the projection). Takes what
+        the tokenizer gives: `model.get_sentence_embeddings(**tokenizer(texts, padding=True,
+        return_tensors="pt"))`."""
+        return F.normalize(self._encode_text(input_ids, attention_mask, token_type_ids)[1], dim=-1)
 
-    def get_text_features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """L2-normalised sentence projections into the shared space, `(batch, projection_dim)`."""
-        return F.normalize(self.text_projection(self._encode_text(input_ids, attention_mask)[1]), dim=-1)
+    def get_text_features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                          token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """L2-normalised sentence projections into the shared space, `(batch, projection_dim)`; takes what the
+        tokenizer gives, as CLIP's does: `model.get_text_features(**tokenizer(texts, padding=True,
+        return_tensors="pt"))`."""
+        pooled = self._encode_text(input_ids, attention_mask, token_type_ids)[1]
+        return F.normalize(self.text_projection(pooled), dim=-1)
 
     def forward(
         self,
@@ -337,6 +348,7 @@ class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrain
         mix_with: torch.Tensor | None = None,
         mix_weight: float = 1.0,
         sentence_embeds: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
         **kwargs,
     ) -> GroundedTransformerOutput:
         r"""
@@ -356,15 +368,18 @@ class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrain
             gives each sentence, computed once (`encode(..., normalize=False)`), so that training the heads costs
             what the heads cost. `last_hidden_state` is then None.
 
-        Other keyword arguments (`token_type_ids`, ...) are accepted and ignored, as sentence-transformers passes
-        what the tokenizer gives.
+        token_type_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+            What a BERT-family tokenizer gives beside the ids, passed to the text encoder.
+
+        Other keyword arguments are accepted and ignored, as sentence-transformers passes what its processor
+        gives.
         """
         if (input_ids is None) == (sentence_embeds is None):
             raise ValueError("forward takes either input_ids (sentences to encode) or sentence_embeds (their pooled "
                              "states, computed before)")
         last_hidden_state = None
         if input_ids is not None:
-            last_hidden_state, sentence_embeds = self._encode_text(input_ids, attention_mask)
+            last_hidden_state, sentence_embeds = self._encode_text(input_ids, attention_mask, token_type_ids)
         head_inputs = sentence_embeds
         if mix_with is not None:
             if image_features is None:
@@ -421,7 +436,10 @@ class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrain
         """The tokenizer saved with this model (the text encoder's own), truncating at most at the encoder's
         positions."""
         if self._tokenizer is None:
-            tokenizer = _load_tokenizer(AutoTokenizer.from_pretrained, self.config.name_or_path)
+            # Read with the text encoder's config: the folder's config.json is this library's, whose class
+            # AutoTokenizer would otherwise ask remote code for, to load a tokenizer that runs none.
+            load = functools.partial(AutoTokenizer.from_pretrained, config=self.config.text_config)
+            tokenizer = _load_tokenizer(load, self.config.name_or_path)
             self.check_tokenizer(tokenizer)  # as saved: a broken limit is named, not taken in by the bound below
             tokenizer.model_max_length = self._max_length(tokenizer)
             self._tokenizer = tokenizer

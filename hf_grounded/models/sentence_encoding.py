@@ -24,6 +24,7 @@ that code that takes any family's model checks it by what it provides rather tha
 """
 
 import contextlib
+import copy
 import hashlib
 import json
 import logging
@@ -241,38 +242,75 @@ class EncoderPreTrainedMixin:
         return self
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs):
-        """`PreTrainedModel.save_pretrained`, with the tokenizer of `set_tokenizer` (or the one `encode()` loaded)
-        written first beside the weights, the family's other files (`_save_extra_files`) and, for a model that
-        carries its image backbone, the image processor that prepares its `pixel_values`, so that the folder, and
-        what `push_to_hub` uploads, holds them too."""
+        """`PreTrainedModel.save_pretrained`, with the model's tokenizer written first beside the weights, the
+        family's other files (`_save_extra_files`) and, for a model that carries its image backbone, the image
+        processor that prepares its `pixel_values`, so that the folder, and what `push_to_hub` uploads, holds them
+        too.
+
+        The tokenizer is the one of `set_tokenizer`, or else the one saved where the model was loaded from: a model
+        read with `AutoModel.from_pretrained(folder)` and saved again (as transformers' own `push_to_hub` does)
+        keeps its tokenizer and processor. A model that has none is saved without them, with a warning naming the
+        files that are then missing. The tokenizer is written as the model reads it: with `model_max_length` the
+        one maximum length of every door (`max_sequence_length`), and without the truncation and padding a call
+        left set in its `tokenizer.json` (training tokenizes at `--max_length`), which every reader of that file
+        (sentence-transformers' processors, `tokenizers` alone) would otherwise apply instead."""
         if kwargs.get("is_main_process", True):
             os.makedirs(save_directory, exist_ok=True)
-            if self._tokenizer is not None:
-                self._tokenizer.save_pretrained(save_directory)
+            tokenizer = self._saved_tokenizer()
+            if tokenizer is not None:
+                tokenizer.save_pretrained(save_directory)
+            else:
+                logger.warning("%s: saving %s without a tokenizer (none was set with set_tokenizer, and the model "
+                               "was not loaded from a folder that has one): the folder will have no tokenizer "
+                               "files and encode() will need tokenizer=", save_directory, type(self).__name__)
             self._save_extra_files(save_directory)
             backbone = getattr(self.config, "image_backbone", None)
             if backbone is not None:
-                self._save_processors(save_directory, backbone)
+                self._save_processors(save_directory, backbone, tokenizer)
         return super().save_pretrained(save_directory, *args, **kwargs)
+
+    def _saved_tokenizer(self) -> PreTrainedTokenizerBase | None:
+        """A copy of the model's tokenizer as a folder should hold it (see `save_pretrained`), or None."""
+        tokenizer = self._tokenizer
+        if tokenizer is None and self.config.name_or_path:
+            try:
+                tokenizer = self.default_tokenizer()
+            except (OSError, ValueError) as error:
+                logger.warning("%s: no tokenizer could be loaded from where the model came from (%s)",
+                               self.config.name_or_path, error)
+                return None
+        tokenizer = copy.deepcopy(tokenizer)
+        limit = self._encode_max_length(tokenizer)
+        if limit is not None:
+            tokenizer.model_max_length = limit
+        backend = getattr(tokenizer, "_tokenizer", None)
+        if backend is not None:
+            backend.no_truncation()
+            backend.no_padding()
+        return tokenizer
 
     def _save_extra_files(self, save_directory: str | os.PathLike) -> None:
         """What the family writes into a saved folder besides the weights, the config and the tokenizer: nothing by
         default."""
 
-    def _save_processors(self, save_directory: str | os.PathLike, backbone: dict) -> None:
+    def _save_processors(self, save_directory: str | os.PathLike, backbone: dict,
+                         tokenizer: PreTrainedTokenizerBase | None) -> None:
         """The image processor of a model that carries its backbone (`AutoImageProcessor`) and, with the model's
         tokenizer, the processor of both (`AutoProcessor`), through which sentence-transformers encodes strings and
-        images into the joint space."""
+        images into the joint space. The tokenizer's own files are written again after the processor's: the
+        processor would mark them as its part (an `auto_map` to its code), and `AutoTokenizer` would then ask for
+        `trust_remote_code` to load a tokenizer that runs no code of this library."""
         from .image_processing_grounded import GroundedImageProcessor
         from .processing_grounded import GroundedProcessor
 
         image_processor = GroundedImageProcessor(backbone["preprocessing"], backbone["data_config"])
         image_processor.register_for_auto_class()
         image_processor.save_pretrained(save_directory)
-        if self._tokenizer is not None:
-            processor = GroundedProcessor(image_processor, self._tokenizer)
+        if tokenizer is not None:
+            processor = GroundedProcessor(image_processor, copy.deepcopy(tokenizer))
             processor.register_for_auto_class("AutoProcessor")
             processor.save_pretrained(save_directory)
+            tokenizer.save_pretrained(save_directory)
 
 
 class SentenceEncoderMixin:
