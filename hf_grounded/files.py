@@ -9,6 +9,7 @@ file is read only once it is known to be a regular file (`regular_file`).
 """
 
 import json
+import logging
 import math
 import os
 import secrets
@@ -19,6 +20,8 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+logger = logging.getLogger(__name__)
 
 # mkstemp makes files readable by their owner alone; a written file gets the permissions any new file gets here. The
 # mask is read once, at import, since reading it means setting it.
@@ -164,7 +167,9 @@ def replace_entries(staged: Path, destination: Path, stale: Collection[str] = ()
     into a hidden folder of `destination` (`REPLACED_PREFIX`) first, on the same file system so that every rename is
     one step, and deleted once the new entries are in place. A failure in between (a full disk, a permission) puts
     everything back; a crash there (the process killed between two renames) cannot, and leaves the previous entries
-    in that folder, from where they can be moved back: nothing is lost, but the folder then holds part of each."""
+    in that folder, from where they can be moved back: nothing is lost, but the folder then holds part of each. Once
+    the new entries are in place the change has succeeded: a set-aside entry that cannot be deleted (an immutable
+    file) is left there with a warning naming it, not raised."""
     names = sorted(path.name for path in staged.iterdir())
     replaced = sorted({*names, *stale} - {staged.name})
     for name in replaced:
@@ -188,7 +193,12 @@ def replace_entries(staged: Path, destination: Path, stale: Collection[str] = ()
             os.rename(aside / name, destination / name)
         shutil.rmtree(aside, ignore_errors=True)
         raise
-    shutil.rmtree(aside)
+    try:
+        shutil.rmtree(aside)
+    except OSError as error:
+        # The change is made: a failure to delete what it replaced is not a failed write.
+        logger.warning("%s: the new entries are in place, but what they replaced could not be deleted from %s (%s); "
+                       "remove it by hand", destination, aside, error)
     return names
 
 

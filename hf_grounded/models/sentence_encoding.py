@@ -279,6 +279,8 @@ class EncoderPreTrainedMixin:
                 logger.warning("%s: no tokenizer could be loaded from where the model came from (%s)",
                                self.config.name_or_path, error)
                 return None
+        if tokenizer is None:
+            return None
         tokenizer = copy.deepcopy(tokenizer)
         limit = self._encode_max_length(tokenizer)
         if limit is not None:
