@@ -48,6 +48,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from reproductions import RESULTS
 from utils.experiments import SHARED, write_json, write_results
+from utils.result_files import read_results_file
 from utils.result_tables import format_result
 from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer, hinge_loss
 from hf_grounded.data import CaptionBatchSampler, load_flickr8k
@@ -342,7 +343,7 @@ def table(args: argparse.Namespace) -> None:
             runs.append(results)
         rows.append({"variant": variant, "flags": flags, "runs": runs})
     write_results(results_file, "ablation_char_gru", rows, {name: getattr(args, name) for name in TABLE_SETTINGS})
-    print(format_result("ablation_char_gru", json.loads(Path(results_file).read_text())))
+    print(format_result("ablation_char_gru", read_results_file(results_file)))
 
 
 def main() -> None:

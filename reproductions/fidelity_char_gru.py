@@ -37,6 +37,7 @@ from transformers import AutoModel
 
 from reproductions import RESULTS
 from utils.experiments import SHARED, check_finished_run, provenance, same_value, write_json, write_results
+from utils.result_files import read_results_file
 from utils.result_tables import format_result
 from hf_grounded import CharGRUEnsembleModel
 from hf_grounded.data import load_flickr8k
@@ -200,7 +201,7 @@ def main() -> None:
                 "trainer_flags": trainer_flags, "features": str(features_file)}
     if args.results_file is None and Path(results_file).is_file():
         # The default file is the one the docs render: a variant (other flags, seeds, ...) writes it only when named.
-        earlier = json.loads(Path(results_file).read_text())["notes"]
+        earlier = read_results_file(results_file).get("notes", {})
         changed = {name: [earlier.get(name), value] for name, value in settings.items()
                    if not same_value(earlier.get(name), value)}
         if changed:
@@ -219,7 +220,7 @@ def main() -> None:
 
     rows = [run_seed(args, seed, features_file, trainer_flags) for seed in args.seeds]
     write_results(results_file, "fidelity_char_gru", rows, {**settings, "authors": authors})
-    print(format_result("fidelity_char_gru", json.loads(Path(results_file).read_text())))
+    print(format_result("fidelity_char_gru", read_results_file(results_file)))
     print(f"written to {results_file}")
 
 

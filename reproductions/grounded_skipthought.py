@@ -62,9 +62,11 @@ from utils.experiments import (
     chosen_rows,
     provenance,
     rows_of_every_seed,
+    seeded_rows,
     write_json,
     write_results,
 )
+from utils.result_files import read_results_file
 from utils.result_tables import format_result
 
 MODEL = ["--model_type", "grounded_skipthought", "--hidden_size", "512", "--word_embedding_size", "300",
@@ -194,6 +196,8 @@ def main() -> None:
     args = parser.parse_args()
     folders = chosen_rows(parser, args.rows, FOLDERS, TABLE_2 if args.quick else list(FOLDERS))
     chosen = [FOLDERS[folder] for folder in folders]
+    notes = {"steps": args.steps, "checkpoint_steps": args.checkpoint_steps}
+    seeded_rows(args.results_file, [*ROWS, *CONCATENATED], notes)  # a file that cannot take this seed's rows
     shared, output = Path(args.shared), Path(args.output_dir) / f"seed-{args.seed}"
     output.mkdir(parents=True, exist_ok=True)
     results_path = output / "grounded_skipthought.json"
@@ -229,10 +233,9 @@ def main() -> None:
                           "selected_step": None, "training_s": 0, "total_s": 0}
             write_json(results_path, rows)
     # In the order of the paper's tables (ROWS), whatever order they ran in: the docs show them as the file has them.
-    notes = {"steps": args.steps, "checkpoint_steps": args.checkpoint_steps}
     write_results(args.results_file, "grounded_skipthought",
                   rows_of_every_seed(args.results_file, args.seed, rows, [*ROWS, *CONCATENATED], notes), notes)
-    print(format_result("grounded_skipthought", json.loads(Path(args.results_file).read_text())))
+    print(format_result("grounded_skipthought", read_results_file(args.results_file)))
 
 
 if __name__ == "__main__":

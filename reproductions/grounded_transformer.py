@@ -48,6 +48,7 @@ from utils.experiments import (
     write_json,
     write_results,
 )
+from utils.result_files import read_results_file
 from utils.result_tables import format_result
 
 FEATURES = SHARED / "data" / "flickr8k" / "features" / "efficientnet_lite0_tencrop.safetensors"
@@ -158,7 +159,7 @@ def main() -> None:
     write_results(args.results_file, "grounded_transformer", [{"model": name, **rows[name]} for name in ROWS
                                                               if name in rows],
                   {"seed": args.seed, "text_model": Path(text_model).name})
-    print(format_result("grounded_transformer", json.loads(Path(args.results_file).read_text())))
+    print(format_result("grounded_transformer", read_results_file(args.results_file)))
 
 
 if __name__ == "__main__":

@@ -47,10 +47,12 @@ from utils.experiments import (
     chosen_rows,
     provenance,
     rows_of_every_seed,
+    seeded_rows,
     transfer_pearsons,
     write_json,
     write_results,
 )
+from utils.result_files import read_results_file
 from utils.result_tables import format_result
 
 CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "vete_bow_flickr8k.yaml"
@@ -142,6 +144,8 @@ def main() -> None:
     args = parser.parse_args()
     chosen = chosen_rows(parser, args.rows, folders,
                          [folder for folder in folders if not (args.quick and folder.endswith("-word"))])
+    notes = {"data_dir": Path(args.data_dir).name}
+    seeded_rows(args.results_file, list(ROWS), notes)  # a file that cannot take this seed's rows, refused now
     output = Path(args.output_dir).resolve() / f"seed-{args.seed}"
     output.mkdir(parents=True, exist_ok=True)
     results_path = output / "vete_flickr8k.json"
@@ -168,10 +172,9 @@ def main() -> None:
                           "total_s": round(time.perf_counter() - started), "trained": provenance()}
         write_json(results_path, rows)
         print(name, json.dumps(rows[name]), flush=True)
-    notes = {"data_dir": Path(args.data_dir).name}
     write_results(args.results_file, "vete_flickr8k",
                   rows_of_every_seed(args.results_file, args.seed, rows, list(ROWS), notes), notes)
-    print(format_result("vete_flickr8k", json.loads(Path(args.results_file).read_text())))
+    print(format_result("vete_flickr8k", read_results_file(args.results_file)))
 
 
 if __name__ == "__main__":

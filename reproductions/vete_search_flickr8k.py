@@ -19,6 +19,7 @@ from hf_grounded.search import run_search
 
 from reproductions import RESULTS
 from utils.experiments import SHARED, STS16, transfer_pearsons, write_json, write_results
+from utils.result_files import read_results_file
 from utils.result_tables import format_result
 
 CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "vete_bow_flickr8k.yaml"
@@ -65,7 +66,7 @@ def main() -> None:
                                                           args.seed)}
         rows.append({"encoder": name, "flags": SEARCHES[name], "trials": trials, "selections": selections})
     write_results(args.results_file, "vete_search_flickr8k", rows, {"trials": args.trials, "seed": args.seed})
-    print(format_result("vete_search_flickr8k", json.loads(Path(args.results_file).read_text())))
+    print(format_result("vete_search_flickr8k", read_results_file(args.results_file)))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import torch
 from datasets import Dataset
 
 from hf_grounded.training.precision import cpu_flags
+from utils.result_files import read_results_file
 
 # The one place the real data and weights are named: the folder the environment variable HF_GROUNDED_DATA gives,
 # holding data/ (flickr8k, flickr8k_sample, stsbenchmark, sts16, sick, books, msvd) and models/. Unset, every path
@@ -177,21 +178,42 @@ def chosen_rows(parser: argparse.ArgumentParser, rows: str | None, known, defaul
     return chosen
 
 
+def seeded_rows(results_file: str, order: list[str], notes: dict) -> dict[tuple[str, int], dict]:
+    """The rows a seeded reproduction's `results_file` holds, by (model, seed), checked before any training: the
+    file (`read_results_file`) with `notes` equal to this run's (seeds run with other settings are refused rather
+    than averaged together), a `model` and a `seed` in every row, and no model outside `order`."""
+    if not Path(results_file).is_file():
+        return {}
+    kept = read_results_file(results_file)
+    if "notes" not in kept:
+        raise SystemExit(f"{results_file}: notes is missing; a seeded reproduction's file records its settings there")
+    if kept["notes"] != notes:
+        raise SystemExit(f"{results_file} holds seeds run with {kept['notes']}, not {notes}: write to another "
+                         "--results_file")
+    by_key = {}
+    for index, row in enumerate(kept.get("rows", [])):
+        missing = [field for field in ("model", "seed") if field not in row]
+        if missing:
+            raise SystemExit(f"{results_file}: rows[{index}].{missing[0]} is missing; every row names its model and "
+                             f"seed")
+        by_key[row["model"], row["seed"]] = row
+    unknown = sorted({name for name, _ in by_key} - set(order))
+    if unknown:
+        raise SystemExit(f"{results_file} holds rows of models this reproduction no longer has: {unknown}")
+    return by_key
+
+
 def rows_of_every_seed(results_file: str, seed: int, rows: dict[str, dict], order: list[str],
                        notes: dict) -> list[dict]:
     """The rows a seeded reproduction writes: those `results_file` already holds for other seeds (or for models this
     run did not train), with `seed`'s `rows` (model name → row) in their place, ordered by `order` (the table's
-    models), then by seed. Each seed's rows keep the provenance of the run that made them. Seeds run with other
-    settings (`notes`, which the file records) are refused rather than averaged together."""
-    kept = json.loads(Path(results_file).read_text()) if Path(results_file).is_file() else {"rows": [], "notes": notes}
-    if kept["notes"] != notes:
-        raise SystemExit(f"{results_file} holds seeds run with {kept['notes']}, not {notes}: write to another "
-                         "--results_file")
-    by_key = {(row["model"], row["seed"]): row for row in kept["rows"]}
+    models), then by seed. Each seed's rows keep the provenance of the run that made them. The file is checked as
+    `seeded_rows` checks it, which a reproduction also calls before it trains."""
+    by_key = seeded_rows(results_file, order, notes)
     by_key.update({(name, seed): {**row, "model": name, "seed": seed} for name, row in rows.items()})
     unknown = sorted({name for name, _ in by_key} - set(order))
     if unknown:
-        raise SystemExit(f"{results_file} holds rows of models this reproduction no longer has: {unknown}")
+        raise SystemExit(f"{results_file}: this run's rows name models the reproduction does not have: {unknown}")
     return [by_key[key] for key in sorted(by_key, key=lambda key: (order.index(key[0]), key[1]))]
 
 

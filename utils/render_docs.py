@@ -16,13 +16,13 @@ tests/test_docs.py runs the check, so a page and its JSON cannot disagree on mai
 
 import argparse
 import ast
-import json
 import re
 import sys
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 
+from utils.result_files import read_results_file
 from utils.result_tables import FORMATTERS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,7 +83,7 @@ def _load(name: str) -> dict:
     path = _result_file(name)
     if path is None:
         raise FileNotFoundError(f"no result file {name}.json in {', '.join(map(str, RESULT_FOLDERS))}")
-    return {**inert(json.loads(path.read_text())), "_source": path.relative_to(path.parents[2]).as_posix()}
+    return {**inert(read_results_file(path)), "_source": path.relative_to(path.parents[2]).as_posix()}
 
 
 def _number(value: float, digits: int = 0) -> str:

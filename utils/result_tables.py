@@ -502,7 +502,23 @@ FORMATTERS: dict[str, Callable[[dict], str]] = {
 
 
 def format_result(benchmark: str, result: dict) -> str:
-    """The tables of a result file that `benchmark` wrote."""
+    """The tables of a result file that `benchmark` wrote (read with `utils.result_files.read_results_file`). A
+    result whose rows lack a field the tables show, or hold text where they show a number, is refused in one line
+    naming the file (its `_source`, when the docs' renderer read it) and the field."""
     if benchmark not in FORMATTERS:
         raise ValueError(f"no tables for {benchmark!r}: the formatters are {', '.join(FORMATTERS)}")
-    return FORMATTERS[benchmark](result)
+    source = result.get("_source", f"{benchmark}'s result file")
+    try:
+        return FORMATTERS[benchmark](result)
+    except KeyError as error:
+        raise ValueError(f"{source}: a row or its record has no field {error.args[0]!r}, which the {benchmark} "
+                         f"tables show") from None
+    except (TypeError, ValueError) as error:
+        rows = [row for row in result.get("rows") or [] if isinstance(row, dict)]
+        numeric = {key for row in rows for key, value in row.items()
+                   if isinstance(value, (int, float)) and not isinstance(value, bool)}
+        wrong = sorted({f"{key}={value!r}" for row in rows for key, value in row.items()
+                        if key in numeric and not isinstance(value, (int, float))})
+        raise ValueError(f"{source}: the {benchmark} tables cannot show a value ({error})"
+                         + (f"; not a number where other rows hold one: {', '.join(wrong[:3])}" if wrong else "")
+                         ) from None
