@@ -1,12 +1,15 @@
 """Train a visually grounded sentence encoder.
 
     accelerate launch recipes/train.py                                   # the quick start
+    accelerate launch recipes/train.py --output_dir X --num_train_epochs 2  # the quick start, with those two changed
     accelerate launch recipes/train.py --config recipes/configs/NAME.yaml --num_train_epochs 4
 
-With no arguments it trains the quick start, `recipes/configs/char_gru_synthetic.yaml`: a char-GRU smaller than the
-paper's on the embedded synthetic set. Given arguments, it trains what they say, and every option they leave out
-takes its default: a family's options their config's, the papers' sizes (`--config
-recipes/configs/char_gru_synthetic.yaml FLAGS` changes the quick start instead).
+Without `--config` it trains the quick start, `recipes/configs/char_gru_synthetic.yaml` (a char-GRU smaller than
+the paper's, on the embedded synthetic set), with whatever flags are given: a flag changes only what it names. With
+`--model_type` of another family, the quick start's char-GRU options are left out and that family takes its own
+defaults, on the quick start's data and schedule. With `--config FILE`, every option the file and the flags leave
+out takes its default (a family's options its config's: the papers' sizes). The run's first log line names the
+family and its size.
 """
 
 import logging
@@ -21,7 +24,7 @@ QUICK_START = Path(__file__).resolve().parent / "configs" / "char_gru_synthetic.
 
 def main() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    train(*parse_arguments(sys.argv[1:] or ["--config", str(QUICK_START)]))
+    train(*parse_arguments(sys.argv[1:], default_config=QUICK_START))
 
 
 if __name__ == "__main__":

@@ -100,3 +100,16 @@ def test_every_page_naming_the_data_folder_links_to_it():
     assert pages
     lacking = [str(page.relative_to(REPO_ROOT)) for page in pages if not _links_to_the_page(page)]
     assert not lacking, f"pages naming HF_GROUNDED_DATA without a link to getting_data.md: {lacking}"
+
+
+def test_every_source_named_by_its_address_is_a_link():
+    """Where the page names a source by its address, the rendered page links it (Python-Markdown, as the site renders
+    it): no address is left as bare text that nobody can click. Nothing is fetched."""
+    markdown = pytest.importorskip("markdown")
+
+    html = markdown.markdown(PAGE.read_text(encoding="utf-8"), extensions=["admonition", "tables"])
+    links = [(href, text) for href, text in re.findall(r'<a href="([^"]+)">([^<]+)</a>', html) if "://" in href]
+    assert len(links) >= 7 and all(href == f"https://{text}" for href, text in links), links
+    outside_links = re.sub(r"<a [^>]*>.*?</a>", "", html)
+    bare = re.findall(r"(?<![\w/.@-])(?:[a-z0-9-]+\.)+(?:edu|org|com|io|net)\b", outside_links)
+    assert bare == [], bare

@@ -247,15 +247,16 @@ def run_evaluation(args: EvaluationArguments, data_args: DataArguments) -> Evalu
         raise ValueError(f"--update_model_card needs a local model folder, got {args.model!r}")
     if args.update_model_card and args.random_init:
         raise ValueError("--update_model_card with --random_init would put a random model's results in the card")
-    logger.info("tasks: %s", ", ".join(tasks))
     # Refused before any evaluation, rather than after it.
     for path in _written_files(tasks, args):
         refuse_symlink(path)
+    mteb_tasks = _mteb_tasks(args) if args.mteb is not None else []
+    # Loaded before the tasks' data: its image backbone makes their image features. The arguments are all checked
+    # (a model that cannot be found is one line) before anything is logged or written.
+    model = load_model(args)
+    logger.info("tasks: %s", ", ".join(tasks))
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    mteb_tasks = _mteb_tasks(args) if args.mteb is not None else []
-    # Loaded before the tasks' data: its image backbone makes their image features.
-    model = load_model(args)
     evaluators = build_evaluators(tasks, args, data_args, model)
     results = run_evaluators(model, evaluators)
     mteb_model_index = []

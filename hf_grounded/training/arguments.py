@@ -7,6 +7,7 @@ family's options default to the papers' sizes, its config's; the quick run on th
 `recipes/configs/char_gru_synthetic.yaml`, and the papers' settings are the other `recipes/configs/*.yaml`.
 """
 
+import re
 import sys
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -103,6 +104,16 @@ class ModelArguments:
         """Whether distillation from the frozen base trains (`--distill_weight`, `--distill_relational_weight`)."""
         return self.base_options is not None and bool(self.base_options.distill_weight
                                                       or self.base_options.distill_relational_weight)
+
+    def describe(self) -> str:
+        """The family and its size, as the run's first log line says them: "char_gru (hidden_size 128,
+        attention_heads 1) trained by hinge", or the saved model it continues."""
+        if self.model_name_or_path is not None:
+            return f"{self.model_type} continued from {self.model_name_or_path}, trained by {self.objective}"
+        sizes = [f"{spec.name} {getattr(self.family_options, spec.name)}" for spec in fields(self.family_options)
+                 if re.search(r"size|dim|layers|heads|text_encoder|text_model", spec.name)
+                 and not spec.name.startswith("vocab_")]
+        return f"{self.model_type} ({', '.join(sizes)}) trained by {self.objective}"
 
     def groups(self) -> list:
         return [group for group in (self.choice, self.family_options, self.objective_options, self.text_options,
@@ -248,26 +259,43 @@ class TrainingArguments:
 _LARGEST_CONFIG_BYTES = 1 << 20
 
 
-def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, DataArguments, TrainingArguments]:
+def parse_arguments(argv: list[str] | None = None, default_config: str | Path | None = None
+                    ) -> tuple[ModelArguments, DataArguments, TrainingArguments]:
     """Parse `--config FILE.yaml` first and use its values as defaults; then `--model_type` and `--objective`,
-    which choose the option groups; then every flag, each group's among them."""
+    which choose the option groups; then every flag, each group's among them.
+
+    Without `--config`, `default_config` (recipes/train.py's quick start) is read in its place, so that a flag
+    added to a command without one changes only what it names. Its options of a family or objective that the flags
+    replace (the quick start's char-GRU sizes under `--model_type vete`) are left out, not refused: the run is the
+    default config's data and schedule, with the chosen family and objective at their own defaults."""
     # Without --help of its own: the full parser's lists the options that --model_type and --objective bring.
     choice_parser = ArgumentParser(ModelChoice, add_help=False)
     choice_parser.add_argument("--config", type=str, default=None, help="YAML file of argument values.")
     known, _ = choice_parser.parse_known_args(argv)
-    values = read_config(known.config) if known.config is not None else {}
+    config = known.config if known.config is not None else default_config
+    values = read_config(config) if config is not None else {}
     choice_parser.set_defaults(**{name: values[name] for name in ("model_type", "objective") if name in values})
     known, _ = choice_parser.parse_known_args(argv)
     ModelChoice(known.model_name_or_path, known.model_type, known.objective)  # refuses an unknown family or objective
     groups = option_groups(known.model_type, known.objective)
     classes = (ModelChoice, *groups, DataArguments, TrainingArguments)
     arguments = {spec.name for cls in classes for spec in fields(cls)}
+    if known.config is None and values:
+        # The default config's options of a family or objective the flags chose instead are not this run's.
+        configured = option_groups(values.get("model_type", ModelChoice.model_type),
+                                   values.get("objective", ModelChoice.objective))
+        kept = {spec.name for cls in (ModelChoice, *(group for group in groups if group in configured),
+                                      DataArguments, TrainingArguments) for spec in fields(cls)}
+        values = {name: value for name, value in values.items() if name in kept}
     unknown = sorted(set(values) - arguments)
     if unknown:
         raise ValueError(f"{known.config}: {_foreign_options_message(unknown, known.model_type, known.objective)}")
     _refuse_foreign_flags(argv, arguments, known.model_type, known.objective)
     parser = ArgumentParser(classes)
-    parser.add_argument("--config", type=str, default=None, help="YAML file of argument values.")
+    parser.add_argument("--config", type=str, default=None, help="YAML file of argument values." + (
+        "" if default_config is None else f" Without it, {Path(default_config).name} (the quick start) is read in "
+        f"its place: FLAGS without --config train the quick start with FLAGS, each flag changing only what it names "
+        f"(another --model_type or --objective leaves out its options of the family or objective they replace)."))
     parser.set_defaults(**values)
     choice, *options, data_args, training_args = parser.parse_args_into_dataclasses(
         args=argv, return_remaining_strings=False, look_for_args_file=False)[:-1]

@@ -57,6 +57,7 @@ logger = logging.getLogger(__name__)
 
 def train(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
     """Train a model as the arguments say, save it to `output_dir`, and return the test results."""
+    logger.info("training %s into %s", model_args.describe(), training_args.output_dir)
     report_to = None if training_args.report_to == "none" else training_args.report_to
     # DistributedDataParallel must be told before the model exists whether a step's terms leave parameters out of
     # the graph (SkipThought's decoders in a caption step, an image map under the caption-group objectives).

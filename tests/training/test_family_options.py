@@ -9,7 +9,7 @@ from dataclasses import MISSING, fields
 import pytest
 from transformers.utils.auto_docstring import parse_docstring
 
-from hf_grounded import CharGRUConfig
+from hf_grounded import CharGRUConfig, VETEConfig
 from hf_grounded.argument_values import CheckedArguments, config_options
 from hf_grounded.families import FAMILIES
 from hf_grounded.objectives import OBJECTIVES
@@ -61,16 +61,29 @@ def test_a_field_without_a_rule_or_a_description_cannot_be_an_option():
         config_options(CharGRUConfig, "tokenizer_fingerprint")(type("Options", (CheckedArguments,), {}))
 
 
-def test_train_py_trains_the_quick_start_config_when_given_no_arguments(monkeypatch):
+def test_train_py_trains_the_quick_start_with_whatever_flags_are_given(monkeypatch, capsys):
+    """`train.py FLAGS` without `--config` is the quick start with FLAGS: a flag changes only what it names (issue
+    80: `--output_dir X` alone used to train the paper's 1024-unit char-GRU); another family takes its own defaults
+    on the quick start's data and schedule; `--help` states the rule."""
     import hf_grounded.training
 
     runs = []
     monkeypatch.setattr(hf_grounded.training, "train", lambda *arguments: runs.append(arguments))
-    for argv in ([], ["--output_dir", "outputs/char-gru-synthetic"]):
+    for argv in ([], ["--output_dir", "elsewhere"], ["--model_type", "vete", "--num_train_epochs", "2"]):
         monkeypatch.setattr(sys, "argv", ["recipes/train.py", *argv])
         runpy.run_path(str(REPO_ROOT / "recipes" / "train.py"), run_name="__main__")
-    quick_start, flagged = runs
+    quick_start, flagged, other_family = runs
     assert recorded_arguments(*quick_start) == recorded_arguments(*parse_arguments(["--config", str(QUICK_START)]))
-    assert quick_start[0].hidden_size == 128
-    # Given arguments, every option left out has its default: the config's, the paper's size.
-    assert flagged[0].hidden_size == CharGRUConfig.hidden_size == 1024
+    assert quick_start[0].hidden_size == flagged[0].hidden_size == 128
+    changed = {group: {name: (value, recorded_arguments(*flagged)[group][name])
+                       for name, value in values.items() if recorded_arguments(*flagged)[group][name] != value}
+               for group, values in recorded_arguments(*quick_start).items()}
+    assert {group: values for group, values in changed.items() if values} == {
+        "training": {"output_dir": ("outputs/char-gru-synthetic", "elsewhere")}}
+    vete, data, training = other_family
+    assert vete.model_type == "vete" and vete.embed_dim == VETEConfig.embed_dim
+    assert data.synthetic_train_images == quick_start[1].synthetic_train_images and training.num_train_epochs == 2
+    monkeypatch.setattr(sys, "argv", ["recipes/train.py", "--help"])
+    with pytest.raises(SystemExit):
+        runpy.run_path(str(REPO_ROOT / "recipes" / "train.py"), run_name="__main__")
+    assert "FLAGS without --config train the quick start with FLAGS" in " ".join(capsys.readouterr().out.split())

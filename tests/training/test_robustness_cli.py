@@ -80,11 +80,14 @@ def test_train_refuses_a_model_of_this_library_as_the_text_encoder(char_gru_fold
 
 
 @pytest.mark.parametrize("source", ["/nonexistent", "someone/no-such-model"])
-def test_evaluate_names_a_model_that_cannot_be_found(source, tmp_path, monkeypatch, capsys):
+def test_evaluate_names_a_model_that_cannot_be_found(source, tmp_path, monkeypatch, capsys, caplog):
+    """The one line, and nothing logged before it: the arguments are checked before the tasks are announced."""
     relatedness_data(tmp_path)
     monkeypatch.chdir(tmp_path)
-    message = recipe_error("evaluate.py", ["--model", source, "--sick_path", str(tmp_path / "SICK.txt")], capsys)
+    with caplog.at_level("INFO", logger="hf_grounded"):
+        message = recipe_error("evaluate.py", ["--model", source, "--sick_path", str(tmp_path / "SICK.txt")], capsys)
     assert message.startswith(f"--model {source} {UNREACHABLE} (")
+    assert [record.getMessage() for record in caplog.records if record.name.startswith("hf_grounded")] == []
     assert not (tmp_path / "results.json").exists()
 
 

@@ -95,14 +95,16 @@ def test_command_line_smoke(tmp_path):
     output_dir = tmp_path / "cli"
     command = [
         sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1", "--cpu",
-        str(REPO_ROOT / "recipes" / "train.py"),
-        "--config", str(REPO_ROOT / "recipes" / "configs" / "char_gru_synthetic.yaml"),
+        str(REPO_ROOT / "recipes" / "train.py"),  # the quick start (no --config), with these flags
         "--output_dir", str(output_dir), "--max_steps", "3", "--hidden_size", "16",
         "--backbone", "test_efficientnet", "--synthetic_train_images", "40", "--synthetic_eval_images", "20",
     ]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "| caption → image |" in result.stdout
+    # The run's first log line names the family and its size: the flag's, the quick start's other options.
+    first = next(line for line in result.stderr.splitlines() if re.search(r" (INFO|WARNING) hf_grounded", line))
+    assert f"training char_gru (hidden_size 16, attention_heads 1) trained by hinge into {output_dir}" in first
     results = json.loads((output_dir / "results.json").read_text())
     for direction in ("c2i", "i2c"):
         assert set(results["test"]["retrieval"][direction]) == {"R@1", "R@5", "R@10", "median_rank", "mean_rank"}
