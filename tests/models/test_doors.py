@@ -58,7 +58,8 @@ def _trained(name: str, root: Path) -> Path:
 
 def sentences_for(model) -> list[str]:
     """Short sentences, one longer than training's `--max_length` (when the model's limit is longer), the longest at
-    most the model's maximum length, and the shortest past it (counted in the model's own tokens, special tokens included)."""
+    most the model's maximum length, and the shortest past it (counted in the model's own tokens, special tokens
+    included)."""
     tokenizer = model.default_tokenizer()
     limit = model._encode_max_length(tokenizer)
     count = lambda text: len(tokenizer(text)["input_ids"])  # noqa: E731
@@ -74,13 +75,22 @@ def sentences_for(model) -> list[str]:
     raise AssertionError(f"no sentence past {limit} tokens")
 
 
+def variants_under_test(request: pytest.FixtureRequest) -> list[str]:
+    """The variants whose tests here the session runs (the fifth family's run, `-k toy_family`, trains its own
+    alone)."""
+    names = {item.callspec.params.get("name") for item in request.session.items
+             if getattr(item, "module", None) is request.module and hasattr(item, "callspec")}
+    return [name for name in VARIANTS if name in names]
+
+
 @pytest.fixture(scope="module")
-def doors(tmp_path_factory) -> dict[str, dict]:
-    """Each variant trained, with its reference model, sentences, images, and the folders of the other doors."""
+def doors(request, tmp_path_factory) -> dict[str, dict]:
+    """Each variant under test trained, with its reference model, sentences, images, and the folders of the other
+    doors."""
     root = tmp_path_factory.mktemp("doors")
     cache = root / "hub-cache"
     entries = {}
-    for name in VARIANTS:
+    for name in variants_under_test(request):
         folder = _trained(name, root)
         model = AutoModel.from_pretrained(folder).eval()
         resaved = root / f"{name}-resaved"
@@ -210,8 +220,8 @@ print('EMBEDDINGS ' + json.dumps(out))
 @pytest.fixture(scope="module")
 def from_the_hub(doors) -> dict[str, dict]:
     """Every uploaded variant loaded by repo id in one fresh interpreter, offline, through huggingface_hub's cache."""
-    requests = {name: (doors[name]["repo_id"], doors[name]["sentences"], [str(path) for path in doors[name]["images"]])
-                for name in VARIANTS}
+    requests = {name: (entry["repo_id"], entry["sentences"], [str(path) for path in entry["images"]])
+                for name, entry in doors.items() if name != "_cache"}
     env = {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(doors["_cache"]), "TRANSFORMERS_OFFLINE": "1"}
     import os
 
