@@ -133,29 +133,40 @@ def test_the_export_recipe_writes_graphs_that_embed_as_torch_does(saved, tmp_pat
     assert (int8 * model.encode(SENTENCES)).sum(axis=1).min() >= 0.99
 
 
-OPENVINO_COSINES = """
+RUNTIME_COSINES = """
 import json, sys
 from transformers import AutoModel
 import hf_grounded
-folders, sentences, cosines = json.loads(sys.argv[1]), json.loads(sys.argv[2]), {}
+folders, sentences, backends, cosines = *map(json.loads, sys.argv[1:4]), {}
 for name, folder in folders.items():
     # The folder's own code: a family registered only in the tests' process (tests/toy_family.py) loads too.
     model, cosines[name] = AutoModel.from_pretrained(folder, trust_remote_code=True).eval(), {}
     for space in ("sentence", "joint"):
         exact = model.encode(sentences, space=space)
-        for quantize in (False, True):
-            embeddings = model.encode(sentences, backend="openvino", quantize=quantize, space=space)
-            setting = f"{space}, {'int8' if quantize else 'float32'}"
-            cosines[name][setting] = float((embeddings * exact).sum(axis=1).min())
+        for backend in backends:
+            for quantize in (False, True):
+                embeddings = model.encode(sentences, backend=backend, quantize=quantize, space=space)
+                setting = f"{backend}, {space}, {'int8' if quantize else 'float32'}"
+                cosines[name][setting] = float((embeddings * exact).sum(axis=1).min())
 print(json.dumps(cosines))
 """
 
 
+def runtime_cosines(folders: dict[str, str], sentences: list[str], backends: list[str]) -> dict[str, dict]:
+    """Each folder's smallest cosine between each exported-graph backend's embeddings and torch's, by backend,
+    space and precision, computed in one process of its own for all of them: OpenVINO's thread pool is not safe to
+    fork, and the tests after these fork DataLoader workers (a test worker that had loaded it aborted, and then
+    hung, in a later test)."""
+    result = subprocess.run([sys.executable, "-c", RUNTIME_COSINES, json.dumps(folders), json.dumps(sentences),
+                             json.dumps(backends)], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 @pytest.fixture(scope="module")
 def openvino_cosines(saved, tmp_path_factory) -> dict[str, dict[str, float]]:
-    """Each family's smallest cosine between OpenVINO's embeddings and torch's, by space and precision. OpenVINO
-    runs in one process of its own for all of them: its thread pool is not safe to fork, and the tests after these
-    fork DataLoader workers (a test worker that had loaded it aborted, and then hung, in a later test)."""
+    """Each family's smallest cosine between OpenVINO's embeddings and torch's, by space and precision
+    (`runtime_cosines`)."""
     if importlib.util.find_spec("openvino") is None:
         pytest.skip("backend='openvino' needs the [openvino] extra")
     from hf_grounded.onnx_export import export_onnx
@@ -164,10 +175,7 @@ def openvino_cosines(saved, tmp_path_factory) -> dict[str, dict[str, float]]:
     for name, (folder, _) in saved.items():
         folders[name] = str(shutil.copytree(folder, root / name))
         export_onnx(AutoModel.from_pretrained(folders[name]).eval(), folders[name])
-    result = subprocess.run([sys.executable, "-c", OPENVINO_COSINES, json.dumps(folders), json.dumps(SENTENCES)],
-                            capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return runtime_cosines(folders, SENTENCES, ["openvino"])
 
 
 @pytest.mark.parametrize("name", families())
