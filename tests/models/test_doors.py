@@ -296,3 +296,31 @@ def test_the_tokenizer_of_a_grounded_transformer_loads_without_remote_code(tmp_p
     loaded = AutoTokenizer.from_pretrained(tmp_path, trust_remote_code=False)
     assert type(loaded).__module__.startswith("transformers.") and loaded.model_max_length == 64
     assert "auto_map" in json.loads((tmp_path / "processor_config.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def exported_cosines(doors, tmp_path_factory) -> dict[str, dict[str, float]]:
+    """Each variant's folder, copied and exported (`export_onnx`), encoded by ONNX Runtime and OpenVINO on the door
+    sentences (past the maximum length too): the smallest cosine to torch's, by backend, space and precision."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("openvino")
+    from hf_grounded.onnx_export import export_onnx
+
+    from .test_family_contract import runtime_cosines
+
+    root, folders = tmp_path_factory.mktemp("exported"), {}
+    for name in (name for name in doors if name != "_cache"):
+        folders[name] = str(shutil.copytree(doors[name]["folder"], root / name))
+        export_onnx(AutoModel.from_pretrained(folders[name]).eval(), folders[name])
+    return runtime_cosines(folders, {name: doors[name]["sentences"] for name in folders}, ["onnx", "openvino"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", VARIANTS)
+def test_exported_graphs_embed_every_length_as_torch_does(exported_cosines, name):
+    """ONNX Runtime and OpenVINO at their stated cosines to torch (float32 0.999, int8 0.99) in both spaces, on
+    sentences up to and past the maximum length."""
+    cosines = exported_cosines[name]
+    assert len(cosines) == 8
+    for setting, cosine in cosines.items():
+        assert cosine >= (0.99 if "int8" in setting else 0.999), (setting, cosine)

@@ -141,19 +141,21 @@ folders, sentences, backends, cosines = *map(json.loads, sys.argv[1:4]), {}
 for name, folder in folders.items():
     # The folder's own code: a family registered only in the tests' process (tests/toy_family.py) loads too.
     model, cosines[name] = AutoModel.from_pretrained(folder, trust_remote_code=True).eval(), {}
+    texts = sentences[name] if isinstance(sentences, dict) else sentences
     for space in ("sentence", "joint"):
-        exact = model.encode(sentences, space=space)
+        exact = model.encode(texts, space=space)
         for backend in backends:
             for quantize in (False, True):
-                embeddings = model.encode(sentences, backend=backend, quantize=quantize, space=space)
+                embeddings = model.encode(texts, backend=backend, quantize=quantize, space=space)
                 setting = f"{backend}, {space}, {'int8' if quantize else 'float32'}"
                 cosines[name][setting] = float((embeddings * exact).sum(axis=1).min())
 print(json.dumps(cosines))
 """
 
 
-def runtime_cosines(folders: dict[str, str], sentences: list[str], backends: list[str]) -> dict[str, dict]:
-    """Each folder's smallest cosine between each exported-graph backend's embeddings and torch's, by backend,
+def runtime_cosines(folders: dict[str, str], sentences: list[str] | dict[str, list[str]],
+                    backends: list[str]) -> dict[str, dict]:
+    """Each folder's smallest cosine (on `sentences`, or on each folder's own by its name) between each exported-graph backend's embeddings and torch's, by backend,
     space and precision, computed in one process of its own for all of them: OpenVINO's thread pool is not safe to
     fork, and the tests after these fork DataLoader workers (a test worker that had loaded it aborted, and then
     hung, in a later test)."""
