@@ -3,7 +3,7 @@ leaves all three unchanged.
 
     python -m utils.recipe_hashes --output_dir outputs/recipe-hashes
 
-- char-GRU: the quick start, `recipes/configs/char_gru_synthetic.yaml` (what `recipes/train.py` with no arguments
+- char-GRU: the quick start, `recipes/configs/char_gru_synthetic.yaml` (what `recipes/train.py` without `--config`
   trains), on the embedded synthetic set;
 - VETE-BOW: `recipes/configs/vete_bow_flickr8k.yaml` on the Flickr8k sample in $HF_GROUNDED_DATA, with its
   efficientnet_lite0 features (centre crop) instead of the config's InceptionV3 from the Hub;
