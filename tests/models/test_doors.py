@@ -324,3 +324,23 @@ def test_exported_graphs_embed_every_length_as_torch_does(exported_cosines, name
     assert len(cosines) == 8
     for setting, cosine in cosines.items():
         assert cosine >= (0.99 if "int8" in setting else 0.999), (setting, cosine)
+
+
+@pytest.mark.parametrize("name", families())
+def test_transformers_loading_options_give_the_same_model(tmp_path, name):
+    """`from_pretrained`'s memory and placement options (`device_map`, `low_cpu_mem_usage`) load the same model, and
+    `dtype=torch.bfloat16` one whose embeddings stay within bfloat16's rounding of float32's."""
+    import torch
+
+    from hf_grounded.training import save_model
+
+    from .test_family_contract import tiny
+
+    save_model(*tiny(name), tmp_path)
+    sentences = ["a dog runs on the green grass", "two cats"]
+    exact = AutoModel.from_pretrained(tmp_path).encode(sentences)
+    for options in ({"device_map": "cpu"}, {"low_cpu_mem_usage": True}):
+        np.testing.assert_allclose(AutoModel.from_pretrained(tmp_path, **options).encode(sentences), exact, atol=1e-6)
+    halved = AutoModel.from_pretrained(tmp_path, dtype=torch.bfloat16)
+    assert halved.dtype == torch.bfloat16
+    assert (halved.encode(sentences) * exact).sum(axis=1).min() >= 0.99
