@@ -107,13 +107,13 @@ class ModelArguments:
 
     def describe(self) -> str:
         """The family and its size, as the run's first log line says them: "char_gru (hidden_size 128,
-        attention_heads 1) trained by hinge", or the saved model it continues."""
+        attention_heads 1) with objective hinge", or the saved model it continues."""
         if self.model_name_or_path is not None:
-            return f"{self.model_type} continued from {self.model_name_or_path}, trained by {self.objective}"
+            return f"{self.model_type} continued from {self.model_name_or_path} with objective {self.objective}"
         sizes = [f"{spec.name} {getattr(self.family_options, spec.name)}" for spec in fields(self.family_options)
                  if re.search(r"size|dim|layers|heads|text_encoder|text_model", spec.name)
                  and not spec.name.startswith("vocab_")]
-        return f"{self.model_type} ({', '.join(sizes)}) trained by {self.objective}"
+        return f"{self.model_type} ({', '.join(sizes)}) with objective {self.objective}"
 
     def groups(self) -> list:
         return [group for group in (self.choice, self.family_options, self.objective_options, self.text_options,

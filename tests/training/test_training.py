@@ -104,7 +104,7 @@ def test_command_line_smoke(tmp_path):
     assert "| caption → image |" in result.stdout
     # The run's first log line names the family and its size: the flag's, the quick start's other options.
     first = next(line for line in result.stderr.splitlines() if re.search(r" (INFO|WARNING) hf_grounded", line))
-    assert f"training char_gru (hidden_size 16, attention_heads 1) trained by hinge into {output_dir}" in first
+    assert f"training char_gru (hidden_size 16, attention_heads 1) with objective hinge into {output_dir}" in first
     results = json.loads((output_dir / "results.json").read_text())
     for direction in ("c2i", "i2c"):
         assert set(results["test"]["retrieval"][direction]) == {"R@1", "R@5", "R@10", "median_rank", "mean_rank"}
