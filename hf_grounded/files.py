@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -32,8 +33,11 @@ os.umask(_UMASK)
 # Left in every folder a run of this library claims, and kept after it ends: only such folders are emptied or replaced.
 MARKER_NAME = ".hf_grounded_run"
 LOCK_NAME = ".hf_grounded.lock"
-# The hidden folder `replace_entries` moves what it replaces into until the new entries are in place.
+# The hidden folder `replace_entries` moves what it replaces into until the new entries are in place, and the one a
+# model is written to before it is moved in; both are named `{prefix}{pid}-...` after the process that made them, so
+# that what a killed process left can be told from what a live one is using.
 REPLACED_PREFIX = ".replaced-"
+STAGING_PREFIX = ".saving-"
 
 
 class InvalidSampleError(ValueError):
@@ -150,9 +154,10 @@ def replace_folder(new: Path, destination: Path) -> None:
 
 
 def staging_folder(parent: Path, prefix: str) -> Path:
-    """A new hidden folder in `parent` to build something in before it is renamed into place, with the permissions
-    any new folder gets here (`mkdtemp`'s are its owner's alone, which a rename would keep)."""
-    folder = Path(tempfile.mkdtemp(prefix=f".{prefix}-", dir=parent))
+    """A new hidden folder in `parent` to build something in before it is renamed into place, `.{prefix}-{pid}-...`
+    (see `STAGING_PREFIX`), with the permissions any new folder gets here (`mkdtemp`'s are its owner's alone, which
+    a rename would keep)."""
+    folder = Path(tempfile.mkdtemp(prefix=f".{prefix}-{os.getpid()}-", dir=parent))
     os.chmod(folder, 0o777 & ~_UMASK)
     return folder
 
@@ -170,11 +175,12 @@ def replace_entries(staged: Path, destination: Path, stale: Collection[str] = ()
     in that folder, from where they can be moved back: nothing is lost, but the folder then holds part of each. Once
     the new entries are in place the change has succeeded: a set-aside entry that cannot be deleted (an immutable
     file) is left there with a warning naming it, not raised."""
-    names = sorted(path.name for path in staged.iterdir())
+    # Hidden entries (a record of what was written) move in last: they describe the entries before them.
+    names = sorted((path.name for path in staged.iterdir()), key=lambda name: (name.startswith("."), name))
     replaced = sorted({*names, *stale} - {staged.name})
     for name in replaced:
         refuse_symlink(destination / name)
-    aside = destination / f"{REPLACED_PREFIX}{secrets.token_hex(4)}"
+    aside = destination / f"{REPLACED_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
     aside.mkdir()
     moved_aside: list[str] = []
     moved_in: list[str] = []
@@ -202,6 +208,21 @@ def replace_entries(staged: Path, destination: Path, stale: Collection[str] = ()
     return names
 
 
+def made_by_a_live_process(path: Path) -> bool:
+    """Whether the hidden folder `path` (`.{prefix}-{pid}-...`, see `STAGING_PREFIX`) was made by a process that is
+    still running on this machine; a name without a process id (an earlier version's) says no."""
+    match = re.match(r"\.[\w.-]*?-(\d+)-[^-]+$", path.name)
+    if match is None:
+        return False
+    try:
+        os.kill(int(match.group(1)), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # another user's live process, or a number no process has: not ours to judge
+    return True
+
+
 def save_figure(figure, path: str | Path, **options) -> Path:
     """`figure.savefig(path, **options)` (a matplotlib figure) in the format the extension names (see
     `replaced_atomically`)."""
@@ -219,7 +240,7 @@ def write_json(path: str | Path, value: Any, indent: int | None = 2) -> Path:
     try:
         text = json.dumps(value, indent=indent, allow_nan=False)
     except ValueError:
-        found = _non_finite_entry(value)
+        found = non_finite_entry(value)
         if found is None:
             raise
         key, number = found
@@ -227,7 +248,7 @@ def write_json(path: str | Path, value: Any, indent: int | None = 2) -> Path:
     return write_text(path, text)
 
 
-def _non_finite_entry(value: Any, key: str = "") -> tuple[str, float] | None:
+def non_finite_entry(value: Any, key: str = "") -> tuple[str, float] | None:
     """The first NaN or infinite float in nested dicts and lists, with its key path, or None."""
     if isinstance(value, float):
         return None if math.isfinite(value) else (key or "the value", value)
@@ -238,12 +259,13 @@ def _non_finite_entry(value: Any, key: str = "") -> tuple[str, float] | None:
     else:
         return None
     for entry_key, item in entries:
-        found = _non_finite_entry(item, entry_key)
+        found = non_finite_entry(item, entry_key)
         if found is not None:
             return found
     return None
 
 
-__all__ = ["InvalidSampleError", "LOCK_NAME", "MARKER_NAME", "REPLACED_PREFIX", "copy_file", "is_library_folder",
-           "open_for_writing", "refuse_foreign_folder", "refuse_symlink", "regular_file", "replace_entries",
-           "replace_folder", "replaced_atomically", "save_figure", "staging_folder", "write_json", "write_text"]
+__all__ = ["InvalidSampleError", "LOCK_NAME", "MARKER_NAME", "REPLACED_PREFIX", "STAGING_PREFIX", "copy_file",
+           "is_library_folder", "made_by_a_live_process", "non_finite_entry", "open_for_writing",
+           "refuse_foreign_folder", "refuse_symlink", "regular_file", "replace_entries", "replace_folder",
+           "replaced_atomically", "save_figure", "staging_folder", "write_json", "write_text"]

@@ -73,8 +73,11 @@ def module_folders(folder: str | Path) -> list[str]:
         if relative.is_absolute() or ".." in relative.parts:
             raise ValueError(f"{folder / file_name} names the module folder {name!r}, outside {folder}")
         path = folder / relative
-        if path.is_symlink() or not path.is_dir():
-            what = "a symbolic link" if path.is_symlink() else "missing" if not path.exists() else "not a folder"
+        # A link anywhere on the way (`lnk/sub`) could lead outside the folder, to a token file, say.
+        linked = any((folder / Path(*relative.parts[:depth])).is_symlink()
+                     for depth in range(1, len(relative.parts) + 1))
+        if linked or not path.is_dir():
+            what = "a symbolic link" if linked else "missing" if not path.exists() else "not a folder"
             raise ValueError(f"{folder / file_name} names the module folder {name!r}, which is {what} in {folder}: "
                              f"save the model again (hf_grounded.training.save_model) to write it")
         folders.append(relative.as_posix())

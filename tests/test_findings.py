@@ -2,11 +2,14 @@
 (utils/experiments.rows_of_every_seed)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
-from utils.experiments import rows_of_every_seed
+from utils.experiments import rows_of_every_seed, seeded_rows
 from utils.findings import GROUNDED_SKIPTHOUGHT_FINDINGS, VETE_FINDINGS, verdict
+from utils.result_files import read_results_file
+from utils.result_tables import format_result
 
 
 @pytest.mark.parametrize(("higher", "lower", "equal", "expected"), [
@@ -51,15 +54,14 @@ def test_a_seed_s_rows_replace_its_own_and_keep_the_others(tmp_path):
     ({"rows": [{"model": "A", "seed": "0", "x": 1}], "notes": {}}, r"rows\[0\].seed is '0', not an integer"),
     ({"rows": [{"model": "A", "x": 1}], "notes": {}}, r"rows\[0\].seed is missing"),
     ({"rows": [{"model": "A", "seed": 0}]}, "notes is missing"),
-    ({"rows": [{"model": "A", "seed": 0, "x": float("nan")}], "notes": {}}, "a value is NaN"),
+    ({"rows": [{"model": "A", "seed": 0, "x": float("nan")}], "notes": {}}, r"rows\[0\].x is nan"),
+    ({"rows": [{"model": "A", "seed": 0, "x": float("inf")}], "notes": {}}, r"rows\[0\].x is inf"),
     ({"rows": "A", "notes": {}}, "rows is 'A', not a list"),
     ([], "the file is a JSON list, not an object"),
 ])
 def test_a_malformed_results_file_is_refused_naming_the_file_and_the_field(tmp_path, content, field):
     """Checked before a reproduction trains (`seeded_rows`, which the seeded reproductions call first), in one line,
     not as a raw TypeError or KeyError, nor as NaN that `write_json` refuses once the new seed has run."""
-    from utils.experiments import seeded_rows
-
     path = tmp_path / "result.json"
     path.write_text(json.dumps(content))  # json writes NaN as Python reads it back
     with pytest.raises(SystemExit, match=f"^{path}: {field}") as refused:
@@ -71,8 +73,6 @@ def test_a_malformed_results_file_is_refused_naming_the_file_and_the_field(tmp_p
 
 def test_the_seeded_reproductions_check_their_results_file_before_training():
     """Each calls `seeded_rows` before its first `train(`: a file it could not extend is refused at once."""
-    from pathlib import Path
-
     for name in ("vete_flickr8k", "grounded_skipthought"):
         source = (Path(__file__).resolve().parents[1] / "reproductions" / f"{name}.py").read_text()
         main = source[source.index("def main"):]
@@ -84,10 +84,6 @@ def test_the_seeded_reproductions_check_their_results_file_before_training():
     (lambda row: row.__setitem__("sick", "high"), "sick='high'"),
 ])
 def test_the_tables_refuse_a_hostile_row_naming_the_file_and_the_field(tmp_path, change, message):
-    from pathlib import Path
-
-    from utils.result_files import read_results_file
-    from utils.result_tables import format_result
 
     result = read_results_file(Path(__file__).resolve().parents[1] / "reproductions" / "results" / "vete_flickr8k.json")
     change(result["rows"][0])

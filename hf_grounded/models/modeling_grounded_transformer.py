@@ -6,6 +6,7 @@ for `trust_remote_code` (see `sentence_encoding`, the contract every family keep
 """
 
 import functools
+import inspect
 import json
 import os
 from collections.abc import Callable
@@ -227,6 +228,7 @@ class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrain
         # without weights stands in for it, since some (LayoutLM, SqueezeBERT) call it unconditionally.
         if getattr(self.text_model, "pooler", None) is not None:
             self.text_model.pooler = nn.Identity()
+        self._reads_token_types = "token_type_ids" in inspect.signature(self.text_model.forward).parameters
         heads = {"num_layers": config.projection_layers, "hidden_dim": config.projection_hidden_dim}
         self.text_projection = GroundedTransformerProjection(config.sentence_embedding_dim, config.projection_dim,
                                                              **heads)
@@ -312,13 +314,14 @@ class GroundedTransformerModel(SentenceEncoderMixin, GroundedTransformerPreTrain
     def _encode_text(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
                      token_type_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The token states and their pooled sentence embedding. `token_type_ids` (what a BERT-family tokenizer
-        gives beside the ids; all zeros for one sentence, as the encoder assumes without them) reach the encoder
-        when given."""
+        gives beside the ids; all zeros for one sentence, as the encoder assumes without them) reach an encoder that
+        reads them."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         # Left padding would shift every token's position embedding: the same sentence, another embedding.
         _check_right_padded(attention_mask)
-        types = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        # Given only to an encoder that takes them: a tokenizer may give them to one that has no segments.
+        types = {} if token_type_ids is None or not self._reads_token_types else {"token_type_ids": token_type_ids}
         last_hidden_state = self.text_model(input_ids=input_ids, attention_mask=attention_mask,
                                             **types).last_hidden_state
         return last_hidden_state, self._pool(last_hidden_state, attention_mask)

@@ -251,44 +251,44 @@ class EncoderPreTrainedMixin:
         read with `AutoModel.from_pretrained(folder)` and saved again (as transformers' own `push_to_hub` does)
         keeps its tokenizer and processor. A model that has none is saved without them, with a warning naming the
         files that are then missing. The tokenizer is written as the model reads it: with `model_max_length` the
-        one maximum length of every door (`max_sequence_length`), and without the truncation and padding a call
+        one maximum length of every door (`_encode_max_length`), and without the truncation and padding a call
         left set in its `tokenizer.json` (training tokenizes at `--max_length`), which every reader of that file
         (sentence-transformers' processors, `tokenizers` alone) would otherwise apply instead."""
+        # The code files go with every save, whoever calls it: transformers copies them only for registered classes.
+        self.config.register_for_auto_class()
+        self.register_for_auto_class("AutoModel")
         if kwargs.get("is_main_process", True):
             os.makedirs(save_directory, exist_ok=True)
             tokenizer = self._saved_tokenizer()
-            if tokenizer is not None:
-                tokenizer.save_pretrained(save_directory)
-            else:
-                logger.warning("%s: saving %s without a tokenizer (none was set with set_tokenizer, and the model "
-                               "was not loaded from a folder that has one): the folder will have no tokenizer "
-                               "files and encode() will need tokenizer=", save_directory, type(self).__name__)
-            self._save_extra_files(save_directory)
             backbone = getattr(self.config, "image_backbone", None)
             if backbone is not None:
                 self._save_processors(save_directory, backbone, tokenizer)
+            if tokenizer is not None:
+                if not type(tokenizer).__module__.startswith("transformers."):
+                    # A tokenizer of transformers' own classes (VETE's word tokenizer) loads without remote code.
+                    tokenizer.register_for_auto_class("AutoTokenizer")
+                # After the processor's files: its save would mark the tokenizer's as its part (an `auto_map` to
+                # its code), and `AutoTokenizer` would then ask remote code for a tokenizer that runs none.
+                tokenizer.save_pretrained(save_directory)
+            self._save_extra_files(save_directory)
         return super().save_pretrained(save_directory, *args, **kwargs)
 
     def _saved_tokenizer(self) -> PreTrainedTokenizerBase | None:
         """A copy of the model's tokenizer as a folder should hold it (see `save_pretrained`), or None."""
         tokenizer = self._tokenizer
-        if tokenizer is None and self.config.name_or_path:
+        if tokenizer is None:
             try:
                 tokenizer = self.default_tokenizer()
             except (OSError, ValueError) as error:
-                logger.warning("%s: no tokenizer could be loaded from where the model came from (%s)",
-                               self.config.name_or_path, error)
+                logger.warning("saving %s without a tokenizer: none was set with set_tokenizer, and none could be "
+                               "loaded from where the model came from (%s); the folder will have no tokenizer files",
+                               type(self).__name__, error)
                 return None
-        if tokenizer is None:
-            return None
         tokenizer = copy.deepcopy(tokenizer)
-        limit = self._encode_max_length(tokenizer)
-        if limit is not None:
-            tokenizer.model_max_length = limit
-        backend = getattr(tokenizer, "_tokenizer", None)
-        if backend is not None:
-            backend.no_truncation()
-            backend.no_padding()
+        tokenizer.model_max_length = self._encode_max_length(tokenizer)
+        if isinstance(tokenizer, PreTrainedTokenizerFast):
+            tokenizer.backend_tokenizer.no_truncation()
+            tokenizer.backend_tokenizer.no_padding()
         return tokenizer
 
     def _save_extra_files(self, save_directory: str | os.PathLike) -> None:
@@ -299,9 +299,7 @@ class EncoderPreTrainedMixin:
                          tokenizer: PreTrainedTokenizerBase | None) -> None:
         """The image processor of a model that carries its backbone (`AutoImageProcessor`) and, with the model's
         tokenizer, the processor of both (`AutoProcessor`), through which sentence-transformers encodes strings and
-        images into the joint space. The tokenizer's own files are written again after the processor's: the
-        processor would mark them as its part (an `auto_map` to its code), and `AutoTokenizer` would then ask for
-        `trust_remote_code` to load a tokenizer that runs no code of this library."""
+        images into the joint space."""
         from .image_processing_grounded import GroundedImageProcessor
         from .processing_grounded import GroundedProcessor
 
@@ -312,7 +310,6 @@ class EncoderPreTrainedMixin:
             processor = GroundedProcessor(image_processor, copy.deepcopy(tokenizer))
             processor.register_for_auto_class("AutoProcessor")
             processor.save_pretrained(save_directory)
-            tokenizer.save_pretrained(save_directory)
 
 
 class SentenceEncoderMixin:

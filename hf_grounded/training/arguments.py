@@ -281,15 +281,18 @@ def parse_arguments(argv: list[str] | None = None, default_config: str | Path | 
     classes = (ModelChoice, *groups, DataArguments, TrainingArguments)
     arguments = {spec.name for cls in classes for spec in fields(cls)}
     if known.config is None and values:
-        # The default config's options of a family or objective the flags chose instead are not this run's.
+        # The default config's options of a family or objective the flags chose instead are not this run's; an
+        # option it has no home for at all is still refused below.
         configured = option_groups(values.get("model_type", ModelChoice.model_type),
                                    values.get("objective", ModelChoice.objective))
-        kept = {spec.name for cls in (ModelChoice, *(group for group in groups if group in configured),
-                                      DataArguments, TrainingArguments) for spec in fields(cls)}
-        values = {name: value for name, value in values.items() if name in kept}
+        names = lambda classes: {spec.name for cls in classes for spec in fields(cls)}  # noqa: E731
+        kept = names([ModelChoice, *(group for group in groups if group in configured), DataArguments,
+                      TrainingArguments])
+        dropped = names(group for group in configured if group not in groups) - kept
+        values = {name: value for name, value in values.items() if name not in dropped}
     unknown = sorted(set(values) - arguments)
     if unknown:
-        raise ValueError(f"{known.config}: {_foreign_options_message(unknown, known.model_type, known.objective)}")
+        raise ValueError(f"{config}: {_foreign_options_message(unknown, known.model_type, known.objective)}")
     _refuse_foreign_flags(argv, arguments, known.model_type, known.objective)
     parser = ArgumentParser(classes)
     parser.add_argument("--config", type=str, default=None, help="YAML file of argument values." + (

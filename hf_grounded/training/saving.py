@@ -10,13 +10,15 @@ writer writes (`MODEL_ENTRY_KINDS`): anything else it names is left alone, with 
 import json
 import logging
 import os
+import re
 import shutil
 from fnmatch import fnmatchcase
 from pathlib import Path
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ..files import REPLACED_PREFIX, refuse_symlink, replace_entries, staging_folder
+from ..files import (REPLACED_PREFIX, STAGING_PREFIX, made_by_a_live_process, refuse_symlink, replace_entries,
+                     staging_folder)
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +26,6 @@ logger = logging.getLogger(__name__)
 # uploaded.
 MODEL_ENTRIES_NAME = ".hf_grounded_model.json"
 RECORD_FORMAT = 2
-STAGING_PREFIX = ".saving-"
 # What `PreTrainedModel.save_pretrained` and the tokenizers, processors and sentence-transformers files of this
 # library's models write: files (weights, possibly sharded; config; the code `trust_remote_code` runs; tokenizer and
 # processor files) and folders (sentence-transformers' modules). The record may name nothing else.
@@ -54,13 +55,9 @@ def _identity(folder: Path) -> dict[str, int]:
 
 def _write_model_files(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: Path,
                        destination: Path) -> None:
-    """Weights, config (with the tokenizer's fingerprint), tokenizer and the code files `trust_remote_code` needs,
-    straight into `folder`, and the record of what was written, tied to `destination` (the folder they end up in)."""
-    model.config.register_for_auto_class()
-    model.register_for_auto_class("AutoModel")
-    if not type(tokenizer).__module__.startswith("transformers."):
-        # A tokenizer of transformers' own classes (VETE's word tokenizer) loads without remote code.
-        tokenizer.register_for_auto_class("AutoTokenizer")
+    """Weights, config (with the tokenizer's fingerprint), tokenizer and the code files `trust_remote_code` needs
+    (`save_pretrained`), straight into `folder`, and the record of what was written, tied to `destination` (the
+    folder they end up in)."""
     model.set_tokenizer(tokenizer)
     model.save_pretrained(folder)
     written = sorted(path.name for path in folder.iterdir())
@@ -69,8 +66,13 @@ def _write_model_files(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBas
         logger.warning("%s: the model wrote %s, of no kind hf_grounded.training.saving.MODEL_ENTRY_KINDS names: "
                        "left out of the record, so a later save replaces but never removes them", destination,
                        ", ".join(unknown))
-    record = {"format": RECORD_FORMAT, "folder": _identity(destination),
-              "entries": sorted({*written, MODEL_ENTRIES_NAME} - set(unknown))}
+    _write_record(folder, destination, sorted({*written, MODEL_ENTRIES_NAME} - set(unknown)))
+
+
+def _write_record(folder: Path, destination: Path, entries: list[str]) -> None:
+    """The record in `folder` of the model `entries` a save writes into `destination`. A staging folder holds one
+    from its first instant (with no entries), so that what a save killed at any point leaves is provably its own."""
+    record = {"format": RECORD_FORMAT, "folder": _identity(destination), "entries": entries}
     (folder / MODEL_ENTRIES_NAME).write_text(json.dumps(record))
 
 
@@ -131,15 +133,18 @@ def save_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, outpu
         if not output_dir.is_dir():  # a link to a folder is looked through; one to nothing, or to a file, is refused
             refuse_symlink(output_dir)
         creating = not output_dir.exists()
-        leftovers = [] if creating else _leftovers(output_dir)
+        leftovers = _leftovers(output_dir)
         if leftovers:
-            logger.warning("%s holds what interrupted saves left: %s (a .replaced-* folder holds the model a save had "
-                           "moved aside); those this library's record proves its own are removed once this save "
-                           "succeeds, the others are kept", output_dir, ", ".join(path.name for path in leftovers))
+            logger.warning("%s: interrupted saves left %s (a %s* folder holds the model a save had moved aside); "
+                           "those this library's record proves its own are removed once this save succeeds, the "
+                           "others are kept", output_dir, ", ".join(str(path) for path, _ in leftovers),
+                           REPLACED_PREFIX)
         output_dir.parent.mkdir(parents=True, exist_ok=True)
         staging = staging_folder(output_dir.parent if creating else output_dir, f"saving-{output_dir.name}")
         try:
-            _write_model_files(model, tokenizer, staging, staging if creating else output_dir)
+            destination = staging if creating else output_dir  # a folder renamed into place keeps its identity
+            _write_record(staging, destination, [])
+            _write_model_files(model, tokenizer, staging, destination)
             if creating:
                 staging.rename(output_dir)
             else:
@@ -147,24 +152,38 @@ def save_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, outpu
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     except OSError as error:
-        raise type(error)(f"saving the model to {output_dir} failed: {error}") from error
-    _remove_proven_leftovers(output_dir, leftovers)
+        # The folder named in the message, the error's kind and number kept (callers tell a full disk by them).
+        message = f"saving the model to {output_dir} failed: {error.strerror or error}"
+        renamed = type(error)(message) if error.errno is None else type(error)(error.errno, message, error.filename)
+        raise renamed from error
+    except Exception as error:
+        error.add_note(f"saving the model to {output_dir} failed")
+        raise
+    _remove_proven_leftovers(leftovers)
     return output_dir
 
 
-def _leftovers(output_dir: Path) -> list[Path]:
-    """The staging and set-aside folders that interrupted saves left in `output_dir`."""
-    return sorted(path for prefix in (STAGING_PREFIX, REPLACED_PREFIX) for path in output_dir.glob(f"{prefix}*")
-                  if path.is_dir() and not path.is_symlink())
+def _leftovers(output_dir: Path) -> list[tuple[Path, Path]]:
+    """What saves into `output_dir` that were killed left, each with the folder its record must be tied to: staging
+    and set-aside folders inside it (tied to `output_dir`), and staging folders beside it of saves that were
+    creating it (each tied to itself, as a folder renamed into place would have been). Those of a process still
+    running (a save in progress beside this one) are not leftovers."""
+    inside = [] if not output_dir.is_dir() else [
+        (path, output_dir) for prefix in (STAGING_PREFIX, REPLACED_PREFIX) for path in output_dir.glob(f"{prefix}*")]
+    own_staging = re.compile(rf"{re.escape(STAGING_PREFIX)}{re.escape(output_dir.name)}-\d+-[^-]+")
+    beside = [(path, path) for path in output_dir.parent.glob(f"{STAGING_PREFIX}*")
+              if own_staging.fullmatch(path.name)] if output_dir.parent.is_dir() else []
+    return sorted((path, tied_to) for path, tied_to in (*inside, *beside)
+                  if path.is_dir() and not path.is_symlink() and not made_by_a_live_process(path))
 
 
-def _remove_proven_leftovers(output_dir: Path, leftovers: list[Path]) -> None:
-    """Remove each leftover whose record is tied to `output_dir` (a staging folder records the folder it saves into,
-    and the set-aside model holds its own save's record); warn naming those kept or that could not be removed."""
-    for path in leftovers:
-        if _read_record(path, output_dir) is None:
+def _remove_proven_leftovers(leftovers: list[tuple[Path, Path]]) -> None:
+    """Remove each leftover that is empty or whose record is tied to its folder (`_leftovers`); warn naming those
+    kept or that could not be removed."""
+    for path, tied_to in leftovers:
+        if any(path.iterdir()) and _read_record(path, tied_to) is None:
             logger.warning("%s: kept, since no record of a save into %s proves it this library's; remove it by hand "
-                           "if it is not yours", path, output_dir)
+                           "if it is not yours", path, tied_to)
             continue
         try:
             shutil.rmtree(path)

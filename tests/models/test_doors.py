@@ -14,6 +14,7 @@ Each model is trained by the recipe with `--max_length 8`, and the sentences run
 model's one maximum length (`_encode_max_length`), so that a door cutting sentences elsewhere shows."""
 
 import json
+import os
 import secrets
 import shutil
 import subprocess
@@ -26,6 +27,7 @@ from PIL import Image
 from transformers import AutoModel
 
 import hf_grounded  # noqa: F401  (registers the Auto classes)
+from hf_grounded.families import FAMILIES
 from hf_grounded.hub import prepare_upload_folder
 from hf_grounded.training import parse_arguments, train
 
@@ -57,11 +59,16 @@ def _trained(name: str, root: Path) -> Path:
 
 
 def sentences_for(model) -> list[str]:
-    """Short sentences, one longer than training's `--max_length` (when the model's limit is longer), the longest at
-    most the model's maximum length, and the shortest past it (counted in the model's own tokens, special tokens
-    included)."""
+    """Short sentences, one longer than training's `--max_length` (when the model's limit is longer: a pretrained
+    encoder's), the longest at most the model's maximum length, and the shortest past it (counted in the model's own
+    tokens, special tokens included)."""
     tokenizer = model.default_tokenizer()
     limit = model._encode_max_length(tokenizer)
+    # A family whose tokenizer the run makes (not built on a pretrained encoder) takes --max_length as its limit; on a
+    # pretrained one, a limit of --max_length would be training's truncation saved as the model's, which every door
+    # would then share unseen.
+    family = next(entry for entry in FAMILIES.values() if isinstance(model, entry.model_class))
+    assert limit > TRAINING_MAX_LENGTH or family.base_sentence_encoder is None, (model.config.model_type, limit)
     count = lambda text: len(tokenizer(text)["input_ids"])  # noqa: E731
     text, within = "", None
     for index in range(100_000):
@@ -94,14 +101,27 @@ def doors(request, tmp_path_factory) -> dict[str, dict]:
         folder = _trained(name, root)
         model = AutoModel.from_pretrained(folder).eval()
         resaved = root / f"{name}-resaved"
-        AutoModel.from_pretrained(folder).save_pretrained(resaved)
         repo_id = f"hf-grounded-test/{name.replace('_', '-')}"
         snapshot = _hub_snapshot(cache, repo_id)
         prepare_upload_folder(folder, repo_id, snapshot)
         entries[name] = {"folder": folder, "model": model, "sentences": sentences_for(model), "resaved": resaved,
                          "repo_id": repo_id, "images": _images(root / f"{name}-images")}
+    # transformers' own save, in a fresh process as a user runs it (nothing of this session's saves registered).
+    resaves = {str(entry["folder"]): str(entry["resaved"]) for entry in entries.values()}
+    result = subprocess.run([sys.executable, "-c", RESAVE_SCRIPT, json.dumps(resaves)], capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
     entries["_cache"] = cache
     return entries
+
+
+RESAVE_SCRIPT = """
+import json, sys
+import hf_grounded
+from transformers import AutoModel
+for folder, new in json.loads(sys.argv[1]).items():
+    AutoModel.from_pretrained(folder).save_pretrained(new)
+"""
 
 
 def _hub_snapshot(cache: Path, repo_id: str) -> Path:
@@ -174,7 +194,10 @@ def test_sentence_transformers_reads_the_folder_as_encode(doors, name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", VARIANTS)
-def test_transformers_own_save_keeps_the_whole_model(doors, name):
+def test_transformers_own_save_keeps_the_whole_model(doors, without_the_library, name):
+    """`AutoModel.from_pretrained(folder).save_pretrained(new)`, run in a fresh process with hf_grounded imported,
+    writes a folder that loads everywhere the original does: with hf_grounded, through sentence-transformers, and
+    with its own code in a process without hf_grounded."""
     entry = doors[name]
     original, resaved = entry["folder"], entry["resaved"]
     kept = {path.relative_to(original) for path in original.rglob("*") if path.is_file()} & {
@@ -187,9 +210,10 @@ def test_transformers_own_save_keeps_the_whole_model(doors, name):
                                    atol=1e-5)
     model = sentence_transformers.SentenceTransformer(str(resaved), trust_remote_code=True, device="cpu")
     assert_the_doors_agree(entry, sentence_transformer_embeddings(model, entry), "the re-saved folder")
+    assert_the_remote_code_doors_agree(entry, without_the_library[f"{name} resaved"], "the re-saved folder")
 
 
-HUB_SCRIPT = """
+WITHOUT_THE_LIBRARY = """
 import json, sys
 import numpy as np
 from PIL import Image
@@ -198,16 +222,24 @@ from sentence_transformers import SentenceTransformer
 from transformers import AutoModel, AutoProcessor, AutoTokenizer
 
 out = {}
-for name, (repo_id, sentences, images) in json.loads(sys.argv[1]).items():
-    model = AutoModel.from_pretrained(repo_id, trust_remote_code=True).eval()
-    tokenizer = AutoTokenizer.from_pretrained(repo_id, trust_remote_code=True)
-    assert tokenizer(sentences[0])['input_ids'] == model.default_tokenizer()(sentences[0])['input_ids']
+for name, (source, sentences, images) in json.loads(sys.argv[1]).items():
+    model = AutoModel.from_pretrained(source, trust_remote_code=True).eval()
+    assert 'hf_grounded' not in type(model).__module__, type(model).__module__
+    own = model.default_tokenizer()
+    limit = model._encode_max_length(own)
+    tokenizers = [AutoTokenizer.from_pretrained(source, trust_remote_code=True)]
+    if type(tokenizers[0]).__module__.startswith('transformers.'):  # no code of the library's: none asked for
+        tokenizers.append(AutoTokenizer.from_pretrained(source, trust_remote_code=False))
+    for tokenizer in tokenizers:
+        for sentence in sentences:
+            ids = tokenizer(sentence, truncation=True, max_length=limit)['input_ids']
+            assert ids == own(sentence, truncation=True, max_length=limit)['input_ids'], (name, sentence)
     found = {'model ' + space: model.encode(sentences, space=space).tolist() for space in ('sentence', 'joint')}
     if 'image_backbone' in model._modules:
-        processor = AutoProcessor.from_pretrained(repo_id, trust_remote_code=True)
+        processor = AutoProcessor.from_pretrained(source, trust_remote_code=True)
         pixels = processor(images=[Image.open(path) for path in images], return_tensors='pt')['pixel_values']
         found['model images'] = model.get_image_features(pixel_values=pixels).detach().tolist()
-    st = SentenceTransformer(repo_id, trust_remote_code=True, device='cpu')
+    st = SentenceTransformer(source, trust_remote_code=True, device='cpu')
     found.update({'encode': st.encode(sentences), 'encode_query': st.encode_query(sentences),
                   'encode_document': st.encode_document(sentences), 'joint': st.encode(sentences, task='joint')})
     if 'image' in st.modalities:
@@ -218,34 +250,42 @@ print('EMBEDDINGS ' + json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def from_the_hub(doors) -> dict[str, dict]:
-    """Every uploaded variant loaded by repo id in one fresh interpreter, offline, through huggingface_hub's cache."""
-    requests = {name: (entry["repo_id"], entry["sentences"], [str(path) for path in entry["images"]])
-                for name, entry in doors.items() if name != "_cache"}
+def without_the_library(doors) -> dict[str, dict]:
+    """Every variant loaded in one fresh interpreter that cannot import hf_grounded, offline: as uploaded, by repo
+    id through huggingface_hub's cache ("NAME"), and as re-saved by transformers ("NAME resaved")."""
+    requests = {}
+    for name, entry in doors.items():
+        if name != "_cache":
+            inputs = (entry["sentences"], [str(path) for path in entry["images"]])
+            requests[name], requests[f"{name} resaved"] = (entry["repo_id"], *inputs), (str(entry["resaved"]), *inputs)
     env = {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(doors["_cache"]), "TRANSFORMERS_OFFLINE": "1"}
-    import os
-
-    result = subprocess.run([sys.executable, "-c", HUB_SCRIPT, json.dumps(requests)], capture_output=True, text=True,
-                            cwd=doors["_cache"], env={**os.environ, **env}, stdin=subprocess.DEVNULL, timeout=900)
+    result = subprocess.run([sys.executable, "-c", WITHOUT_THE_LIBRARY, json.dumps(requests)], capture_output=True,
+                            text=True, cwd=doors["_cache"], env={**os.environ, **env}, stdin=subprocess.DEVNULL,
+                            timeout=900)
     assert result.returncode == 0, result.stderr[-4000:]
     return json.loads(result.stdout.rpartition("EMBEDDINGS ")[2])
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", VARIANTS)
-def test_the_uploaded_folder_loads_by_repo_id_as_the_local_one(doors, from_the_hub, name):
-    entry, found = doors[name], {key: np.array(value) for key, value in from_the_hub[name].items()}
+def assert_the_remote_code_doors_agree(entry: dict, found: dict, door: str) -> None:
+    found = {key: np.array(value) for key, value in found.items()}
     for space in ("sentence", "joint"):
         np.testing.assert_allclose(found.pop(f"model {space}"), reference(entry, space), atol=1e-5,
-                                   err_msg=f"AutoModel by repo id: {space}")
+                                   err_msg=f"AutoModel, {door}: {space}")
     if "model images" in found:
         np.testing.assert_allclose(found.pop("model images"), reference_images(entry), atol=1e-5)
-    assert_the_doors_agree(entry, found, "SentenceTransformer(repo id)")
+    assert_the_doors_agree(entry, found, f"SentenceTransformer, {door}")
 
 
-def test_the_upload_carries_every_module_folder_sentence_transformers_reads(tmp_path):
-    """The folders `modules.json` and `router_config.json` name are uploaded; a folder they name that is missing
-    or leads outside is refused naming the file."""
+@pytest.mark.slow
+@pytest.mark.parametrize("name", VARIANTS)
+def test_the_uploaded_folder_loads_by_repo_id_as_the_local_one(doors, without_the_library, name):
+    assert_the_remote_code_doors_agree(doors[name], without_the_library[name], "the uploaded repository by id")
+
+
+def test_the_module_folders_to_upload_are_the_folder_s_own(tmp_path):
+    """`push_to_hub` uploads the folders `modules.json` and `router_config.json` name (the Hub door tests above load
+    what it uploads); a folder they name that is missing, leads outside, or passes through a symbolic link (which
+    could lead to a token file) is refused naming the file."""
     from hf_grounded.hub import module_folders
 
     (tmp_path / "1_Pooling").mkdir()
@@ -256,10 +296,13 @@ def test_the_upload_carries_every_module_folder_sentence_transformers_reads(tmp_
         module_folders(tmp_path)
     (tmp_path / "2_Norm").mkdir()
     assert module_folders(tmp_path) == ["1_Pooling", "2_Norm"]
-    (tmp_path / "router_config.json").write_text(json.dumps({"structure": {"a": ["../outside"]}}))
-    with pytest.raises(ValueError, match="outside"):
-        module_folders(tmp_path)
-    shutil.rmtree(tmp_path / "2_Norm")
+    for outside in ("../outside", "linked/inner"):
+        (tmp_path / "router_config.json").write_text(json.dumps({"structure": {"a": [outside]}}))
+        if outside == "linked/inner":
+            (tmp_path.parent / "elsewhere" / "inner").mkdir(parents=True)
+            (tmp_path / "linked").symlink_to(tmp_path.parent / "elsewhere")
+        with pytest.raises(ValueError, match="outside|a symbolic link"):
+            module_folders(tmp_path)
 
 
 @pytest.mark.parametrize("name", families())

@@ -155,10 +155,10 @@ print(json.dumps(cosines))
 
 def runtime_cosines(folders: dict[str, str], sentences: list[str] | dict[str, list[str]],
                     backends: list[str]) -> dict[str, dict]:
-    """Each folder's smallest cosine (on `sentences`, or on each folder's own by its name) between each exported-graph backend's embeddings and torch's, by backend,
-    space and precision, computed in one process of its own for all of them: OpenVINO's thread pool is not safe to
-    fork, and the tests after these fork DataLoader workers (a test worker that had loaded it aborted, and then
-    hung, in a later test)."""
+    """Each folder's smallest cosine (on `sentences`, or on each folder's own by its name) between each
+    exported-graph backend's embeddings and torch's, by backend, space and precision, computed in one process of its
+    own for all of them: OpenVINO's thread pool is not safe to fork, and the tests after these fork DataLoader
+    workers (a test worker that had loaded it aborted, and then hung, in a later test)."""
     result = subprocess.run([sys.executable, "-c", RUNTIME_COSINES, json.dumps(folders), json.dumps(sentences),
                              json.dumps(backends)], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -87,3 +87,12 @@ def test_train_py_trains_the_quick_start_with_whatever_flags_are_given(monkeypat
     with pytest.raises(SystemExit):
         runpy.run_path(str(REPO_ROOT / "recipes" / "train.py"), run_name="__main__")
     assert "FLAGS without --config train the quick start with FLAGS" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_default_config_s_unknown_options_are_refused_not_dropped(tmp_path):
+    """Leaving out the options of a family the flags replace must not hide a typo in the default config."""
+    config = tmp_path / "quick.yaml"
+    config.write_text(QUICK_START.read_text() + "hiden_size: 3\n")
+    for argv in ([], ["--model_type", "vete"]):
+        with pytest.raises(ValueError, match=rf"^{config}: unknown arguments \['hiden_size'\]"):
+            parse_arguments(argv, default_config=config)

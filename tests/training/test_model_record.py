@@ -42,13 +42,15 @@ def test_a_record_copied_from_another_folder_removes_nothing(model, tmp_path, ca
     save_model(*model, source)
     shutil.copytree(source, copy)
     _user_files(copy)
+    (copy / "analysis.py").write_text("# the user's")  # a name of a kind the writer writes, too
     record = json.loads((copy / MODEL_ENTRIES_NAME).read_text())
-    record["entries"] += [*USER_FILES, "checkpoints"]
+    record["entries"] += [*USER_FILES, "checkpoints", "analysis.py"]
     for content in (record, record["entries"]):  # this version's record, and a plain list as earlier ones wrote
         (copy / MODEL_ENTRIES_NAME).write_text(json.dumps(content))
         with caplog.at_level(logging.WARNING):
             save_model(*model, copy)
         _assert_user_files_kept(copy)
+        assert (copy / "analysis.py").read_text() == "# the user's"
         assert f"{copy}: {MODEL_ENTRIES_NAME} was not written by a save into this folder" in caplog.text
         caplog.clear()
 
@@ -106,21 +108,87 @@ def test_every_error_of_a_save_names_the_folder(model, tmp_path, monkeypatch):
         save_model(*model, tmp_path / "model")
 
 
-def test_what_killed_saves_left_is_named_and_removed_when_proven_ours(model, tmp_path, caplog):
+KILLED_SAVE = """
+import os, signal, sys
+from hf_grounded import files
+from hf_grounded.training import save_model
+from tests.models.test_family_contract import tiny
+
+model, tokenizer = tiny("vete")
+if sys.argv[2] == "writing":  # killed while save_pretrained writes the staging folder
+    def killed(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGKILL)
+    type(model).save_pretrained = killed
+else:  # killed between two renames of the swap, the previous model half set aside
+    renames, rename = [], os.rename
+    def rename_then_die(source, destination):
+        renames.append(source)
+        if len(renames) == int(sys.argv[3]):
+            os.kill(os.getpid(), signal.SIGKILL)
+        rename(source, destination)
+    files.os.rename = rename_then_die
+save_model(model, tokenizer, sys.argv[1])
+"""
+
+
+@pytest.mark.parametrize("where", [("writing",), ("swapping", "2"), ("swapping", "9")])
+def test_what_killed_saves_left_is_named_and_removed_when_proven_ours(model, tmp_path, caplog, where):
+    """A save killed (SIGKILL) while writing, or in the middle of its swap, leaves a staging or set-aside folder;
+    the next save names it and, once it succeeds, removes it, its record proving it ours; the model loads."""
+    import subprocess
+    import sys
+
+    from transformers import AutoModel
+
+    from ..conftest import REPO_ROOT
+
     folder = tmp_path / "model"
     save_model(*model, folder)
-    killed = folder / ".saving-model-killed"  # a save killed after writing its files, before moving them in
-    killed.mkdir()
-    _write_model_files(*model, killed, folder)
-    aside = folder / ".replaced-0123abcd"  # a save killed between its renames: the previous model set aside
-    aside.mkdir()
-    shutil.copy(folder / MODEL_ENTRIES_NAME, aside / MODEL_ENTRIES_NAME)
-    shutil.copy(folder / "config.json", aside / "config.json")
-    unproven = folder / ".saving-model-early"  # killed before its record was written
-    unproven.mkdir()
-    (unproven / "config.json").write_text("{}")
+    _user_files(folder)
+    killed = subprocess.run([sys.executable, "-c", KILLED_SAVE, str(folder), *where], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    left = sorted(path.name for path in folder.iterdir() if path.name.startswith((".saving-", ".replaced-")))
+    assert left, "the killed save left nothing to clean up"
     with caplog.at_level(logging.WARNING):
         save_model(*model, folder)
-    assert all(name in caplog.text for name in (killed.name, aside.name, unproven.name))
-    assert not killed.exists() and not aside.exists()
+    assert all(name in caplog.text for name in left)
+    assert not [path for path in folder.iterdir() if path.name.startswith((".saving-", ".replaced-"))]
+    _assert_user_files_kept(folder)
+    AutoModel.from_pretrained(folder).encode(["a dog"])
+
+
+def test_a_leftover_without_proof_is_kept_and_a_live_save_s_folders_are_not_touched(model, tmp_path, caplog):
+    import os
+
+    folder = tmp_path / "model"
+    save_model(*model, folder)
+    unproven = folder / ".saving-model-early"  # no record: not provably this library's
+    unproven.mkdir()
+    (unproven / "config.json").write_text("{}")
+    live = folder / f".saving-model-{os.getpid()}-abcd1234"  # a save in progress in a live process (this one)
+    live.mkdir()
+    _write_model_files(*model, live, folder)
+    with caplog.at_level(logging.WARNING):
+        save_model(*model, folder)
     assert unproven.is_dir() and f"{unproven}: kept" in caplog.text
+    assert live.is_dir() and live.name not in caplog.text
+
+
+def test_a_killed_save_of_a_new_folder_is_removed_beside_it(model, tmp_path, caplog):
+    """A save creating its folder builds it beside, in the parent: what a killed one left there is found too."""
+    import subprocess
+    import sys
+
+    from ..conftest import REPO_ROOT
+
+    folder = tmp_path / "new"
+    killed = subprocess.run([sys.executable, "-c", KILLED_SAVE, str(folder), "writing"], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    (left,) = [path for path in tmp_path.iterdir() if path.name.startswith(".saving-new-")]
+    (tmp_path / ".saving-new-2-99999999-abcd").mkdir()  # another folder's ("new-2") killed save: not this one's
+    with caplog.at_level(logging.WARNING):
+        save_model(*model, folder)
+    assert left.name in caplog.text and not left.exists()
+    assert (tmp_path / ".saving-new-2-99999999-abcd").is_dir()
