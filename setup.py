@@ -2,7 +2,7 @@ from setuptools import find_packages, setup
 
 setup(
     name="hf_grounded",
-    version="0.1.0",
+    version="0.2.0",
     description="Visually grounded sentence encoders (char-GRU, VETE, grounded SkipThought, grounded transformers) for "
                 "the Hugging Face stack",
     long_description=open("README.md", encoding="utf-8").read(),

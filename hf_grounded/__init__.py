@@ -32,7 +32,7 @@ from .models import (
 
 from .families import FAMILIES, ModelFamily
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def register_family(name: str, family: ModelFamily) -> None:

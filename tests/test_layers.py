@@ -9,7 +9,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "hf_grounded"
 LAYERS = [
     ("helpers", ["hf_grounded.files", "hf_grounded.tables", "hf_grounded.word_tokenizer", "hf_grounded.model_sources",
-                 "hf_grounded.extras"]),
+                 "hf_grounded.extras", "hf_grounded.deprecation"]),
     # The backend runs the models' int8 copy and ONNX graph; sentence_encoding imports it when asked to. Arguments
     # are checked by the configs' rules (models/configuration_checks.py), so their checks sit with the models.
     ("models", ["hf_grounded.models", "hf_grounded.backend", "hf_grounded.families", "hf_grounded.argument_values",
@@ -17,7 +17,7 @@ LAYERS = [
     ("objectives", ["hf_grounded.objectives"]),
     # How images become features; the data sources read them.
     ("features", ["hf_grounded.features"]),
-    ("data", ["hf_grounded.data"]),
+    ("data", ["hf_grounded.data", "hf_grounded.inputs"]),
     # The evaluation gives its results; the cards write them (recipes/evaluate.py --update_model_card).
     ("evaluation", ["hf_grounded.evaluation", "hf_grounded.metrics"]),
     ("cards and export", ["hf_grounded.model_card", "hf_grounded.hub", "hf_grounded.onnx_export"]),

@@ -4,6 +4,7 @@ clip-retrieval folder of precomputed embeddings (`EmbeddingPairs`), which webdat
 shards; a prepared dataset (`PreparedPairs`), its training split streamable. Beside them the run's `DataArguments`,
 the books SkipThought reads, and what training draws from a source: tokenised splits and their samplers."""
 
+from ..deprecation import deprecated_aliases
 from ..files import InvalidSampleError
 from .arguments import DataArguments
 from .books import load_book_triples, load_books, sentence_triples, split_sentences, strip_gutenberg_boilerplate
@@ -29,3 +30,10 @@ __all__ = ["CAPTION_POLICIES", "CaptionBatchSampler", "CaptionedImages", "CocoIm
            "load_data_source", "load_flickr8k", "load_msvd", "make_synthetic_dataset", "one_row_per_caption",
            "prepare_dataset", "register_data_source", "sentence_triples", "split_sentences",
            "strip_gutenberg_boilerplate", "training_features_description"]
+
+# Removed public names, importable until hf_grounded 0.3.0 (CHANGELOG.md).
+__getattr__ = deprecated_aliases(__name__, {
+    "DATASETS": "hf_grounded.data:DATA_SOURCES",
+    "load_captioned_images": ("hf_grounded.data.deprecated:load_captioned_images",
+                              "each set's own loader (load_flickr8k, load_coco, load_msvd, make_synthetic_dataset)"),
+})

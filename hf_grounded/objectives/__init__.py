@@ -16,6 +16,7 @@ models' `forward(return_loss=True)` reads too; of the models, the objectives imp
 import nothing of the objectives (a saved model folder runs alone).
 """
 
+from ..deprecation import deprecated_aliases
 from ..models.losses import hinge_loss, info_nce, last_pairs_max_margin, pearson_loss
 from .contrastive import MCSELoss, simcse_loss
 from .distillation import RELATIONAL_MIN_SENTENCES, BaseKeeping, SentenceTeacher, relational_kl
@@ -67,3 +68,32 @@ __all__ = [
     "relational_kl",
     "simcse_loss",
 ]
+
+# Removed public names, importable until hf_grounded 0.3.0 (CHANGELOG.md).
+__getattr__ = deprecated_aliases(__name__, {
+    "BaseKeepingOptions": "hf_grounded.objectives:BaseKeeping.Arguments",
+    "CAPTION_OBJECTIVES": "hf_grounded.objectives:OBJECTIVES",
+    "CaptionToCaptionObjective": "hf_grounded.objectives:CaptionToCaptionLoss",
+    "ClusterObjective": "hf_grounded.objectives:ClusterLoss",
+    "CovarianceObjective": "hf_grounded.objectives:CovarianceLoss",
+    "GroundSentOptions": "hf_grounded.objectives:GroundSentLoss.Arguments",
+    "GroundingOptions": "hf_grounded.objectives:GroundingLoss.Arguments",
+    "HingeObjective": "hf_grounded.objectives:HingeLoss",
+    "HingeOptions": "hf_grounded.objectives:HingeLoss.Arguments",
+    "ImageTextObjective": "hf_grounded.objectives:ImageTextLoss",
+    "KendallObjective": "hf_grounded.objectives:KendallLoss",
+    "KendallOptions": "hf_grounded.objectives:KendallLoss.Arguments",
+    "MCSEOptions": "hf_grounded.objectives:MCSELoss.Arguments",
+    "MismatchedPairsObjective": "hf_grounded.objectives:MismatchedPairsLoss",
+    "NoOptions": "hf_grounded.objectives:NoObjective.Arguments",
+    "PearsonObjective": "hf_grounded.objectives:PearsonLoss",
+    "PerceptualObjective": "hf_grounded.objectives:PerceptualLoss",
+    "ProjectionObjective": "hf_grounded.objectives:ProjectionLoss",
+    "ProjectionOptions": "hf_grounded.objectives:ProjectionLoss.Arguments",
+    "RankObjective": "hf_grounded.objectives:RankLoss",
+    "RankOptions": "hf_grounded.objectives:RankLoss.Arguments",
+    "SkipThoughtObjective": "hf_grounded.objectives:SkipThoughtLoss",
+    "SkipThoughtOptions": "hf_grounded.objectives:SkipThoughtLoss.Arguments",
+    "create_objective": "hf_grounded.objectives:create_training_terms",
+    "create_training_losses": "hf_grounded.objectives:create_training_terms",
+})
