@@ -18,7 +18,7 @@ from .conftest import REPO_ROOT
 PINNED = REPO_ROOT / "tests" / "public_api.json"
 CHANGELOG = REPO_ROOT / "CHANGELOG.md"
 
-# The packages' public names at 3e58e9c that are gone from their `__all__` since (issue 66's refactor).
+# The packages' public names that are gone from their `__all__` since 0.1 (3e58e9c): issue 66's refactor, and later.
 REMOVED_SINCE_0_1 = {
     "hf_grounded.data": ["DATASETS", "load_captioned_images", "loader_options"],
     "hf_grounded.demo": ["DEFAULT_MODEL", "DemoModel", "build_demo", "carried_feature_spec", "launch",
@@ -39,6 +39,8 @@ REMOVED_SINCE_0_1 = {
         "create_objective", "create_training_losses", "image_text_objectives", "leaves_parameters_unused",
         "needs_visual_vectors", "trains_text_objective"],
     "hf_grounded.training": ["save_model_folder"],
+    # Since 0.2.0: the protocol that had two definitions.
+    "hf_grounded.evaluation": ["SentenceEncoder"],
 }
 
 

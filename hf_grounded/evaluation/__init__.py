@@ -5,6 +5,8 @@ relatedness, Bordes et al.'s structural measures and Flickr8k's human judgements
 image features through `hf_grounded.data`.
 """
 
+from ..deprecation import deprecated_aliases
+from ..models.sentence_encoding import TextEncoder
 from ..tables import format_results_tables, format_retrieval_comparison, format_retrieval_table
 from .correlation import average_ranks, pearson, spearman, unit_rows
 from .evaluators import (
@@ -13,7 +15,6 @@ from .evaluators import (
     HumanJudgementEvaluator,
     RelatednessEvaluator,
     RetrievalEvaluator,
-    SentenceEncoder,
     StructureEvaluator,
     STSEvaluator,
     sentence_encoder_function,
@@ -61,9 +62,9 @@ __all__ = [
     "RelatednessProbe",
     "RetrievalEvaluator",
     "STSEvaluator",
-    "SentenceEncoder",
     "SentencePairs",
     "StructureEvaluator",
+    "TextEncoder",
     "average_ranks",
     "binary_relatedness",
     "chance_recall",
@@ -97,3 +98,6 @@ __all__ = [
     "visual_correlation",
     "wilson_interval",
 ]
+
+# Removed public names, importable until hf_grounded 0.3.0 (CHANGELOG.md).
+__getattr__ = deprecated_aliases(__name__, {"SentenceEncoder": "hf_grounded.evaluation:TextEncoder"})

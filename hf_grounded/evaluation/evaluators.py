@@ -9,11 +9,10 @@ need `get_image_features` (the CLIP-style API of the models here). Every evaluat
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
-
 import numpy as np
 import torch
 
+from ..models.sentence_encoding import TextEncoder
 from .correlation import unit_rows
 from .human import HumanJudgements, human_judgement_correlation
 from .probe import ProbeConfig, supervised_relatedness
@@ -22,12 +21,8 @@ from .structure import binary_relatedness, flatten_groups, plot_embedding_map, s
 from .sts import SentencePairs, unsupervised_sts
 
 
-class SentenceEncoder(Protocol):
-    def encode(self, sentences: list[str], batch_size: int = ...) -> np.ndarray: ...
-
-
 def sentence_encoder_function(
-    model: SentenceEncoder, batch_size: int = 64, preprocess: Callable[[str], str] | None = None,
+    model: TextEncoder, batch_size: int = 64, preprocess: Callable[[str], str] | None = None,
     space: str = "sentence",
 ) -> Callable[[list[str]], np.ndarray]:
     """`model.encode` as a function of a list of sentences, with an optional per-sentence preprocessing, in `space`
@@ -64,11 +59,11 @@ class Evaluator(ABC):
     def __init__(self, name: str, batch_size: int = 64, preprocess: Callable[[str], str] | None = None):
         self.name, self.batch_size, self.preprocess = name, batch_size, preprocess
 
-    def encoder(self, model: SentenceEncoder, space: str = "sentence") -> Callable[[list[str]], np.ndarray]:
+    def encoder(self, model: TextEncoder, space: str = "sentence") -> Callable[[list[str]], np.ndarray]:
         return sentence_encoder_function(model, self.batch_size, self.preprocess, space)
 
     @abstractmethod
-    def __call__(self, model: SentenceEncoder) -> dict[str, dict[str, float]]:
+    def __call__(self, model: TextEncoder) -> dict[str, dict[str, float]]:
         """`{subtask: {metric: value}}` of `model` on this task."""
 
 
@@ -79,7 +74,7 @@ class STSEvaluator(Evaluator):
         super().__init__(name, **options)
         self.subtasks = subtasks
 
-    def __call__(self, model: SentenceEncoder) -> dict[str, dict[str, float]]:
+    def __call__(self, model: TextEncoder) -> dict[str, dict[str, float]]:
         return unsupervised_sts(self.encoder(model), self.subtasks)
 
 
@@ -92,7 +87,7 @@ class RelatednessEvaluator(Evaluator):
         super().__init__(name, **options)
         self.splits, self.probe_config, self.supervised = splits, probe_config, supervised
 
-    def __call__(self, model: SentenceEncoder) -> dict[str, dict[str, float]]:
+    def __call__(self, model: TextEncoder) -> dict[str, dict[str, float]]:
         encode = self.encoder(model)
         results = {"unsupervised": unsupervised_sts(encode, {"test": self.splits["test"]})["test"]}
         if self.supervised:
@@ -131,7 +126,7 @@ class BinaryRelatednessEvaluator(Evaluator):
         super().__init__(name, **options)
         self.groups, self.subtask, self.num_pairs, self.seed = groups, subtask, num_pairs, seed
 
-    def __call__(self, model: SentenceEncoder) -> dict[str, dict[str, float]]:
+    def __call__(self, model: TextEncoder) -> dict[str, dict[str, float]]:
         return {self.subtask: binary_relatedness(self.encoder(model), self.groups, self.num_pairs, self.seed)}
 
 
@@ -144,7 +139,7 @@ class StructureEvaluator(Evaluator):
         self.groups, self.visual_features, self.subtask = groups, visual_features, subtask
         self.map_path, self.seed = map_path, seed
 
-    def __call__(self, model: SentenceEncoder) -> dict[str, dict[str, float]]:
+    def __call__(self, model: TextEncoder) -> dict[str, dict[str, float]]:
         encode = self.encoder(model)
         if self.map_path is not None:
             plot_embedding_map(encode, self.groups, self.map_path, seed=self.seed,
@@ -181,7 +176,6 @@ __all__ = [
     "RelatednessEvaluator",
     "RetrievalEvaluator",
     "STSEvaluator",
-    "SentenceEncoder",
     "StructureEvaluator",
     "sentence_encoder_function",
 ]

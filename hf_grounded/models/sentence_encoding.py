@@ -20,7 +20,8 @@ A family's modeling file holds its architecture and overrides hooks, never copie
   give the model's ids, and what `save_pretrained` writes besides the weights and the tokenizer.
 
 `SentenceEncoder` and `GroundedSentenceEncoder` name the contract as `typing.Protocol`s (runtime-checkable), so
-that code that takes any family's model checks it by what it provides rather than by its class.
+that code that takes any family's model checks it by what it provides rather than by its class; `TextEncoder`, the
+`encode` they start from, is all the evaluation's text tasks ask of a model.
 """
 
 import contextlib
@@ -68,11 +69,19 @@ PRECISIONS = ("float32",)
 
 
 @runtime_checkable
-class SentenceEncoder(Protocol):
-    """What every family's model provides (`isinstance(model, SentenceEncoder)` checks it by name)."""
+class TextEncoder(Protocol):
+    """Anything that embeds sentences, `encode(sentences, batch_size=...)` to an `(n, dim)` array or tensor: what the
+    text tasks of `hf_grounded.evaluation` read, so that a text-only baseline (a sentence-transformers model) is
+    scored in the same table as a model of this library."""
 
     def encode(self, sentences: str | list[str], **options) -> np.ndarray | torch.Tensor:
-        """Sentences to unit-length embeddings; see `SentenceEncoderMixin.encode` for the keywords."""
+        """Sentences to embeddings; see `SentenceEncoderMixin.encode` for the keywords of this library's models."""
+
+
+@runtime_checkable
+class SentenceEncoder(TextEncoder, Protocol):
+    """What every family's model provides (`isinstance(model, SentenceEncoder)` checks it by name): a
+    `TextEncoder` whose embeddings are unit length, with the methods below."""
 
     def get_text_features(self, input_ids: torch.Tensor,
                           attention_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -884,5 +893,6 @@ __all__ = [
     "GroundedSentenceEncoder",
     "SentenceEncoder",
     "SentenceEncoderMixin",
+    "TextEncoder",
     "non_finite_weight",
 ]
