@@ -14,6 +14,7 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from .evaluation.validation_score import DEFAULT_METRICS, default_metric
 from .families import family_of
 from .files import copy_file, write_json, write_text
 from .tables import format_results_tables, format_retrieval_comparison, format_retrieval_table
@@ -127,9 +128,9 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
 
 
 # The default selection metrics in words, as the cards have always said them.
-SELECTION_WORDS = {"validation_mean_recall_at_10": ("validation retrieval", "validation mean R@10"),
-                   "validation_cluster_separation": ("the validation captions' cluster separation",
-                                                     "validation cluster separation")}
+SELECTION_WORDS = {DEFAULT_METRICS["images"]: ("validation retrieval", "validation mean R@10"),
+                   DEFAULT_METRICS["text"]: ("the validation captions' cluster separation",
+                                             "validation cluster separation")}
 
 
 def _selection(results: dict, training: dict) -> dict:
@@ -137,9 +138,7 @@ def _selection(results: dict, training: dict) -> dict:
     each model compared and the saved one, and a sentence saying so. A folder written before the metric was
     recorded was chosen by the validation's own score: mean R@10, or the cluster separation of a text-only
     encoder."""
-    recorded = results.get("selection") or {
-        "metric": "validation_mean_recall_at_10" if "retrieval" in results["test"] else "validation_cluster_separation",
-        "greater_is_better": True}
+    recorded = results.get("selection") or {"metric": default_metric(results["test"]), "greater_is_better": True}
     metric, greater = recorded["metric"], recorded["greater_is_better"]
     values = {key: results[key][metric] for key in COMPARED_MODELS if metric in results.get(key, {})}
     value = recorded.get("value", values.get(results["model"]))

@@ -56,7 +56,7 @@ from hf_grounded.evaluation import STSEvaluator, load_stsb, retrieval_metrics
 from hf_grounded.data.captioned_images import stored_features
 from hf_grounded.data.encoded import EncodedSplit, collate_captions, length_sorted_batches
 from hf_grounded.training.schedules import get_cyclic_cosine_schedule
-from hf_grounded.training.snapshots import mean_recall_at_10
+from hf_grounded.evaluation.validation_score import mean_recall_at_10
 
 DEFAULT_FEATURES = Path("outputs/fidelity-char-gru/authors_ten_crop_features.safetensors")
 PARTS = ("embeddings", "rnn", "attention", "projection")

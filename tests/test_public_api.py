@@ -39,8 +39,9 @@ REMOVED_SINCE_0_1 = {
         "create_objective", "create_training_losses", "image_text_objectives", "leaves_parameters_unused",
         "needs_visual_vectors", "trains_text_objective"],
     "hf_grounded.training": ["save_model_folder"],
-    # Since 0.2.0: the protocol that had two definitions.
+    # Since 0.2.0: the protocol that had two definitions, the default selection metric that had three homes.
     "hf_grounded.evaluation": ["SentenceEncoder"],
+    "hf_grounded.training.snapshots": ["mean_recall_at_10", "validation_summary"],
 }
 
 

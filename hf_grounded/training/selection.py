@@ -16,17 +16,17 @@ Each epoch's validation reports, by name (`validation_metrics`):
 
 from dataclasses import dataclass
 
-from .snapshots import validation_summary
+from ..evaluation.validation_score import DEFAULT_METRICS, validation_summary
 
 RETRIEVAL_METRICS = {"R@1": True, "R@5": True, "R@10": True, "median_rank": False, "mean_rank": False}
 # What the validation reports, by kind of model, and whether greater is better; each kind's default first.
 IMAGE_MODEL_METRICS: dict[str, bool] = {
-    "validation_mean_recall_at_10": True,
+    DEFAULT_METRICS["images"]: True,
     **{f"validation_{direction}_{metric}": greater for direction in ("c2i", "i2c")
        for metric, greater in RETRIEVAL_METRICS.items()},
 }
 TEXT_MODEL_METRICS: dict[str, bool] = {
-    "validation_cluster_separation": True, "validation_c_intra": True, "validation_c_inter": False,
+    DEFAULT_METRICS["text"]: True, "validation_c_intra": True, "validation_c_inter": False,
 }
 # With --stsb_dir, for either kind.
 STSB_METRICS: dict[str, bool] = {"stsb_dev_spearman": True, "stsb_dev_pearson": True}

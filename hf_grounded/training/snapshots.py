@@ -7,26 +7,14 @@ from pathlib import Path
 import torch
 from transformers import AutoModel, PreTrainedModel
 
+from ..deprecation import deprecated_aliases
+
 SNAPSHOT_DIR = "snapshots"
 
 
 def snapshot_path(cycle: int) -> str:
     """Where the snapshot of `cycle` (1-based) lives, relative to the output folder."""
     return f"{SNAPSHOT_DIR}/cycle-{cycle}"
-
-
-def mean_recall_at_10(retrieval: dict) -> float:
-    """The selection score of models that embed images: R@10 averaged over caption-to-image and image-to-caption."""
-    return (retrieval["c2i"]["R@10"] + retrieval["i2c"]["R@10"]) / 2
-
-
-def validation_summary(validation: dict) -> dict[str, float]:
-    """The selection score of a validation result, under its name: mean R@10 for models that embed images, else
-    the cluster separation 100 (C_intra − C_inter) of the validation captions (Bordes et al.'s measures)."""
-    if "retrieval" in validation:
-        return {"validation_mean_recall_at_10": mean_recall_at_10(validation["retrieval"])}
-    structure = validation["structure"]
-    return {"validation_cluster_separation": 100 * (structure["c_intra"] - structure["c_inter"])}
 
 
 def best_snapshots(history: list[dict], k: int, score: Callable[[dict], float]) -> list[dict]:
@@ -48,5 +36,8 @@ def load_snapshot_ensemble(
     return members, ensemble(members)
 
 
-__all__ = ["SNAPSHOT_DIR", "best_snapshots", "load_snapshot_ensemble", "mean_recall_at_10", "snapshot_path",
-           "validation_summary"]
+__all__ = ["SNAPSHOT_DIR", "best_snapshots", "load_snapshot_ensemble", "snapshot_path"]
+
+# Removed public names, importable until hf_grounded 0.3.0 (CHANGELOG.md).
+__getattr__ = deprecated_aliases(__name__, {name: f"hf_grounded.evaluation.validation_score:{name}"
+                                            for name in ("mean_recall_at_10", "validation_summary")})

@@ -20,10 +20,11 @@ from ..data.encoded import EncodedSplit, EncodedTriples
 from ..data.sampling import batch_sampler
 from ..evaluation.splits import evaluate_split
 from ..evaluation.sts import SentencePairs, load_stsb, unsupervised_sts
+from ..evaluation.validation_score import validation_summary
 from ..families import ModelFamily
+from ..features import FeatureSpec, attach_image_backbone
 from ..files import refuse_symlink, write_json
 from ..hub import push_to_hub
-from ..features import FeatureSpec, attach_image_backbone
 from ..model_card import write_model_card
 from ..objectives import (
     RELATIONAL_MIN_SENTENCES,
@@ -49,7 +50,7 @@ from .precision import resolve_mixed_precision
 from .saving import save_model
 from .schedules import create_scheduler
 from .selection import STSB_VALIDATION, SelectionMetric
-from .snapshots import best_snapshots, load_snapshot_ensemble, snapshot_path, validation_summary
+from .snapshots import best_snapshots, load_snapshot_ensemble, snapshot_path
 from .streams import TrainingStreams, training_streams
 
 logger = logging.getLogger(__name__)
