@@ -16,14 +16,14 @@ from .flickr8k import Flickr8kImages, load_flickr8k
 from .msvd import MsvdVideos, load_msvd
 from .prepared_pairs import PreparedPairs
 from .registry import DATA_SOURCES, check_data_source, load_data_source, prepare_dataset, register_data_source
-from .sampling import (CAPTION_POLICIES, CaptionBatchSampler, GroupBatchSampler, TripleBatchSampler, batch_sampler,
-                       caption_pairs, fixed_captions)
+from .sampling import (BATCH_KINDS, CAPTION_POLICIES, CaptionBatchSampler, GroupBatchSampler, TripleBatchSampler,
+                       batch_sampler, caption_pairs, fixed_captions)
 from .schema import SPLITS, one_row_per_caption
 from .source import DataSource
 from .synthetic import SyntheticImages, make_synthetic_dataset
 
-__all__ = ["CAPTION_POLICIES", "CaptionBatchSampler", "CaptionedImages", "CocoImages", "DATA_SOURCES", "DataArguments",
-           "DataSource", "EmbeddingPairs", "EncodedSplit", "Flickr8kImages", "GroupBatchSampler", "InvalidSampleError",
+__all__ = ["BATCH_KINDS", "CAPTION_POLICIES", "CaptionBatchSampler", "CaptionedImages", "CocoImages", "DATA_SOURCES",
+           "DataArguments", "DataSource", "EmbeddingPairs", "EncodedSplit", "Flickr8kImages", "GroupBatchSampler", "InvalidSampleError",
            "MsvdVideos", "PreparedPairs", "SPLITS", "SyntheticImages", "TripleBatchSampler", "batch_sampler",
            "caption_pairs",
            "char_gru_caption", "check_data_source", "fixed_captions", "load_book_triples", "load_books", "load_coco",

@@ -1,7 +1,8 @@
 """Which caption of an image a training batch sees, and which images share a batch."""
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -243,42 +244,91 @@ class TripleBatchSampler(Sampler[list[int]]):
             yield order[first : first + self.batch_size]
 
 
+@dataclass(frozen=True)
+class SamplerInputs:
+    """What any kind of batch is drawn from: the training split's captions per image (and their token lengths, for
+    `--group_by_length`), the books' number of triples, the caption policy and group size, and the process's
+    share."""
+
+    captions_per_image: Sequence[int]
+    num_triples: int = 0
+    caption_policy: str = "all"
+    lengths: Sequence[int] | None = None
+    captions_per_group: int = 2
+    seed: int = 0
+    num_replicas: int = 1
+    rank: int = 0
+
+    @property
+    def distributed(self) -> dict:
+        return {"seed": self.seed, "num_replicas": self.num_replicas, "rank": self.rank}
+
+
+def _caption_pairs_sampler(term: str, batch_size: int, inputs: SamplerInputs) -> Sampler:
+    lacking = [image for image, count in enumerate(inputs.captions_per_image) if count < 2]
+    if lacking:
+        raise ValueError(f"the {term} loss pairs two captions of one image or video, and {len(lacking)} of the "
+                         f"training split have one (e.g. index {lacking[0]})")
+    return GroupBatchSampler(inputs.captions_per_image, batch_size, 2, drop_last=True, **inputs.distributed)
+
+
+@dataclass(frozen=True)
+class BatchKind:
+    """A kind of batch a training term reads (`TrainingTerm.batch_kind`): whether its items are the books' triples
+    rather than the caption split's captions, whether a streamed training split (one caption at a time) can give it,
+    and its sampler, `(term name, batch size, SamplerInputs)` to a `Sampler`."""
+
+    reads_books: bool
+    streamable: bool
+    sampler: Callable[[str, int, SamplerInputs], Sampler]
+
+
+#: Every kind of batch, the one table the sampler, the training streams and the trainer read.
+BATCH_KINDS: dict[str, BatchKind] = {
+    # One caption per image as the caption policy draws them, length-grouped when lengths are given.
+    "captions": BatchKind(False, True, lambda term, size, inputs: CaptionBatchSampler(
+        inputs.captions_per_image, size, policy=inputs.caption_policy, lengths=inputs.lengths, **inputs.distributed)),
+    # Groups of `captions_per_group` captions of one image or video.
+    "caption_groups": BatchKind(False, False, lambda term, size, inputs: GroupBatchSampler(
+        inputs.captions_per_image, size, inputs.captions_per_group, **inputs.distributed)),
+    # Two captions of each image or video, on consecutive rows, full batches only.
+    "caption_pairs": BatchKind(False, False, _caption_pairs_sampler),
+    # Captions of distinct images or videos, every caption in turn, full batches only.
+    "distinct_image_captions": BatchKind(False, False, lambda term, size, inputs: CaptionBatchSampler(
+        inputs.captions_per_image, size, drop_last=True, **inputs.distributed)),
+    # SkipThought's triples of neighbouring sentences of the books.
+    "book_triples": BatchKind(True, False, lambda term, size, inputs: TripleBatchSampler(
+        inputs.num_triples, size, **inputs.distributed)),
+}
+
+
+def batch_kind(term: str, kind: str) -> BatchKind:
+    """The entry of `BATCH_KINDS` the training term named `term` reads, or an error naming both."""
+    if kind not in BATCH_KINDS:
+        raise ValueError(f"the {term} term reads batches of an unknown kind {kind!r}; the kinds: "
+                         f"{', '.join(BATCH_KINDS)}")
+    return BATCH_KINDS[kind]
+
+
 def batch_sampler(term: str, kind: str, batch_size: int, captions_per_image: Sequence[int], num_triples: int = 0,
                   caption_policy: str = "all", lengths: Sequence[int] | None = None, captions_per_group: int = 2,
                   seed: int = 0, num_replicas: int = 1, rank: int = 0) -> Sampler:
-    """The sampler of the batches the training term named `term` reads (`TrainingTerm.batch_kind`), `batch_size`
-    items a process:
-
-    - `captions`: one caption per image as `caption_policy` draws them, length-grouped by `lengths` when given;
-    - `caption_groups`: groups of `captions_per_group` captions of one image or video;
-    - `caption_pairs`: two captions of each image or video, on consecutive rows, full batches only;
-    - `distinct_image_captions`: captions of distinct images or videos, every caption in turn, full batches only;
-    - `book_triples`: SkipThought's triples of neighbouring sentences, `num_triples` of them.
-    """
-    distributed = {"seed": seed, "num_replicas": num_replicas, "rank": rank}
-    if kind == "captions":
-        return CaptionBatchSampler(captions_per_image, batch_size, policy=caption_policy, lengths=lengths,
-                                   **distributed)
-    if kind == "caption_groups":
-        return GroupBatchSampler(captions_per_image, batch_size, captions_per_group, **distributed)
-    if kind == "caption_pairs":
-        lacking = [image for image, count in enumerate(captions_per_image) if count < 2]
-        if lacking:
-            raise ValueError(f"the {term} loss pairs two captions of one image or video, and {len(lacking)} of the "
-                             f"training split have one (e.g. index {lacking[0]})")
-        return GroupBatchSampler(captions_per_image, batch_size, 2, drop_last=True, **distributed)
-    if kind == "distinct_image_captions":
-        return CaptionBatchSampler(captions_per_image, batch_size, drop_last=True, **distributed)
-    if kind == "book_triples":
-        return TripleBatchSampler(num_triples, batch_size, **distributed)
-    raise ValueError(f"the {term} term reads batches of an unknown kind {kind!r}")
+    """The sampler of the batches the training term named `term` reads (`TrainingTerm.batch_kind`, a key of
+    `BATCH_KINDS`), `batch_size` items a process."""
+    inputs = SamplerInputs(captions_per_image, num_triples, caption_policy, lengths, captions_per_group, seed,
+                           num_replicas, rank)
+    return batch_kind(term, kind).sampler(term, batch_size, inputs)
 
 
 __all__ = [
+    "BATCH_KINDS",
+    "BatchKind",
     "CAPTION_POLICIES",
     "CaptionBatchSampler",
     "GroupBatchSampler",
+    "SamplerInputs",
     "TripleBatchSampler",
+    "batch_kind",
     "batch_sampler",
     "caption_pairs",
     "fixed_captions",

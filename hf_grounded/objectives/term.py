@@ -24,7 +24,7 @@ class TrainingTerm(nn.Module):
       `HfArgumentParser` parses them with, is made from them, and `__init__(**options)` sets them as attributes;
     - `name`, which names its checkpoint state and its stream; `description`, what the model card says of it
       (formatted with its options' values, and the term itself as `term`), and `citation`, the paper it cites;
-    - `batch_kind` and `batch_size`, the batches it reads (`hf_grounded.data.sampling.batch_sampler`: `captions`,
+    - `batch_kind` and `batch_size`, the batches it reads (a key of `hf_grounded.data.sampling.BATCH_KINDS`: `captions`,
       `caption_groups`, `caption_pairs`, `distinct_image_captions` or `book_triples`), `batch_size` items a process,
       the value of its option `batch_size_option`, or None for the run's `--per_device_train_batch_size`;
     - what it needs: `uses_every_parameter` (if any term's forward leaves a parameter out, DistributedDataParallel

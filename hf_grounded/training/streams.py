@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader, Sampler
 
 from ..data.encoded import CaptionImagePairs, EncodedSplit, EncodedTriples, collate_captions
 from ..data.prepared_pairs import StreamedPairBatches
+from ..data.sampling import BatchKind, batch_kind
 from ..objectives import TrainingTerm
 
 
@@ -54,7 +55,7 @@ class TrainingStreams:
     def describe(self) -> str:
         """The streams in words, for the log."""
         beside = f", with {', '.join(self.beside)} beside it" if self.beside else ""
-        stream = "books" if self.primary.batch_kind == "book_triples" else "captions"
+        stream = "books" if batch_kind(self.primary.name, self.primary.batch_kind).reads_books else "captions"
         return f"{self.primary.name}'s {stream} stream{beside}"
 
 
@@ -62,13 +63,13 @@ def training_streams(terms: list[TrainingTerm], samplers: list[Sampler], train_s
                      triples: EncodedTriples | None, num_workers: int, seed: int) -> TrainingStreams:
     """The streams `terms` train on, each drawn by its sampler (`samplers[i]`, term i's) from the encoded training
     split or the books; `seed` seeds the loader's workers."""
-    primary = next((term for term in terms if term.batch_kind != "book_triples"), terms[0])
+    primary = next((term for term in terms if not batch_kind(term.name, term.batch_kind).reads_books), terms[0])
     beside = {}
     for term, sampler in zip(terms, samplers):
         if len(sampler) < 1:
             raise ValueError(f"the {term.name} loss's batches ({type(sampler).__name__}) find too little training data "
                              "for one full batch: lower its batch size")
-        dataset, collate = _items_and_collate(term.batch_kind, train_split, triples)
+        dataset, collate = _items_and_collate(batch_kind(term.name, term.batch_kind), train_split, triples)
         if term is primary:
             primary_sampler = sampler
             # A generator of its own: each epoch's iterator draws its workers' base seed from it, not from torch's
@@ -80,11 +81,11 @@ def training_streams(terms: list[TrainingTerm], samplers: list[Sampler], train_s
     return TrainingStreams(primary, primary_sampler, loader, beside)
 
 
-def _items_and_collate(batch_kind: str, train_split: EncodedSplit,
+def _items_and_collate(kind: BatchKind, train_split: EncodedSplit,
                        triples: EncodedTriples | None) -> tuple[Sequence, Callable]:
     """A stream's items and how a batch of them is made. A book batch is made from its indices at once: the items
     are the indices themselves."""
-    if batch_kind == "book_triples":
+    if kind.reads_books:
         return range(len(triples)), triples.batch
     return CaptionImagePairs(train_split), collate_captions
 

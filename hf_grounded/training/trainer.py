@@ -17,7 +17,7 @@ from transformers import PreTrainedTokenizerBase
 
 from ..data import DataArguments, DataSource, load_book_triples, load_data_source
 from ..data.encoded import EncodedSplit, EncodedTriples
-from ..data.sampling import batch_sampler
+from ..data.sampling import batch_kind, batch_sampler
 from ..evaluation.splits import evaluate_split
 from ..evaluation.sts import SentencePairs, load_stsb, unsupervised_sts
 from ..evaluation.validation_score import validation_summary
@@ -215,7 +215,7 @@ def _batch_size(term: TrainingTerm, training_args: TrainingArguments) -> int:
     size, else the run's (for book triples `--per_device_text_batch_size`, by default the captions')."""
     if term.batch_size is not None:
         return term.batch_size
-    if term.batch_kind == "book_triples":
+    if batch_kind(term.name, term.batch_kind).reads_books:
         return training_args.per_device_text_batch_size or training_args.per_device_train_batch_size
     return training_args.per_device_train_batch_size
 
@@ -234,7 +234,7 @@ def _training_streams(terms: list[TrainingTerm], source: DataSource, splits: dic
         if data_args.caption_policy == "one":
             raise ValueError("--caption_policy one keeps one caption of each image of a split held whole; --streaming "
                              "reads every pair in the stream's shuffled order: drop one of them")
-        if len(terms) != 1 or terms[0].batch_kind != "captions":
+        if len(terms) != 1 or not batch_kind(terms[0].name, terms[0].batch_kind).streamable:
             kinds = ", ".join(f"{term.name} reads {term.batch_kind}" for term in terms)
             raise ValueError(f"--streaming trains one term that reads captions one at a time ({kinds}); train this "
                              f"objective without --streaming")
