@@ -41,6 +41,7 @@ REMOVED_SINCE_0_1 = {
     "hf_grounded.training": ["save_model_folder"],
     # Since 0.2.0: the protocol that had two definitions, the default selection metric that had three homes.
     "hf_grounded.evaluation": ["SentenceEncoder"],
+    "hf_grounded.evaluation.evaluators": ["SentenceEncoder"],
     "hf_grounded.training.snapshots": ["mean_recall_at_10", "validation_summary"],
 }
 

@@ -23,13 +23,12 @@ from .source import DataSource
 from .synthetic import SyntheticImages, make_synthetic_dataset
 
 __all__ = ["BATCH_KINDS", "CAPTION_POLICIES", "CaptionBatchSampler", "CaptionedImages", "CocoImages", "DATA_SOURCES",
-           "DataArguments", "DataSource", "EmbeddingPairs", "EncodedSplit", "Flickr8kImages", "GroupBatchSampler", "InvalidSampleError",
-           "MsvdVideos", "PreparedPairs", "SPLITS", "SyntheticImages", "TripleBatchSampler", "batch_sampler",
-           "caption_pairs",
-           "char_gru_caption", "check_data_source", "fixed_captions", "load_book_triples", "load_books", "load_coco",
-           "load_data_source", "load_flickr8k", "load_msvd", "make_synthetic_dataset", "one_row_per_caption",
-           "prepare_dataset", "register_data_source", "sentence_triples", "split_sentences",
-           "strip_gutenberg_boilerplate", "training_features_description"]
+           "DataArguments", "DataSource", "EmbeddingPairs", "EncodedSplit", "Flickr8kImages", "GroupBatchSampler",
+           "InvalidSampleError", "MsvdVideos", "PreparedPairs", "SPLITS", "SyntheticImages", "TripleBatchSampler",
+           "batch_sampler", "caption_pairs", "char_gru_caption", "check_data_source", "fixed_captions",
+           "load_book_triples", "load_books", "load_coco", "load_data_source", "load_flickr8k", "load_msvd",
+           "make_synthetic_dataset", "one_row_per_caption", "prepare_dataset", "register_data_source",
+           "sentence_triples", "split_sentences", "strip_gutenberg_boilerplate", "training_features_description"]
 
 # Removed public names, importable until hf_grounded 0.3.0 (CHANGELOG.md).
 __getattr__ = deprecated_aliases(__name__, {

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..deprecation import deprecated_aliases
 from ..models.sentence_encoding import TextEncoder
 from .correlation import unit_rows
 from .human import HumanJudgements, human_judgement_correlation
@@ -179,3 +180,6 @@ __all__ = [
     "StructureEvaluator",
     "sentence_encoder_function",
 ]
+
+# Removed public names, importable until hf_grounded 0.3.0 (CHANGELOG.md).
+__getattr__ = deprecated_aliases(__name__, {"SentenceEncoder": "hf_grounded.evaluation:TextEncoder"})

@@ -66,7 +66,7 @@ def _write_model_files(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBas
         logger.warning("%s: the model wrote %s, of no kind hf_grounded.training.saving.MODEL_ENTRY_KINDS names: "
                        "left out of the record, so a later save replaces but never removes them", destination,
                        ", ".join(unknown))
-    _write_record(folder, destination, sorted({*written, MODEL_ENTRIES_NAME} - set(unknown)))
+    _write_record(folder, destination, [name for name in written if name not in unknown])  # its own name among them
 
 
 def _write_record(folder: Path, destination: Path, entries: list[str]) -> None:
@@ -106,8 +106,8 @@ def previous_model_entries(folder: Path) -> list[str]:
                        "version): it is ignored, and no file it names is removed", folder, MODEL_ENTRIES_NAME)
         return []
     plain = [name for name in names if name and name not in (".", "..") and Path(name).name == name]
-    foreign = sorted({*names} - set(plain) | {name for name in plain if os.path.lexists(folder / name)
-                                              and not is_model_entry(folder / name)})
+    foreign = sorted(set(names) - set(plain) | {name for name in plain if os.path.lexists(folder / name)
+                                                 and not is_model_entry(folder / name)})
     if foreign:
         logger.warning("%s: %s names %s, which are not model files: ignored, and kept", folder, MODEL_ENTRIES_NAME,
                        ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""))
