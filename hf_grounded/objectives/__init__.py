@@ -69,31 +69,16 @@ __all__ = [
     "simcse_loss",
 ]
 
-# Removed public names, importable until hf_grounded 0.3.0 (CHANGELOG.md).
+# Removed public names, importable until hf_grounded 0.3.0 (CHANGELOG.md): the objectives became training terms
+# (`HingeObjective` is `HingeLoss`), their options the terms' `Arguments`, the registry `OBJECTIVES`.
 __getattr__ = deprecated_aliases(__name__, {
-    "BaseKeepingOptions": "hf_grounded.objectives:BaseKeeping.Arguments",
+    **{f"{name}Objective": f"hf_grounded.objectives:{name}Loss" for name in (
+        "CaptionToCaption", "Cluster", "Covariance", "Hinge", "ImageText", "Kendall", "MismatchedPairs", "Pearson",
+        "Perceptual", "Projection", "Rank", "SkipThought")},
+    **{f"{name}Options": f"hf_grounded.objectives:{term}.Arguments" for name, term in (
+        ("BaseKeeping", "BaseKeeping"), ("GroundSent", "GroundSentLoss"), ("Grounding", "GroundingLoss"),
+        ("Hinge", "HingeLoss"), ("Kendall", "KendallLoss"), ("MCSE", "MCSELoss"), ("No", "NoObjective"),
+        ("Projection", "ProjectionLoss"), ("Rank", "RankLoss"), ("SkipThought", "SkipThoughtLoss"))},
     "CAPTION_OBJECTIVES": "hf_grounded.objectives:OBJECTIVES",
-    "CaptionToCaptionObjective": "hf_grounded.objectives:CaptionToCaptionLoss",
-    "ClusterObjective": "hf_grounded.objectives:ClusterLoss",
-    "CovarianceObjective": "hf_grounded.objectives:CovarianceLoss",
-    "GroundSentOptions": "hf_grounded.objectives:GroundSentLoss.Arguments",
-    "GroundingOptions": "hf_grounded.objectives:GroundingLoss.Arguments",
-    "HingeObjective": "hf_grounded.objectives:HingeLoss",
-    "HingeOptions": "hf_grounded.objectives:HingeLoss.Arguments",
-    "ImageTextObjective": "hf_grounded.objectives:ImageTextLoss",
-    "KendallObjective": "hf_grounded.objectives:KendallLoss",
-    "KendallOptions": "hf_grounded.objectives:KendallLoss.Arguments",
-    "MCSEOptions": "hf_grounded.objectives:MCSELoss.Arguments",
-    "MismatchedPairsObjective": "hf_grounded.objectives:MismatchedPairsLoss",
-    "NoOptions": "hf_grounded.objectives:NoObjective.Arguments",
-    "PearsonObjective": "hf_grounded.objectives:PearsonLoss",
-    "PerceptualObjective": "hf_grounded.objectives:PerceptualLoss",
-    "ProjectionObjective": "hf_grounded.objectives:ProjectionLoss",
-    "ProjectionOptions": "hf_grounded.objectives:ProjectionLoss.Arguments",
-    "RankObjective": "hf_grounded.objectives:RankLoss",
-    "RankOptions": "hf_grounded.objectives:RankLoss.Arguments",
-    "SkipThoughtObjective": "hf_grounded.objectives:SkipThoughtLoss",
-    "SkipThoughtOptions": "hf_grounded.objectives:SkipThoughtLoss.Arguments",
-    "create_objective": "hf_grounded.objectives:create_training_terms",
-    "create_training_losses": "hf_grounded.objectives:create_training_terms",
+    **dict.fromkeys(("create_objective", "create_training_losses"), "hf_grounded.objectives:create_training_terms"),
 })
