@@ -3,6 +3,7 @@ import os
 import runpy
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,41 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.section("reported by tests")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+def _refused(recipe: str, arguments: list[str], capsys) -> str:
+    """The one line a recipe's refusal prints (its exit status is 2)."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        run_recipe_in_process(recipe, arguments)
+    assert exit_.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) >= 1
+    return lines[-1]
+
+
+@pytest.fixture
+def fifo():
+    """Makes FIFOs. A reader that opens one (as the readers once did) would block for ever: a thread
+    hands it an empty stream instead, so that such a test fails on its assertion rather than hanging."""
+    made, stop = [], threading.Event()
+
+    def unblock():
+        while not stop.wait(0.05):
+            for path in made:
+                try:
+                    os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+                except OSError:  # ENXIO: no reader has it open
+                    pass
+
+    thread = threading.Thread(target=unblock, daemon=True)
+    thread.start()
+
+    def make(path):
+        os.mkfifo(path)
+        made.append(path)
+        return path
+
+    yield make
+    stop.set()
+    thread.join()

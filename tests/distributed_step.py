@@ -6,8 +6,8 @@ launch steps every objective because starting the processes costs far more than 
 
 With argv[3], a clip-retrieval folder (`--dataset embeddings`), it also draws one epoch of that folder's training
 stream as the trainer does (`trainer._training_streams`) and writes, under "epoch", the rows every process's batches
-held, gathered over gloo; with argv[4], a prepared dataset, the same of its streamed training split (`--streaming`), under
-"stream_epoch"."""
+held, gathered over gloo; with argv[4], a prepared dataset, the same of its streamed training split (`--streaming`),
+under "stream_epoch"."""
 
 import json
 import sys
@@ -16,10 +16,10 @@ import torch
 from accelerate import Accelerator, DistributedDataParallelKwargs
 
 from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer
-from hf_grounded.objectives import OBJECTIVES, ClusterLoss, GroundingLoss, PerceptualLoss, ProjectionLoss
+from hf_grounded.data import EmbeddingPairs, PreparedPairs
 from hf_grounded.data.encoded import collate_captions
 from hf_grounded.data.prepared import load_prepared_split
-from hf_grounded.data import EmbeddingPairs, PreparedPairs
+from hf_grounded.objectives import OBJECTIVES, ClusterLoss, GroundingLoss, PerceptualLoss, ProjectionLoss
 from hf_grounded.objectives.registry import create_training_terms
 from hf_grounded.training import parse_arguments
 from hf_grounded.training.trainer import _training_streams

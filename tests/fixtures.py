@@ -5,7 +5,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-
 from PIL import Image
 
 CAPTIONS = ["A dog runs on the grass .", "A brown dog running .", "The dog is playing outside .",

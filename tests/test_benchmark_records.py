@@ -5,12 +5,11 @@ import json
 
 import pytest
 
-from utils import experiments as common
-from reproductions import ablation_char_gru
-from utils.result_tables import format_result
-
 from hf_grounded.training import parse_arguments
 from hf_grounded.training.arguments import recorded_arguments
+from reproductions import ablation_char_gru
+from utils import experiments as common
+from utils.result_tables import format_result
 
 
 def test_a_record_interrupted_before_it_is_complete_leaves_the_previous_file(tmp_path, monkeypatch):

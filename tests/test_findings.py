@@ -27,7 +27,8 @@ def test_a_verdict_compares_the_means_with_the_sum_of_the_spreads(higher, lower,
 
 
 def test_every_finding_names_models_its_reproduction_trains():
-    from reproductions.grounded_skipthought import CONCATENATED, ROWS as SKIPTHOUGHT_ROWS
+    from reproductions.grounded_skipthought import CONCATENATED
+    from reproductions.grounded_skipthought import ROWS as SKIPTHOUGHT_ROWS
     from reproductions.vete_flickr8k import ROWS as VETE_ROWS
 
     for findings, rows in ((GROUNDED_SKIPTHOUGHT_FINDINGS, {*SKIPTHOUGHT_ROWS, *CONCATENATED}),
@@ -83,7 +84,7 @@ def test_the_seeded_reproductions_check_their_results_file_before_training():
     (lambda row: row.pop("sick"), "has no field 'sick'"),
     (lambda row: row.__setitem__("sick", "high"), "sick='high'"),
 ])
-def test_the_tables_refuse_a_hostile_row_naming_the_file_and_the_field(tmp_path, change, message):
+def test_the_tables_refuse_a_malformed_row_naming_the_file_and_the_field(tmp_path, change, message):
 
     result = read_results_file(Path(__file__).resolve().parents[1] / "reproductions" / "results" / "vete_flickr8k.json")
     change(result["rows"][0])

@@ -73,3 +73,18 @@ def test_bad_book_folders_are_named(tmp_path):
     (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     with pytest.raises(InvalidSampleError, match="latin1.txt:1: not UTF-8"):
         load_books(tmp_path)
+
+
+def test_a_bad_book_is_named_with_its_line_and_skipped_whole_on_request(tmp_path, caplog):
+    (tmp_path / "a_good.txt").write_text("It was dark. The dog barked.\n\nThen it was quiet.\n", encoding="utf-8")
+    (tmp_path / "b_latin1.txt").write_bytes(b"First line.\nSecond caf\xe9 line.\n")
+    (tmp_path / "c_gutenberg.txt").write_text("*** START OF THE PROJECT GUTENBERG EBOOK X ***\nText.\n")
+    (tmp_path / "d_binary.txt").write_bytes(bytes(range(256)))
+    with pytest.raises(InvalidSampleError, match="b_latin1.txt:2: not UTF-8"):
+        load_books(tmp_path)
+    sentences = load_books(tmp_path, skip_invalid=True)
+    assert set(sentences["book"]) == {"a_good"} and len(sentences) == 3
+    assert "skipped 3 invalid samples" in caplog.text
+    (tmp_path / "a_good.txt").unlink()
+    with pytest.raises(InvalidSampleError, match="every book was skipped"):
+        load_books(tmp_path, skip_invalid=True)

@@ -11,7 +11,6 @@ from hf_grounded.features import FeatureCache
 
 from ..conftest import CPU_ONLY, REPO_ROOT, run_recipe_in_process
 
-
 RECIPE = REPO_ROOT / "recipes" / "extract_features.py"
 
 

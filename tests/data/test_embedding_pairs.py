@@ -3,17 +3,18 @@
 
 import json
 import random
+import shutil
 
 import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from hf_grounded.data import DataArguments
+from hf_grounded.data import DataArguments, InvalidSampleError
 from hf_grounded.data.embeddings import FeatureRows, embedding_shards, write_embedding_shards
 from hf_grounded.training import parse_arguments, train
-from hf_grounded.word_tokenizer import train_word_tokenizer
 from hf_grounded.training.checkpoints import list_checkpoints
+from hf_grounded.word_tokenizer import train_word_tokenizer
 
 COLOURS = ["red", "blue", "green", "yellow", "black", "white"]
 SHAPES = ["square", "circle", "triangle", "star", "cross"]
@@ -252,3 +253,18 @@ def test_a_learnt_word_vocabulary_is_kept_beside_the_cached_captions_and_read_ba
     assert len(first.get_vocab()) == 4 + len(COLOURS) + len(SHAPES) + 1  # specials, words, "a"
     with pytest.raises(AssertionError, match="learnt again"):
         train_word_tokenizer(again, min_frequency=3)
+
+
+def test_an_embeddings_file_that_is_a_fifo_or_a_device_link_is_named_not_opened(folder, tmp_path, fifo):
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    fifo(copy / "img_emb" / "img_emb_3.npy")
+    shutil.copy(copy / "metadata" / "metadata_2.parquet", copy / "metadata" / "metadata_3.parquet")
+    with pytest.raises(InvalidSampleError, match=r"img_emb_3\.npy: a FIFO \(named pipe\), not a regular file"):
+        embedding_shards(copy)
+    (copy / "img_emb" / "img_emb_3.npy").unlink()
+    shutil.copy(copy / "img_emb" / "img_emb_2.npy", copy / "img_emb" / "img_emb_3.npy")
+    (copy / "metadata" / "metadata_3.parquet").unlink()
+    (copy / "metadata" / "metadata_3.parquet").symlink_to("/dev/zero")
+    with pytest.raises(InvalidSampleError, match=r"metadata_3\.parquet: a character device, not a regular file"):
+        embedding_shards(copy)

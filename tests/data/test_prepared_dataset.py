@@ -1,8 +1,10 @@
 """`recipes/prepare_data.py` → a prepared dataset (parquet shards + dataset card) that `load_dataset` reads,
 `push_to_hub` shares and `--dataset prepared` trains from, held whole or streamed (`--streaming`), and every bad
-input a one-line error naming its file or image."""
+input a one-line error naming its file or image. A preparation replaces only what it wrote and is put right after a
+kill during its swap; a card naming data outside its folder, or one file for two splits, is refused."""
 
 import fnmatch
+import os
 import shutil
 from pathlib import Path
 
@@ -16,19 +18,23 @@ from huggingface_hub import DatasetCard, HfApi, ModelCard
 from safetensors.torch import load_file
 
 from hf_grounded import CharTokenizer
-from hf_grounded.data.prepared import load_prepared_split, push_prepared_dataset
-from hf_grounded.features import FeatureCache
+from hf_grounded.data import InvalidSampleError
+from hf_grounded.data import prepared as prepared_module
+from hf_grounded.data.embeddings import write_embedding_shards
+from hf_grounded.data.prepared import load_prepared_split, push_prepared_dataset, split_files
 from hf_grounded.data.prepared_pairs import StreamedPairBatches
+from hf_grounded.features import FeatureCache
 from hf_grounded.training import parse_arguments, train
 from hf_grounded.training.checkpoints import list_checkpoints
+from hf_grounded.training.output_folder import MARKER_NAME
 
-from ..conftest import run_recipe_in_process
+from ..conftest import _refused, run_recipe_in_process
 from ..fixtures import flickr8k_official
 from .test_embedding_pairs import DIM, folder  # noqa: F401  (a fixture)
 
 
 @pytest.fixture(scope="module")
-def source(folder):
+def source(folder):  # noqa: F811
     """The clip-retrieval folder of 600 learnable pairs (float16, three shards) the embeddings path trains on."""
     return folder
 
@@ -36,7 +42,7 @@ def source(folder):
 @pytest.fixture(scope="module")
 def prepared(source, tmp_path_factory):
     """The folder prepared: 50 pairs held out for validation and 50 for test, 500 train in 4 shards of 125."""
-    folder = tmp_path_factory.mktemp("prepared") / "pairs"
+    folder = tmp_path_factory.mktemp("prepared") / "pairs"  # noqa: F811
     run_recipe_in_process("prepare_data.py", ["--dataset", "embeddings", "--data_dir", str(source), "--heldout_pairs",
                                               "50", "--output_dir", str(folder), "--shard_rows", "125"])
     return folder
@@ -83,7 +89,7 @@ def flickr8k_with_features(tmp_path):
 def test_a_dataset_prepared_again_in_its_folder_replaces_the_earlier_one(source, tmp_path):
     """With --overwrite_output_dir, its shards are swapped in whole, and the trainer reads the new ones (datasets
     would read a folder loaded by name from the cache of the earlier one)."""
-    folder = tmp_path / "pairs"
+    folder = tmp_path / "pairs"  # noqa: F811
     for held_out, shard_rows, overwrite in ((50, 125, []), (100, 300, ["--overwrite_output_dir"])):
         run_recipe_in_process("prepare_data.py", ["--dataset", "embeddings", "--data_dir", str(source),
                                                   "--heldout_pairs", str(held_out), "--output_dir", str(folder),
@@ -218,7 +224,7 @@ def test_the_processes_shares_of_a_stream_hold_each_pair_once_an_epoch(prepared,
     assert sorted(row for share in shares for row in share) == list(range(500))
 
 
-def _rewrite_shard(folder, name, change):
+def _rewrite_shard(folder, name, change):  # noqa: F811
     path = folder / "data" / name
     table = pq.read_table(path)
     pq.write_table(change(table), path)
@@ -385,3 +391,156 @@ def test_streaming_is_refused_where_it_cannot_apply(prepared, source, tmp_path):
                                 "--word_embedding_size", "300", "--objective", "grounding", "--text_weight", "0",
                                 "--dataset", "prepared", "--data_dir", str(prepared), "--streaming", "--output_dir",
                                 str(tmp_path / "groups")]))
+
+
+# --- a preparation replaces only what it wrote, and one killed during its swap is put right ---------------------------
+
+# What a preparation leaves beside data/ and README.md while it swaps them (hf_grounded.data.prepared).
+EARLIER_DATA, PARTIAL_DATA, PARTIAL_CARD = ".data.earlier", ".data.partial", ".README.md.partial"
+
+
+@pytest.fixture(scope="module")
+def embeddings_source(tmp_path_factory) -> Path:
+    """A clip-retrieval folder of 60 pairs in two shards, 8-d."""
+    folder = tmp_path_factory.mktemp("source") / "embeddings"  # noqa: F811
+    rng = np.random.default_rng(0)
+    write_embedding_shards(folder, ((["a caption %d" % (start + row) for row in range(30)],
+                                     rng.normal(size=(30, 8)).astype(np.float16)) for start in (0, 30)))
+    return folder
+
+
+def _prepare_dataset(source: Path, output: Path, *extra: str) -> None:
+    run_recipe_in_process("prepare_data.py", ["--dataset", "embeddings", "--data_dir", str(source),
+                                              "--heldout_pairs", "10", "--output_dir", str(output), *extra])
+
+
+def test_overwrite_replaces_only_what_a_preparation_wrote(embeddings_source, tmp_path, capsys):
+    folder = tmp_path / "pairs"  # noqa: F811
+    _prepare_dataset(embeddings_source, folder)
+    (folder / "notes.txt").write_text("mine\n")
+    line = _refused("prepare_data.py", ["--dataset", "embeddings", "--data_dir", str(embeddings_source),
+                                        "--output_dir", str(folder)], capsys)
+    assert "already holds 3 entries of an earlier run (README.md, data, notes.txt); pass --overwrite_output_dir" \
+        in line
+    _prepare_dataset(embeddings_source, folder, "--heldout_pairs", "5", "--overwrite_output_dir")
+    assert len(load_prepared_split(str(folder), "validation")) == 5
+    assert sorted(os.listdir(folder)) == [MARKER_NAME, "README.md", "data", "notes.txt"]
+    assert (folder / "notes.txt").read_text() == "mine\n"
+
+
+class _Killed(BaseException):
+    """What SIGKILL leaves: nothing after the point runs, not even an `except Exception`."""
+
+
+@pytest.mark.parametrize("killed_before", ["the new shards' rename", "the card's rename"])
+def test_a_preparation_killed_during_its_swap_is_put_right_by_the_next_one(embeddings_source, tmp_path,
+                                                                          monkeypatch, killed_before, capsys):
+    folder = tmp_path / "pairs"  # noqa: F811
+    _prepare_dataset(embeddings_source, folder)
+    replace, rename = os.replace, Path.rename
+
+    def kill_at_partial_data(self, target):
+        if self.name == ".data.partial":
+            raise _Killed
+        return rename(self, target)
+
+    def kill_at_card(source, target):
+        if Path(source).name == PARTIAL_CARD:
+            raise _Killed
+        return replace(source, target)
+
+    if killed_before == "the new shards' rename":
+        monkeypatch.setattr(Path, "rename", kill_at_partial_data)
+    else:
+        monkeypatch.setattr(prepared_module.os, "replace", kill_at_card)
+    with pytest.raises(_Killed):
+        _prepare_dataset(embeddings_source, folder, "--heldout_pairs", "5", "--overwrite_output_dir")
+    monkeypatch.undo()
+    left = sorted(os.listdir(folder))
+    assert EARLIER_DATA in left
+    # Loading refuses the folder until a preparation has put it right, rather than reading half of it.
+    line = _refused("train.py", ["--dataset", "prepared", "--data_dir", str(folder), "--hidden_size", "8",
+                                 "--max_steps", "1", "--output_dir", str(tmp_path / "run")], capsys)
+    assert f"{folder}: a preparation was killed" in line and "prepare_data.py" in line
+    if killed_before == "the new shards' rename":
+        assert "data" not in left  # the earlier shards are aside, the new ones whole beside them, with their card
+        assert PARTIAL_DATA in left and PARTIAL_CARD in left
+    else:
+        assert PARTIAL_CARD in left and "data" in left  # the new shards in place, the new card beside them
+    prepared_module.finish_interrupted_swap(folder)
+    assert sorted(os.listdir(folder)) == [MARKER_NAME, "README.md", "data"]
+    # Either way the new shards were whole: the swap is finished, card and shards in step.
+    assert len(load_prepared_split(str(folder), "validation")) == 5
+    assert "| validation | 5 |" in (folder / "README.md").read_text()
+
+
+def test_a_preparation_killed_before_its_new_shards_were_whole_leaves_the_earlier_dataset(embeddings_source,
+                                                                                         tmp_path, monkeypatch):
+    folder = tmp_path / "pairs"  # noqa: F811
+    _prepare_dataset(embeddings_source, folder)
+    write_table = pq.write_table
+
+    def killed_at_the_third_shard(table, where, *args, **kwargs):
+        if Path(where).name.startswith("test-"):
+            raise _Killed
+        return write_table(table, where, *args, **kwargs)
+
+    monkeypatch.setattr(prepared_module.pq, "write_table", killed_at_the_third_shard)
+    with pytest.raises(_Killed):
+        _prepare_dataset(embeddings_source, folder, "--heldout_pairs", "5", "--overwrite_output_dir")
+    monkeypatch.undo()
+    assert sorted(os.listdir(folder)) == sorted([MARKER_NAME, PARTIAL_DATA, "README.md", "data"])
+    assert len(load_prepared_split(str(folder), "validation")) == 10
+    prepared_module.finish_interrupted_swap(folder)  # what the next preparation does first
+    assert sorted(os.listdir(folder)) == [MARKER_NAME, "README.md", "data"]
+
+
+# --- a FIFO among the shards, a card naming a URL, one file under two names -------------------------------------------
+
+def test_a_prepared_dataset_holding_a_fifo_is_named_not_left_out(prepared, tmp_path, fifo):
+    """`datasets` leaves a FIFO out of the files its patterns match: the shard would go missing silently."""
+    copy = tmp_path / "copy"
+    shutil.copytree(prepared, copy)
+    (copy / "data" / "train-00003-of-00004.parquet").unlink()
+    fifo(copy / "data" / "train-00003-of-00004.parquet")
+    with pytest.raises(InvalidSampleError, match=r"train-00003-of-00004\.parquet: a FIFO \(named pipe\), not a "
+                                                 r"regular file"):
+        split_files(str(copy))
+
+
+def _with_card_data_files(prepared_folder, destination, data_files: dict) -> None:
+    """A copy of the prepared folder whose card names `data_files` ({split: path or list}) for its splits."""
+    shutil.copytree(prepared_folder, destination)
+    card = (destination / "README.md").read_text()
+    start, end = card.index("configs:"), card.index("tags:")
+    entries = "".join(f"  - split: {split}\n    path: {path}\n" for split, path in data_files.items())
+    (destination / "README.md").write_text(card[:start] + f"configs:\n- config_name: default\n  data_files:\n{entries}"
+                                           + card[end:])
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/train.parquet", "hf://datasets/someone/else/train.parquet",
+                                 "zip://train.parquet::data/archive.zip"])
+def test_a_card_naming_a_url_is_refused_before_anything_is_fetched(prepared, tmp_path, monkeypatch, url):
+    from hf_grounded.data import prepared as prepared_module
+
+    copy = tmp_path / "copy"
+    _with_card_data_files(prepared, copy, {"train": url, "validation": "data/validation-*.parquet",
+                                           "test": "data/test-*.parquet"})
+
+    def fetching(*args, **kwargs):
+        raise AssertionError("the card's data files were resolved (and fetched) before the URL was refused")
+
+    monkeypatch.setattr(prepared_module, "load_dataset_builder", fetching)
+    with pytest.raises(ValueError, match=f"{url}: the dataset card of {copy} names a data file outside its folder "
+                                         r"\(a URL\)"):
+        split_files(str(copy))
+
+
+def test_one_file_under_two_names_cannot_serve_two_splits(prepared, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(prepared, copy)
+    test_file = copy / "data" / "test-00000-of-00001.parquet"
+    test_file.unlink()
+    os.link(copy / "data" / "validation-00000-of-00001.parquet", test_file)  # a hard link: one file, two names
+    with pytest.raises(ValueError, match="in both the validation and test splits"):
+        split_files(str(copy))

@@ -17,10 +17,10 @@ os.environ["NO_PROXY"] = "127.0.0.1,localhost"
 
 gradio_client = pytest.importorskip("gradio_client")
 
-from benchmarks import demo_load  # noqa: E402
-from benchmarks.demo_load import free_port  # noqa: E402
 import httpx  # noqa: E402
 
+from benchmarks import demo_load  # noqa: E402
+from benchmarks.demo_load import free_port  # noqa: E402
 from hf_grounded.demo import build_index, synthetic_test_images  # noqa: E402
 
 from ..conftest import demo_module  # noqa: E402

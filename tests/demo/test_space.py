@@ -21,8 +21,18 @@ from ..fixtures import write_jpeg  # noqa: E402
 
 space_module = demo_module("space")
 from space import (  # noqa: E402
-    LEFT_OUT_FOLDER, LEFT_OUT_HIDDEN, LEFT_OUT_LINK, LEFT_OUT_LINK_OUT, LEFT_OUT_NOT_AN_IMAGE, LEFT_OUT_NOT_OWN,
-    LEFT_OUT_NOT_REGULAR, LEFT_OUT_NOT_SOURCE, LEFT_OUT_UNDECODABLE, build_space_folder, push_space)
+    LEFT_OUT_FOLDER,
+    LEFT_OUT_HIDDEN,
+    LEFT_OUT_LINK,
+    LEFT_OUT_LINK_OUT,
+    LEFT_OUT_NOT_AN_IMAGE,
+    LEFT_OUT_NOT_OWN,
+    LEFT_OUT_NOT_REGULAR,
+    LEFT_OUT_NOT_SOURCE,
+    LEFT_OUT_UNDECODABLE,
+    build_space_folder,
+    push_space,
+)
 
 
 def test_the_space_folder_imports_the_library_it_carries(tmp_path):

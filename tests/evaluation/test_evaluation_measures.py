@@ -228,3 +228,14 @@ def test_image_tasks_compare_images_with_the_sentences_joint_space():
     with torch.no_grad():
         expected = retrieval_metrics(text, model.get_image_features(features), torch.tensor([0, 0, 1, 1, 2, 2]))
     assert results["c2i"]["R@1"] == expected["c2i"]["R@1"] and results["i2c"]["R@1"] == expected["i2c"]["R@1"]
+
+
+@pytest.mark.parametrize("expert, crowd, message", [
+    ("a.jpg\ta.jpg#0\t4\tnan\t3", "a.jpg\ta.jpg#1\t1\t3\t0", "ExpertAnnotations.txt, line 1: expert score 'nan'"),
+    ("a.jpg\ta.jpg#0\t4\t4\t3", "a.jpg\ta.jpg#1\tinf\t3\t0",
+     "CrowdFlowerAnnotations.txt, line 1: share of yes votes 'inf'"),
+], ids=["expert", "crowdflower"])
+def test_human_judgements_must_be_finite_naming_file_and_line(tmp_path, expert, crowd, message):
+    _write_flickr8k_text(tmp_path, [expert], [crowd])
+    with pytest.raises(ValueError, match=f"{message} is not a finite number"):
+        load_flickr8k_judgements(tmp_path)

@@ -12,14 +12,15 @@ from huggingface_hub import ModelCard  # noqa: E402
 from transformers import AutoModel  # noqa: E402
 
 from hf_grounded import VETEConfig, VETEModel  # noqa: E402
-from hf_grounded.evaluation.mteb import MTEBEncoder, local_task, mteb_tasks  # noqa: E402
-from hf_grounded.evaluation.suite import EvaluationArguments, evaluate_model  # noqa: E402
-from hf_grounded.evaluation.sts import load_stsb  # noqa: E402
 from hf_grounded.data import DataArguments  # noqa: E402
+from hf_grounded.evaluation.mteb import MTEBEncoder, local_task, mteb_tasks  # noqa: E402
+from hf_grounded.evaluation.sts import load_stsb  # noqa: E402
+from hf_grounded.evaluation.suite import EvaluationArguments, evaluate_model  # noqa: E402
 from hf_grounded.word_tokenizer import train_word_tokenizer  # noqa: E402
 
 from ..conftest import SHARED, run_recipe_in_process  # noqa: E402
 from ..fixtures import relatedness_data, train_tiny_char_gru  # noqa: E402
+from ..test_command_line import char_gru_folder, recipe_error  # noqa: E402, F401  (a fixture)
 
 
 @pytest.fixture
@@ -67,7 +68,8 @@ def test_a_local_task_holds_the_local_test_pairs_and_unknown_tasks_are_named(sts
     task = local_task("STSBenchmark", stsb_dir=str(stsb_dir))
     test = load_stsb(stsb_dir)["test"]
     assert task.data_loaded and list(task.dataset) == ["test"]
-    assert task.dataset["test"]["sentence1"] == test.sentences1 and task.dataset["test"]["score"] == test.scores.tolist()
+    assert task.dataset["test"]["sentence1"] == test.sentences1
+    assert task.dataset["test"]["score"] == test.scores.tolist()
     assert task.local_files == {"path": str(stsb_dir), "same_size_as_mteb": len(test) == 1379}
     with pytest.raises(ValueError, match="no local reader for MTEB task 'SciFact'"):
         local_task("SciFact", stsb_dir=str(stsb_dir))
@@ -99,3 +101,35 @@ def test_evaluate_recipe_writes_mteb_results_into_the_card_as_mteb_does(tmp_path
         assert entry.dataset_type == "mteb/stsbenchmark-sts"
     else:
         assert entry.dataset_type == "local" and "not MTEB's data" in entry.dataset_name
+
+
+# --- MTEB tasks that cannot run, and none at all: one line from recipes/evaluate.py -----------------------------------
+
+@pytest.mark.parametrize(("tasks", "local_flag"), [("SICK-R", "local files instead: STSBenchmark (--stsb_dir)"),
+                                                   ("STSBenchmark", "from local files with --stsb_dir")])
+def test_an_mteb_task_whose_data_is_on_the_unreachable_hub_is_one_line(tasks, local_flag, char_gru_folder, tmp_path,  # noqa: F811
+                                                                        monkeypatch, capsys):
+    pytest.importorskip("mteb")
+    monkeypatch.chdir(tmp_path)  # conftest sets HF_HUB_OFFLINE=1: the Hub fails at once, as without a network
+    message = recipe_error("evaluate.py", ["--model", char_gru_folder, "--mteb", tasks], capsys)
+    assert message.startswith(f"MTEB task {tasks} reads its data (mteb/")
+    assert "from the Hub, which could not be reached" in message and local_flag in message
+    assert not (tmp_path / "results.json").exists()
+
+
+@pytest.mark.parametrize("names", [" , ,", ","])
+def test_an_mteb_list_naming_no_task_is_refused(names, char_gru_folder, tmp_path, monkeypatch, capsys):  # noqa: F811
+    pytest.importorskip("mteb")
+    monkeypatch.chdir(tmp_path)
+    message = recipe_error("evaluate.py", ["--model", char_gru_folder, "--mteb", names], capsys)
+    assert message.startswith("--mteb names no MTEB task")
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_an_empty_mteb_flag_is_refused_not_ignored(char_gru_folder, tmp_path, monkeypatch, capsys):  # noqa: F811
+    pytest.importorskip("mteb")
+    relatedness_data(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    message = recipe_error("evaluate.py", ["--model", char_gru_folder, "--sick_path", str(tmp_path / "SICK.txt"),
+                                           "--mteb", ""], capsys)
+    assert message.startswith("--mteb names no MTEB task")

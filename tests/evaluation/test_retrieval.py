@@ -106,3 +106,12 @@ def test_folds_search_only_their_own_images_and_average():
             assert folds[direction][metric] == pytest.approx(expected)
     with pytest.raises(ValueError, match="4 images do not split into folds of 3"):
         fold_retrieval_metrics(text, images, owners, fold_size=3)
+
+
+@pytest.mark.parametrize("side", ["text", "image"])
+def test_retrieval_refuses_non_finite_embeddings_naming_the_side_and_rows(side):
+    text, images = torch.randn(10, 4), torch.randn(5, 4)
+    broken = text if side == "text" else images
+    broken[1, 0], broken[3, 2] = float("nan"), float("inf")
+    with pytest.raises(ValueError, match=f"{side} embeddings: 2 of {len(broken)} rows hold NaN or infinite values"):
+        retrieval_metrics(text, images, torch.arange(10) % 5)

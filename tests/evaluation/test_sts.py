@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 from scipy.stats import pearsonr, spearmanr
@@ -13,6 +15,7 @@ from hf_grounded.evaluation.sts import (
 )
 
 from ..conftest import SHARED
+from ..fixtures import relatedness_data
 
 
 def _write_sts_year(root, task, prefix="STS", gold_lines=None):
@@ -108,3 +111,50 @@ def test_sts_groups_pool_subtasks_of_every_year_by_genre():
     assert groups["captions"]["pearson_mean"] == pytest.approx(70.0)
     assert groups["captions"]["pearson_wmean"] == pytest.approx((80 * 100 + 60 * 300) / 400)
     assert groups["news"]["spearman_mean"] == pytest.approx(35.0) and groups["news"]["subtasks"] == 2
+
+
+def _replace_field(path, line: int, field: int, value: str) -> None:
+    """Put `value` in the tab-separated `field` (0-based) of `line` (1-based) of `path`."""
+    lines = path.read_text().splitlines()
+    fields = lines[line - 1].split("\t")
+    fields[field] = value
+    lines[line - 1] = "\t".join(fields)
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("gold", ["nan", "inf", "-Infinity"])
+def test_sts_gold_scores_must_be_finite_naming_file_and_line(tmp_path, gold):
+    _write_sts_year(tmp_path / "sts", "sts13", gold_lines=["4.8", "", gold])
+    with pytest.raises(ValueError, match=f"STS.gs.FNWN.txt, line 3: gold score '{gold}' is not a finite number"):
+        load_sts_year(tmp_path / "sts", "sts13")
+
+    relatedness_data(tmp_path)
+    _replace_field(tmp_path / "stsb" / "sts-dev.csv", line=5, field=4, value=gold)
+    with pytest.raises(ValueError, match=f"sts-dev.csv, line 5: score '{gold}' is not a finite number"):
+        load_stsb(tmp_path / "stsb")
+
+    _replace_field(tmp_path / "SICK.txt", line=8, field=3, value=gold)
+    with pytest.raises(ValueError, match=f"SICK.txt, line 8: relatedness_score '{gold}' is not a finite number"):
+        load_sick(tmp_path / "SICK.txt")
+
+
+def test_a_sick_score_that_is_not_a_number_is_named(tmp_path):
+    relatedness_data(tmp_path)
+    _replace_field(tmp_path / "SICK.txt", line=82, field=3, value="4.5x")
+    with pytest.raises(ValueError, match="SICK.txt, line 82: relatedness_score '4.5x' is not a finite number"):
+        load_sick(tmp_path / "SICK.txt")
+
+
+def test_sts_loaders_say_which_kind_of_path_they_take(tmp_path):
+    relatedness_data(tmp_path)
+    with pytest.raises(IsADirectoryError, match=re.escape(f"{tmp_path} is a folder; --sick_path takes the SICK .txt")):
+        load_sick(tmp_path)
+    a_file = tmp_path / "SICK.txt"
+    with pytest.raises(NotADirectoryError, match=re.escape(f"{a_file} is a file; --stsb_dir takes the folder holding "
+                                                           "sts-train.csv, sts-dev.csv and sts-test.csv")):
+        load_stsb(a_file)
+    with pytest.raises(NotADirectoryError, match=re.escape(f"{a_file} is a file; --sts_dir takes the folder holding "
+                                                           "STS12-en-test/")):
+        load_sts_year(a_file, "sts12")
+    with pytest.raises(FileNotFoundError, match=re.escape(f"{tmp_path / 'nowhere'} does not exist")):
+        load_stsb(tmp_path / "nowhere")

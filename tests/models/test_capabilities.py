@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from hf_grounded.families import FAMILIES
-from hf_grounded.models.sentence_encoding import CAPABILITIES, GroundedSentenceEncoder, SentenceEncoder
 from hf_grounded.models import VETEConfig, VETEModel
+from hf_grounded.models.sentence_encoding import CAPABILITIES, GroundedSentenceEncoder, SentenceEncoder
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
 from ..family_testers import tiny_model

@@ -113,7 +113,7 @@ def test_the_ensemble_config_refuses_what_it_derives():
 @pytest.mark.parametrize("recipe, options", [("export_onnx.py", []), ("evaluate.py", ["--dataset", "synthetic"])])
 def test_the_recipes_refuse_such_a_key_in_one_line(recipe, options, folders, tmp_path, capsys):
     vete_as_char_gru = _with_key(folders["vete"], tmp_path / "edited", "model_type", "char_gru")
-    # Every family, each with the first property its config derives (embed_dim where it has one, as the probe's).
+    # Every family, each with the first property its config derives (embed_dim where it has one).
     keys = {name: _read_only_properties(FAMILIES[name].model_class.config_class)[0] for name in families()}
     cases = [(_with_key(folders[name], tmp_path / name, key, 7), f"key {key!r} = 7") for name, key in keys.items()]
     cases.append((vete_as_char_gru, "key "))

@@ -329,7 +329,7 @@ def test_the_tokenizer_of_a_grounded_transformer_loads_without_remote_code(tmp_p
 
     from hf_grounded.training import save_model
 
-    from .test_image_side_robustness import carrying
+    from .test_image_backbone import carrying
 
     model, tokenizer = carrying("grounded_transformer")
     tokenizer(["a dog runs on the grass"], truncation=True, max_length=4)  # what training's tokenization leaves set

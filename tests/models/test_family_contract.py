@@ -24,7 +24,7 @@ from hf_grounded.models.sentence_encoding import SentenceEncoderMixin
 from hf_grounded.training import parse_arguments, save_model, train
 from hf_grounded.training.checkpoints import list_checkpoints
 
-from ..conftest import REPO_ROOT, demo_module, run_recipe_in_process
+from ..conftest import demo_module, run_recipe_in_process
 from ..family_testers import tiny_model, tiny_training_options
 
 CORPUS = ["A dog runs on the grass.", "Two dogs run.", "A cat sleeps on a red sofa .", "The grass is green.",

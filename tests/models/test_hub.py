@@ -1,4 +1,5 @@
 import json
+import logging
 import shutil
 
 import numpy as np
@@ -7,8 +8,9 @@ from huggingface_hub import HfApi, ModelCard
 from transformers import AutoModel
 
 from hf_grounded.hub import prepare_upload_folder, push_to_hub
-from hf_grounded.model_card import render_model_card
+from hf_grounded.model_card import render_model_card, write_model_card
 from hf_grounded.training import DataArguments, ModelArguments, TrainingArguments, train
+from hf_grounded.training.plots import PLOT_FILES, plot_training
 
 from ..conftest import run_python
 
@@ -135,3 +137,69 @@ def test_the_card_says_how_to_install_and_which_backbone_weights_made_the_featur
     arguments["data"]["visual_vectors"] = "random"
     (folder / "training_args.json").write_text(json.dumps(arguments))
     assert "**random normal vectors** in place of image features" in str(render_model_card(folder))
+
+
+# --- symbolic links in a model folder are never followed out of it: uploads, the card, the plots ----------------------
+
+SECRET = "hf_not-a-real-token\n"
+
+
+@pytest.fixture(scope="module")
+def small_trained_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("trained") / "model"
+    train(ModelArguments(hidden_size=8),
+          DataArguments(backbone="test_efficientnet", synthetic_train_images=8, synthetic_eval_images=4),
+          TrainingArguments(output_dir=str(folder), num_train_epochs=1, per_device_train_batch_size=4))
+    return folder
+
+
+@pytest.fixture
+def model_folder(small_trained_folder, tmp_path):
+    """A fresh copy of the trained folder, and a file outside it that a link can point at."""
+    folder = tmp_path / "model"
+    shutil.copytree(small_trained_folder, folder)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "token").write_text(SECRET)
+    return folder, outside / "token"
+
+
+def test_an_upload_skips_every_symlink_naming_it(model_folder, tmp_path, monkeypatch, caplog):
+    folder, secret = model_folder
+    (folder / "token").symlink_to(secret)
+    (folder / "weights.safetensors").symlink_to(folder / "model.safetensors")  # inside the folder: skipped too
+    hub = RecordingHub(monkeypatch, tmp_path)
+    with caplog.at_level(logging.WARNING, logger="hf_grounded.hub"):
+        push_to_hub(folder, "my-org/linked")
+    uploaded = set(hub.uploads[0]["files"])
+    assert "token" not in uploaded and "weights.safetensors" not in uploaded
+    assert {"model.safetensors", "results.json", "README.md"} <= uploaded
+    assert not any(SECRET in path.read_text(errors="replace") for path in hub.folder.iterdir())
+    assert f"{folder / 'token'} is a symbolic link" in caplog.text
+    assert f"{folder / 'weights.safetensors'} is a symbolic link" in caplog.text
+
+
+def test_an_upload_refuses_a_required_file_that_is_a_symlink(model_folder, tmp_path):
+    folder, secret = model_folder
+    results = folder / "results.json"
+    moved = secret.with_name("results.json")
+    shutil.move(results, moved)
+    results.symlink_to(moved)
+    with pytest.raises(ValueError, match=r"model/results.json is a symbolic link .*outside/results.json"):
+        prepare_upload_folder(folder, "org/name", tmp_path / "upload")
+    assert not (tmp_path / "upload" / "results.json").exists()
+
+
+def test_the_model_card_and_training_plots_refuse_a_symlinked_file(model_folder):
+    folder, secret = model_folder
+    (folder / "README.md").unlink()
+    (folder / "README.md").symlink_to(secret)
+    with pytest.raises(ValueError, match="README.md is a symbolic link"):
+        write_model_card(folder)
+    (folder / PLOT_FILES["loss"]).unlink()
+    (folder / PLOT_FILES["loss"]).symlink_to(secret)
+    history = [{"step": 1, "epoch": 1, "train_loss": 1.0, "validation": {"structure": {"c_intra": 0.5,
+                                                                                        "c_inter": 0.1}}}]
+    with pytest.raises(ValueError, match=f"{PLOT_FILES['loss']} is a symbolic link"):
+        plot_training([{"step": 1, "loss": 1.0, "learning_rate": 0.1}], history, folder)
+    assert secret.read_text() == SECRET

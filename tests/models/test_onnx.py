@@ -1,5 +1,12 @@
 """ONNX export of every family's text encoder and `encode(backend="onnx")`: the same embeddings as torch, on captions
-and hostile text, for graphs exported from exactly these weights."""
+and hostile text, for graphs exported from exactly these weights. An export leaves the model folder as it was unless
+it completes, refuses a model it cannot export (or an onnx/ folder it did not write) before writing anything, and
+ties the graph to its weights by a digest of the graph itself."""
+
+import os
+import re
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -7,7 +14,7 @@ import torch
 
 pytest.importorskip("onnxruntime")
 
-from transformers import AutoModel
+from transformers import AutoModel, PreTrainedConfig, PreTrainedModel
 
 from hf_grounded import (
     CharGRUConfig,
@@ -19,9 +26,14 @@ from hf_grounded import (
 )
 from hf_grounded.families import FAMILIES
 from hf_grounded.onnx_export import export_onnx
+from hf_grounded.training.output_folder import MARKER_NAME
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
+from .. import fixtures
+from ..conftest import _refused, run_recipe_in_process
 from ..family_testers import tiny_model as family_tiny_model
+from ..test_command_line import recipe_error
+from .test_grounded_transformer import tiny_bert  # noqa: F401  (the fixture)
 from .test_quantized_encode import families
 
 CAPTIONS = ["A dog runs on the grass.", "Two dogs run.", "A cat sleeps on a red sofa .", "The grass is green."]
@@ -141,3 +153,299 @@ def test_the_export_recipe_writes_both_graphs_beside_the_model(tmp_path):
     assert f"float32: {tmp_path / 'onnx' / 'model.onnx'}" in result.stdout
     model = AutoModel.from_pretrained(tmp_path)
     np.testing.assert_allclose(model.encode(CAPTIONS, backend="onnx"), model.encode(CAPTIONS), atol=1e-5)
+
+
+# --- an onnx/ folder the export did not write is refused, and its own is replaced -------------------------------------
+
+def _model_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "char-gru"
+    tiny_model("char_gru").save_pretrained(folder)
+    return folder
+
+
+def test_export_onnx_refuses_an_onnx_folder_it_did_not_write_and_replaces_its_own(tmp_path, capsys):
+    pytest.importorskip("onnxruntime")
+    model = _model_folder(tmp_path)
+    (model / "onnx").mkdir()
+    (model / "onnx" / "model.onnx").write_text("someone's graph\n")
+    line = _refused("export_onnx.py", ["--model", str(model), "--no_int8"], capsys)
+    assert f"{model / 'onnx'} holds 1 entries (model.onnx) but no {MARKER_NAME}" in line
+    assert (model / "onnx" / "model.onnx").read_text() == "someone's graph\n"
+    (model / "onnx" / "model.onnx").unlink()
+    for _ in range(2):  # an empty folder, then the export's own
+        run_recipe_in_process("export_onnx.py", ["--model", str(model), "--no_int8"])
+        assert sorted(os.listdir(model / "onnx")) == [MARKER_NAME, "model.onnx"]
+
+
+def test_export_onnx_refuses_an_onnx_link_to_a_users_folder(tmp_path, capsys):
+    pytest.importorskip("onnxruntime")
+    model = _model_folder(tmp_path)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "graph.onnx").write_text("mine\n")
+    (model / "onnx").symlink_to(tmp_path / "mine", target_is_directory=True)
+    line = _refused("export_onnx.py", ["--model", str(model), "--no_int8"], capsys)
+    assert f"{model / 'onnx'} holds 1 entries (graph.onnx) but no {MARKER_NAME}" in line
+    assert (model / "onnx").is_symlink() and os.listdir(tmp_path / "mine") == ["graph.onnx"]
+
+
+# --- a model that cannot be exported, and an export that fails midway -------------------------------------------------
+
+def _listing(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` (hidden ones included) with its bytes."""
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@pytest.fixture
+def char_gru_folder(tmp_path) -> Path:
+    """A small char-GRU with random weights throughout, saved (tests/models/test_onnx.py's)."""
+    pytest.importorskip("onnxruntime")
+    folder = tmp_path / "char-gru"
+    tiny_model("char_gru").save_pretrained(folder)
+    return folder
+
+
+class _UnexportableConfig(PreTrainedConfig):
+    model_type = "unexportable_test"
+
+
+class _UnexportableModel(PreTrainedModel):
+    """A throwaway family's model: a plain `PreTrainedModel`, without the sentence-encoder contract that the export
+    reads (hf_grounded/models/sentence_encoding.py)."""
+
+    config_class = _UnexportableConfig
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.dense = torch.nn.Linear(2, 2)
+        self.post_init()
+
+
+@pytest.fixture
+def unexportable_family(monkeypatch):
+    """`_UnexportableModel` registered with the Auto classes and as a family of the registry."""
+    import dataclasses
+
+    from transformers import AutoConfig, AutoModel
+
+    from hf_grounded.families import FAMILIES
+
+    AutoConfig.register(_UnexportableConfig.model_type, _UnexportableConfig, exist_ok=True)
+    AutoModel.register(_UnexportableConfig, _UnexportableModel, exist_ok=True)
+    monkeypatch.setitem(FAMILIES, "unexportable", dataclasses.replace(FAMILIES["vete"], model_class=_UnexportableModel))
+    return _UnexportableModel
+
+
+def test_export_refuses_a_family_without_an_onnx_export_before_writing_anything(unexportable_family, tmp_path,
+                                                                                  capsys):
+    from hf_grounded.onnx_export import export_onnx
+
+    folder = tmp_path / "unexportable"
+    model = unexportable_family(_UnexportableConfig())
+    model.save_pretrained(folder)
+    before = _listing(folder)
+    message = recipe_error("export_onnx.py", ["--model", str(folder)], capsys)
+    assert re.fullmatch(r"_UnexportableModel \(model type 'unexportable_test', the unexportable family\) has no ONNX "
+                        r"export; the families that export: .*char_gru.*", message), message
+    assert "unexportable," not in message and not message.endswith("unexportable")
+    with pytest.raises(ValueError, match="has no ONNX export"):
+        export_onnx(model, folder)
+    assert _listing(folder) == before and not (folder / "onnx").exists()
+
+
+def test_export_refuses_a_model_of_no_family_of_the_library(tiny_bert, tmp_path):  # noqa: F811
+    from transformers import AutoModel
+
+    from hf_grounded.onnx_export import export_onnx
+
+    with pytest.raises(ValueError, match=re.escape("BertModel (model type 'bert', of no family of hf_grounded) has no "
+                                                   "ONNX export")):
+        export_onnx(AutoModel.from_pretrained(tiny_bert), tmp_path)
+    assert os.listdir(tmp_path) == []
+
+
+def _failing_quantization(monkeypatch) -> None:
+    """ONNX Runtime's quantiser writes half a file, then fails."""
+    import onnxruntime.quantization
+
+    def quantize_dynamic(model_input, model_output, **options):
+        Path(model_output).write_bytes(b"half a graph")
+        raise RuntimeError("quantisation failed midway")
+
+    monkeypatch.setattr(onnxruntime.quantization, "quantize_dynamic", quantize_dynamic)
+
+
+def test_an_export_failing_midway_leaves_no_onnx_folder(char_gru_folder, monkeypatch):
+    from transformers import AutoModel
+
+    from hf_grounded.onnx_export import export_onnx
+
+    before, entries = _listing(char_gru_folder), sorted(os.listdir(char_gru_folder))
+    _failing_quantization(monkeypatch)
+    with pytest.raises(RuntimeError, match="quantisation failed midway"):
+        export_onnx(AutoModel.from_pretrained(char_gru_folder), char_gru_folder)
+    # Neither onnx/ nor the folder the export was written into is left, not even empty.
+    assert _listing(char_gru_folder) == before and sorted(os.listdir(char_gru_folder)) == entries
+
+
+def test_an_export_failing_midway_leaves_the_previous_export_as_it_was(char_gru_folder, monkeypatch):
+    from transformers import AutoModel
+
+    from hf_grounded.onnx_export import export_onnx
+
+    model = AutoModel.from_pretrained(char_gru_folder)
+    export_onnx(model, char_gru_folder)
+    before = _listing(char_gru_folder)
+    assert sorted(os.listdir(char_gru_folder / "onnx")) == [".hf_grounded_run", "model.onnx", "model_qint8.onnx"]
+    with torch.no_grad():
+        next(model.parameters()).add_(1)
+    _failing_quantization(monkeypatch)
+    with pytest.raises(RuntimeError, match="quantisation failed midway"):
+        export_onnx(model, char_gru_folder)
+    assert _listing(char_gru_folder) == before
+    assert sorted(os.listdir(char_gru_folder)) == sorted([*(name for name in before if "/" not in name), "onnx"])
+
+
+def test_a_failing_rename_into_place_puts_the_previous_export_back(char_gru_folder, monkeypatch):
+    from transformers import AutoModel
+
+    from hf_grounded.onnx_export import export_onnx
+
+    model = AutoModel.from_pretrained(char_gru_folder)
+    export_onnx(model, char_gru_folder, quantize=False)
+    before = _listing(char_gru_folder)
+    rename = os.rename
+
+    def failing_rename(source, destination):
+        if Path(destination).name == "onnx" and not Path(source).name.startswith(".onnx-previous-"):
+            raise OSError(28, "No space left on device")
+        rename(source, destination)
+
+    monkeypatch.setattr(os, "rename", failing_rename)
+    with pytest.raises(OSError, match="No space left"):
+        export_onnx(model, char_gru_folder)
+    assert _listing(char_gru_folder) == before
+
+
+def test_an_export_again_replaces_the_whole_previous_one(char_gru_folder):
+    from transformers import AutoModel
+
+    from hf_grounded.onnx_export import export_onnx
+
+    model = AutoModel.from_pretrained(char_gru_folder)
+    export_onnx(model, char_gru_folder)
+    assert export_onnx(model, char_gru_folder, quantize=False) == {"float32": char_gru_folder / "onnx" / "model.onnx"}
+    # The int8 graph of the first export is gone with it, rather than left beside a newer float32 one.
+    assert sorted(os.listdir(char_gru_folder / "onnx")) == [".hf_grounded_run", "model.onnx"]
+    assert not [name for name in os.listdir(char_gru_folder) if name.startswith(".")]
+
+
+# --- the graph's own digest ties it to the weights it records ---------------------------------------------------------
+
+def test_an_exported_graph_loads_with_the_fingerprint_of_its_weights(char_gru_folder):
+    import numpy as np
+    from transformers import AutoModel
+
+    from hf_grounded.onnx_export import export_onnx, exported_session
+
+    model = AutoModel.from_pretrained(char_gru_folder)
+    paths = export_onnx(model, char_gru_folder)
+    for path in paths.values():
+        session, fingerprint = exported_session(path)
+        assert fingerprint == model.weights_fingerprint()
+    tokens = model.default_tokenizer()(fixtures.CAPTIONS, padding=True, return_tensors="np")
+    inputs = {"input_ids": tokens["input_ids"].astype(np.int64),
+              "attention_mask": tokens["attention_mask"].astype(np.int64)}
+    session, _ = exported_session(paths["float32"], threads=1)
+    expected = model.get_text_features(*(torch.from_numpy(inputs[name]) for name in ("input_ids", "attention_mask")))
+    np.testing.assert_allclose(session.run(None, inputs)[0], expected.detach().numpy(), atol=1e-5)
+
+
+def _rewrite(path: Path, edit) -> None:
+    import onnx
+
+    graph = onnx.load(str(path))
+    edit(graph)
+    onnx.save(graph, str(path))
+
+
+def test_a_graph_whose_recorded_weights_were_rewritten_to_another_models_is_refused(char_gru_folder, tmp_path):
+    import onnx
+    from transformers import AutoModel
+
+    from hf_grounded.onnx_export import export_onnx, exported_session
+
+    export_onnx(AutoModel.from_pretrained(char_gru_folder), char_gru_folder)
+    other = AutoModel.from_pretrained(char_gru_folder)
+    with torch.no_grad():
+        next(other.parameters()).mul_(-1)
+    other.save_pretrained(tmp_path / "other")
+    (tmp_path / "other" / "onnx").mkdir()
+    for name in ("model.onnx", "model_qint8.onnx"):
+        path = tmp_path / "other" / "onnx" / name
+        shutil.copy(char_gru_folder / "onnx" / name, path)
+        _rewrite(path, lambda graph: onnx.helper.set_model_props(
+            graph, {**{entry.key: entry.value for entry in graph.metadata_props},
+                    "weights_sha256": other.weights_fingerprint()}))
+        with pytest.raises(ValueError, match=re.escape(str(path)) + ".*changed since it was exported"):
+            exported_session(path)
+
+
+def test_a_graph_whose_weights_were_edited_under_its_metadata_is_refused(char_gru_folder):
+    from onnx import numpy_helper
+    from transformers import AutoModel
+
+    from hf_grounded.onnx_export import export_onnx, exported_session
+
+    path = export_onnx(AutoModel.from_pretrained(char_gru_folder), char_gru_folder, quantize=False)["float32"]
+
+    def double_the_largest_initializer(graph):
+        largest = max(graph.graph.initializer, key=lambda tensor: numpy_helper.to_array(tensor).size)
+        largest.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(largest) * 2, largest.name))
+
+    _rewrite(path, double_the_largest_initializer)
+    with pytest.raises(ValueError, match=re.escape(str(path)) + ".*changed since it was exported"):
+        exported_session(path)
+
+
+def test_a_graph_without_the_graph_digest_or_not_onnx_is_refused_naming_the_file(char_gru_folder):
+    import onnx
+    from transformers import AutoModel
+
+    from hf_grounded.onnx_export import export_onnx, exported_session
+
+    path = export_onnx(AutoModel.from_pretrained(char_gru_folder), char_gru_folder, quantize=False)["float32"]
+    _rewrite(path, lambda graph: onnx.helper.set_model_props(graph, {"weights_sha256": "0" * 64}))
+    with pytest.raises(ValueError, match=re.escape(str(path)) + ".*records no graph_sha256.*export it again"):
+        exported_session(path)
+    path.write_bytes(b"\xff" * 100)
+    with pytest.raises(ValueError, match=re.escape(str(path)) + ": not an ONNX graph"):
+        exported_session(path)
+
+
+@pytest.mark.parametrize("edit", ["recorded weights", "graph weights"])
+def test_encode_refuses_a_graph_changed_since_it_was_exported(edit, char_gru_folder):
+    import onnx
+    from onnx import numpy_helper
+    from transformers import AutoModel
+
+    from hf_grounded.onnx_export import export_onnx
+
+    model = AutoModel.from_pretrained(char_gru_folder)
+    paths = export_onnx(model, char_gru_folder)
+    other = AutoModel.from_pretrained(char_gru_folder)
+    with torch.no_grad():
+        next(other.parameters()).mul_(-1)
+
+    def rewrite(graph):
+        if edit == "recorded weights":  # the graph of `model`, claiming to be `other`'s, loaded by `other`
+            onnx.helper.set_model_props(graph, {**{entry.key: entry.value for entry in graph.metadata_props},
+                                                "weights_sha256": other.weights_fingerprint()})
+        else:  # `model`'s own graph with its largest weight doubled
+            largest = max(graph.graph.initializer, key=lambda tensor: numpy_helper.to_array(tensor).size)
+            largest.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(largest) * 2, largest.name))
+
+    for quantize, path in ((False, paths["float32"]), (True, paths["int8"])):
+        _rewrite(path, rewrite)
+        encoder = other if edit == "recorded weights" else model
+        with pytest.raises(ValueError, match=re.escape(str(path)) + ".*changed since it was exported"):
+            encoder.encode(fixtures.CAPTIONS, backend="onnx", quantize=quantize)

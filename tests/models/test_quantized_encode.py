@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from hf_grounded import (
-    backend,
     CharGRUConfig,
     CharGRUModel,
     CharTokenizer,
@@ -16,9 +15,10 @@ from hf_grounded import (
     GroundedTransformerModel,
     VETEConfig,
     VETEModel,
+    backend,
 )
-from hf_grounded.families import FAMILIES
 from hf_grounded.backend import Int8Linear, int8_copy
+from hf_grounded.families import FAMILIES
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
 from ..family_testers import tiny_model

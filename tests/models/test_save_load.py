@@ -1,17 +1,18 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoModel, AutoTokenizer
 
-from hf_grounded import CharGRUModel, CharTokenizer
+from hf_grounded import CharGRUEnsembleModel, CharGRUModel, CharTokenizer
 from hf_grounded.training import save_model
 
 from ..conftest import run_python
-from .test_quantized_encode import families, small_model
+from .test_quantized_encode import families, family, small_model
 
 SENTENCES = ["A red square.", "two tiny violet plus signs", "x"]
 
@@ -117,4 +118,84 @@ def test_non_finite_weights_are_refused_at_load_naming_the_tensor(tmp_path, name
     with pytest.raises(ValueError, match=f"{target}: the saved weights hold NaN"):
         type(model).from_pretrained(tmp_path)
     with pytest.raises(ValueError, match="NaN or infinite"):
+        AutoModel.from_pretrained(tmp_path)
+
+
+# --- a folder that does not match its model is refused by name --------------------------------------------------------
+
+# Every family of the registry, and VETE's recurrent encoder, which its small model leaves out.
+FAMILIES = [*families(), "vete_rnn"]
+
+
+def saved(name: str, folder: Path):
+    model, tokenizer = small_model(name)
+    model.set_tokenizer(tokenizer)
+    model.save_pretrained(folder)
+    return model, tokenizer
+
+
+def rewrite_weights(folder: Path, change) -> None:
+    weights = load_file(folder / "model.safetensors")
+    save_file(change(weights), folder / "model.safetensors", metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_a_weights_file_missing_a_tensor_or_holding_an_extra_one_is_refused_naming_both(name, tmp_path):
+    model, _ = saved(name, tmp_path)
+    dropped = next(iter(model.state_dict()))
+    rewrite_weights(tmp_path, lambda weights: {key: value for key, value in weights.items() if key != dropped})
+    with pytest.raises(ValueError, match=f"model.safetensors: .*missing tensors \\['{dropped}'\\]"):
+        AutoModel.from_pretrained(tmp_path)
+    rewrite_weights(tmp_path, lambda weights: {**weights, dropped: model.state_dict()[dropped], "extra": torch.ones(2)})
+    with pytest.raises(ValueError, match="tensors this model does not have \\['extra'\\]"):
+        AutoModel.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_an_empty_weights_file_is_refused(name, tmp_path):
+    saved(name, tmp_path)
+    save_file({}, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError, match="missing tensors"):
+        AutoModel.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool])
+def test_integer_or_boolean_weights_are_refused_not_cast(dtype, tmp_path):
+    model, _ = saved("vete_rnn", tmp_path)
+    name = "image_projection.weight"
+    rewrite_weights(tmp_path, lambda weights: {**weights, name: weights[name].to(dtype)})
+    with pytest.raises(ValueError, match=f"not floating point \\['{name} \\((I64|BOOL)\\)'\\]"):
+        AutoModel.from_pretrained(tmp_path)
+
+
+def test_a_snapshot_ensemble_missing_a_members_tensor_is_refused(tmp_path):
+    members = [family("char_gru")[0] for _ in range(2)]
+    ensemble = CharGRUEnsembleModel.from_members(members)
+    ensemble.set_tokenizer(CharTokenizer())
+    ensemble.save_pretrained(tmp_path)
+    rewrite_weights(tmp_path, lambda weights: {key: value for key, value in weights.items()
+                                               if not key.startswith("members.1.")})
+    with pytest.raises(ValueError, match="missing tensors \\['members.1."):
+        CharGRUEnsembleModel.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("attention_heads", 1e9, "attention_heads .* must be an integer from 1"),
+    ("attention_heads", 4096, "missing tensors .* and .* more.*of another shape"),
+    ("hidden_size", "64", "hidden_size .* got '64'"),
+    ("hidden_size", -1, "hidden_size .* got -1"),
+    ("pad_token_id", 5000, "pad_token_id .* must be an id below vocab_size"),
+])
+def test_config_json_sizes_are_checked_for_sense_and_against_the_weights(key, value, message, tmp_path):
+    saved("char_gru", tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, key: value}))
+    with pytest.raises(ValueError, match=message):
+        AutoModel.from_pretrained(tmp_path)
+
+
+def test_a_broken_config_json_is_named(tmp_path):
+    saved("vete_rnn", tmp_path)
+    (tmp_path / "config.json").write_text('{"model_type": "vete", "vocab_size": ')
+    with pytest.raises(OSError, match="config.json"):
         AutoModel.from_pretrained(tmp_path)

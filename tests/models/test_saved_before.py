@@ -37,7 +37,8 @@ def test_a_model_saved_before_loads_and_encodes_as_it_did(name):
     np.testing.assert_allclose(embeddings, np.array(expected["embeddings"]), atol=1e-5)
 
 
-WITH_IMAGES = [name for name in FOLDERS if "image_embeddings" in (SAVED / name / "expected_embeddings.json").read_text()]
+WITH_IMAGES = [name for name in FOLDERS
+               if "image_embeddings" in (SAVED / name / "expected_embeddings.json").read_text()]
 
 
 @pytest.mark.parametrize("name", WITH_IMAGES)

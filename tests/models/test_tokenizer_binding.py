@@ -1,15 +1,18 @@
 """A model knows the tokenizer it was trained with: its config records the tokenizer's fingerprint, saving the model
-saves the tokenizer, and `encode()` refuses any other vocabulary, even one of the same size."""
+saves the tokenizer, and `encode()` refuses any other vocabulary, even one of the same size, or tokenizer files
+edited after saving."""
 
 import json
 
 import numpy as np
 import pytest
+from transformers import AutoModel
 
 from hf_grounded import CharGRUConfig, CharGRUEnsembleModel, CharGRUModel, CharTokenizer
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
 from .test_quantized_encode import families, family, registry_family
+from .test_save_load import saved
 
 FAMILIES = families()
 
@@ -143,3 +146,60 @@ def test_training_records_the_fingerprint_of_a_corpus_character_vocabulary(tmp_p
     np.testing.assert_array_equal(model.encode(["a red square"]), model.encode(["a red square"], tokenizer=saved))
     with pytest.raises(ValueError, match="ids but the model embeds"):
         model.encode(["a red square"], tokenizer=CharTokenizer())
+
+
+# --- a tokenizer's files edited after saving --------------------------------------------------------------------------
+
+# Every family of the registry, and VETE's recurrent encoder, which its small model leaves out.
+FAMILIES_AND_VETE_RNN = [*FAMILIES, "vete_rnn"]
+
+
+@pytest.mark.parametrize("name", FAMILIES_AND_VETE_RNN)
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("model_max_length", 0, "model_max_length must be a positive integer, got 0"),
+    ("model_max_length", -1, "model_max_length must be a positive integer, got -1"),
+    ("model_max_length", "64", "model_max_length must be a positive integer, got '64'"),
+])
+def test_tokenizer_config_sizes_are_checked_naming_the_file(name, key, value, message, tmp_path):
+    saved(name, tmp_path)
+    path = tmp_path / "tokenizer_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), key: value}))
+    model = AutoModel.from_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=f"tokenizer_config.json: {message}"):
+        model.encode(["A dog runs."])
+
+
+@pytest.mark.parametrize("name", FAMILIES_AND_VETE_RNN)
+def test_a_broken_tokenizer_config_json_is_named(name, tmp_path):
+    saved(name, tmp_path)
+    (tmp_path / "tokenizer_config.json").write_text('{"model_max_length": ')
+    with pytest.raises(ValueError, match=f"{tmp_path}: tokenizer_config.json is not valid JSON"):
+        AutoModel.from_pretrained(tmp_path).encode(["A dog runs."])
+
+
+@pytest.mark.parametrize("edit", ["unk_token", "model_type"])
+def test_a_word_tokenizer_whose_unknown_token_or_model_type_was_edited_is_refused(edit, tmp_path):
+    saved("vete_rnn", tmp_path)
+    path = tmp_path / "tokenizer.json"
+    state = json.loads(path.read_text())
+    if edit == "unk_token":
+        state["model"]["unk_token"] = "<S>"
+    else:
+        state["model"] = {"type": "WordPiece", "vocab": state["model"]["vocab"], "unk_token": "<unk>",
+                          "continuing_subword_prefix": "##", "max_input_chars_per_word": 100}
+    path.write_text(json.dumps(state))
+    with pytest.raises(ValueError, match="not the one this model was trained with"):
+        AutoModel.from_pretrained(tmp_path).encode(["A dog runs."])
+
+
+@pytest.mark.parametrize("name", FAMILIES_AND_VETE_RNN)
+def test_a_folder_saved_with_the_first_fingerprint_still_encodes(name, tmp_path):
+    from hf_grounded.models.sentence_encoding import _tokenizer_fingerprint
+
+    model, tokenizer = saved(name, tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["tokenizer_fingerprint"].startswith("v2:")
+    config["tokenizer_fingerprint"] = _tokenizer_fingerprint(tokenizer, version=1)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    np.testing.assert_allclose(AutoModel.from_pretrained(tmp_path).encode(["A dog runs."]),
+                               model.encode(["A dog runs."], tokenizer=tokenizer), atol=1e-6)

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from transformers import AutoModel
 
 from hf_grounded.families import FAMILIES
+from hf_grounded.models import GroundedTransformerModel
 from hf_grounded.objectives import (
     BaseKeeping,
     GroundingLoss,
@@ -19,7 +20,6 @@ from hf_grounded.objectives import (
     create_training_terms,
     relational_kl,
 )
-from hf_grounded.models import GroundedTransformerModel
 from hf_grounded.training import parse_arguments, train
 
 from ..models.test_grounded_transformer import _recipe_arguments, tiny_bert  # noqa: F401 (the fixture)
@@ -167,7 +167,7 @@ def test_families_without_a_pretrained_encoder_refuse_the_options_naming_where_t
         parse_arguments(["--model_type", "char_gru", "--distill_weight", "1"])
 
 
-def test_a_run_distils_from_the_base_as_published_and_its_card_says_so(tmp_path, tiny_bert):
+def test_a_run_distils_from_the_base_as_published_and_its_card_says_so(tmp_path, tiny_bert):  # noqa: F811
     arguments = _recipe_arguments(tmp_path, tiny_bert, "--objective", "hinge", "--num_train_epochs", "1",
                                   "--learning_rate", "1e-3", "--distill_weight", "1", "--distill_relational_weight",
                                   "0.5", "--caption_pair_weight", "0.5", "--caption_pair_batch_size", "4")

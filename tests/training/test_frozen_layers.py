@@ -188,7 +188,7 @@ def test_no_cache_without_frozen_layers():
                                                                           False),
                                                       ("mcse", ["--mcse_lambda", "0.5"], False)])
 def test_the_trainer_caches_the_frozen_layers_unless_told_not_to_or_an_objective_reads_dropout_views(
-        tmp_path, tiny_bert, caplog, monkeypatch, objective, extra, cached):
+        tmp_path, tiny_bert, caplog, monkeypatch, objective, extra, cached):  # noqa: F811
     created = []
     original = FrozenLayerCache.__init__
 

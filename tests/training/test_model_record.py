@@ -1,18 +1,23 @@
 """The model writer's record (`.hf_grounded_model.json`) removes only model files a save into the same folder wrote;
-saves report the truth and clean up after killed ones (issue 80, items 4 to 6)."""
+saves report the truth and clean up after killed ones (issue 80, items 4 to 6); a save replaces the model whole or
+not at all, and writes through no link."""
 
 import json
 import logging
+import os
 import shutil
 
+import numpy as np
 import pytest
+import torch
+from transformers import AutoModel
 
 from hf_grounded import files
 from hf_grounded.training import save_model
 from hf_grounded.training.saving import MODEL_ENTRIES_NAME, _write_model_files
 
 from ..models.test_family_contract import tiny
-from ..models.test_image_side_robustness import carrying
+from ..models.test_image_backbone import SENTENCES, carrying
 
 USER_FILES = ("notes.txt", "results.json", ".hf_grounded_run", "README.md")
 
@@ -192,3 +197,65 @@ def test_a_killed_save_of_a_new_folder_is_removed_beside_it(model, tmp_path, cap
         save_model(*model, folder)
     assert left.name in caplog.text and not left.exists()
     assert (tmp_path / ".saving-new-2-99999999-abcd").is_dir()
+
+
+# --- one writer: a model folder is replaced whole or not at all, and never through a link -----------------------------
+
+def test_a_grounded_transformer_is_saved_again_in_place(tmp_path):
+    """Its folder holds 1_Pooling/, which a rename of one file at a time could not replace."""
+    model, tokenizer = carrying("grounded_transformer")
+    save_model(model, tokenizer, tmp_path)
+    assert (tmp_path / "1_Pooling").is_dir()
+    with torch.no_grad():
+        next(model.text_projection.parameters()).add_(1.0)
+    save_model(model, tokenizer, tmp_path)
+    np.testing.assert_allclose(AutoModel.from_pretrained(tmp_path).encode(SENTENCES, space="joint"),
+                               model.encode(SENTENCES, space="joint"), atol=1e-5)
+    assert not [path.name for path in tmp_path.iterdir() if path.name.startswith((".saving", ".replaced"))]
+
+
+def test_a_save_that_fails_midway_leaves_the_previous_model_whole(tmp_path, monkeypatch):
+    model, tokenizer = carrying("grounded_transformer")
+    save_model(model, tokenizer, tmp_path)
+    before = {path.relative_to(tmp_path): path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    renames = []
+    real_rename = os.rename
+
+    def failing_rename(source, destination):
+        renames.append(destination)
+        if len(renames) == 6:  # some of the new files are in place by now
+            raise OSError("disk went away")
+        return real_rename(source, destination)
+
+    monkeypatch.setattr(os, "rename", failing_rename)
+    with torch.no_grad():
+        next(model.text_projection.parameters()).add_(1.0)
+    with pytest.raises(OSError, match="disk went away"):
+        save_model(model, tokenizer, tmp_path)
+    monkeypatch.undo()
+    after = {path.relative_to(tmp_path): path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    assert after == before
+
+
+def test_a_model_saved_without_its_backbone_leaves_no_image_processor_behind(tmp_path):
+    model, tokenizer = carrying("char_gru")
+    save_model(model, tokenizer, tmp_path)
+    assert (tmp_path / "preprocessor_config.json").is_file()
+    del model.image_backbone
+    model.config.image_backbone = None
+    save_model(model, tokenizer, tmp_path)
+    assert not (tmp_path / "preprocessor_config.json").exists()
+    assert not (tmp_path / "processor_config.json").exists()
+    assert AutoModel.from_pretrained(tmp_path).config.image_backbone is None
+
+
+def test_a_link_where_a_model_file_goes_is_refused_and_not_followed(tmp_path):
+    model, tokenizer = carrying("vete")
+    save_model(model, tokenizer, tmp_path / "model")
+    outside = tmp_path / "outside.json"
+    outside.write_text("precious")
+    (tmp_path / "model" / "config.json").unlink()
+    (tmp_path / "model" / "config.json").symlink_to(outside)
+    with pytest.raises(ValueError, match=r"config\.json is a symbolic link"):
+        save_model(model, tokenizer, tmp_path / "model")
+    assert outside.read_text() == "precious"

@@ -4,8 +4,7 @@ without AMX, whatever its other bfloat16 flags."""
 import pytest
 import torch
 
-from hf_grounded.training import parse_arguments, train
-from hf_grounded.training import precision
+from hf_grounded.training import parse_arguments, precision, train
 
 # A Xeon's flags with AVX-512's bfloat16 dot products but no AMX (this project's CI machine's kind), and with AMX.
 WITHOUT_AMX = "processor\t: 0\nflags\t\t: fpu sse2 avx2 fma avx512f avx512_vnni avx512_bf16 avx512_fp16\n"

@@ -1,14 +1,20 @@
-"""A run killed with SIGKILL in the middle of an epoch and resumed ends with the weights of an uninterrupted run."""
+"""A run killed with SIGKILL in the middle of an epoch and resumed ends with the weights of an uninterrupted run; a
+resume that would silently train with other arguments, or on other data, is refused."""
 
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
+import torch
 
+from hf_grounded.data.embeddings import write_embedding_shards
+from hf_grounded.training import parse_arguments, train
 from hf_grounded.training.checkpoints import list_checkpoints, resolve_checkpoint
 
 from ..conftest import REPO_ROOT
@@ -145,3 +151,73 @@ def test_a_checkpoint_with_positional_states_resumes_like_a_named_one(tmp_path):
         train(*parse_arguments([*TERMS, "--output_dir", str(tmp_path / name), "--resume_from_checkpoint", "latest"]))
     named, positional = (load_file(tmp_path / name / "model.safetensors") for name in ("named", "positional"))
     assert all(named[key].equal(positional[key]) for key in named)
+
+
+# --- a resume that would silently train with other arguments, or on other data, is refused ----------------------------
+
+TINY = ["--backbone", "test_efficientnet", "--hidden_size", "8", "--synthetic_train_images", "16",
+        "--synthetic_eval_images", "8", "--per_device_train_batch_size", "8"]
+
+
+def test_resuming_with_other_arguments_is_refused_naming_them_unless_allowed(tmp_path):
+    run = [*TINY, "--output_dir", str(tmp_path / "run"), "--num_train_epochs", "2"]
+    train(*parse_arguments([*run, "--max_steps", "2"]))  # interrupted after two steps
+    # Going on for longer, and where it writes and what it logs, may change freely.
+    resume = [*run, "--resume_from_checkpoint", "latest", "--logging_steps", "1"]
+    with pytest.raises(ValueError, match="per_device_train_batch_size: 8 in the checkpoint, 4 now; learning_rate: "
+                                         "0.001 in the checkpoint, 0.0005 now\\); resume .*--allow_changed_arguments"
+                       ) as refused:
+        train(*parse_arguments([*resume, "--learning_rate", "5e-4", "--per_device_train_batch_size", "4"]))
+    assert "logging_steps" not in str(refused.value) and "max_steps" not in str(refused.value)
+    results = train(*parse_arguments([*resume, "--learning_rate", "5e-4", "--allow_changed_arguments"]))
+    assert results["run"]["epochs"] == 2
+    recorded = json.loads((tmp_path / "run" / "training_args.json").read_text())
+    assert recorded["changed_on_resume"] == {"learning_rate": [0.001, 0.0005]}
+    assert recorded["training"]["learning_rate"] == 0.0005
+
+
+def test_a_checkpoint_from_before_arguments_were_recorded_resumes_with_a_warning(tmp_path, caplog):
+    run = [*TINY, "--output_dir", str(tmp_path / "run"), "--num_train_epochs", "2", "--max_steps", "2"]
+    train(*parse_arguments(run))
+    for recorded in (tmp_path / "run" / "checkpoints").glob("step-*/arguments.json"):
+        recorded.unlink()
+    with caplog.at_level(logging.WARNING):
+        train(*parse_arguments([*run, "--resume_from_checkpoint", "latest"]))
+    assert "written before checkpoints recorded their arguments" in caplog.text
+
+
+def test_a_resume_on_data_prepared_again_in_the_same_place_is_refused(tmp_path):
+    data = tmp_path / "embeddings"
+    rng = np.random.default_rng(0)
+
+    def write(count: int) -> None:
+        write_embedding_shards(data, [([f"caption {row}" for row in range(count)],
+                                       rng.normal(size=(count, 8)).astype(np.float16))])
+
+    write(60)
+    arguments = ["--dataset", "embeddings", "--data_dir", str(data), "--heldout_pairs", "10", "--hidden_size", "8",
+                 "--per_device_train_batch_size", "8", "--save_steps", "1", "--output_dir", str(tmp_path / "run")]
+    train(*parse_arguments([*arguments, "--max_steps", "2"]))
+    write(61)
+    with pytest.raises(ValueError, match="training_data: 'sha256:[0-9a-f]+ of 2 files .*' in the checkpoint"):
+        train(*parse_arguments([*arguments, "--max_steps", "3", "--resume_from_checkpoint", "latest"]))
+
+
+# --- checkpoints are never written through a link ---------------------------------------------------------------------
+
+def test_a_checkpoints_link_planted_after_the_start_is_refused_at_write_time(tmp_path):
+    from accelerate import Accelerator
+
+    from hf_grounded.training.checkpoints import save_checkpoint
+
+    elsewhere = tmp_path / "elsewhere"
+    for step in (1, 2):
+        (elsewhere / f"step-{step}").mkdir(parents=True)
+        (elsewhere / f"step-{step}" / "keep.txt").write_text("theirs")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "checkpoints").symlink_to(elsewhere)
+    model = torch.nn.Linear(2, 2)
+    with pytest.raises(ValueError, match=r"checkpoints is a symbolic link"):
+        save_checkpoint(Accelerator(cpu=True), tmp_path / "run", 3, 1, model, torch.optim.SGD(model.parameters()),
+                        {}, {})
+    assert sorted(path.name for path in elsewhere.iterdir()) == ["step-1", "step-2"]

@@ -50,7 +50,7 @@ def test_a_warm_up_without_the_hardest_negative_is_refused():
         HingeLoss(hardest_negative_warmup_epochs=1)
 
 
-def test_the_trainer_tells_each_term_the_epoch_it_trains(tmp_path, tiny_bert, monkeypatch):
+def test_the_trainer_tells_each_term_the_epoch_it_trains(tmp_path, tiny_bert, monkeypatch):  # noqa: F811
     seen, global_loss = [], HingeLoss.global_loss
     monkeypatch.setattr(HingeLoss, "global_loss",
                         lambda self, text, images: seen.append(self.epoch) or global_loss(self, text, images))

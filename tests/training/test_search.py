@@ -69,3 +69,14 @@ def test_grounded_skipthought_searches_its_weights_and_selects_on_the_sick_trial
     cosines = (first * second).sum(axis=1)
     expected = 100 * np.corrcoef(cosines, [score for _, _, score in pairs])[0, 1]
     assert trials[0]["value"] == pytest.approx(expected, abs=1e-3)
+
+
+TINY = ["--backbone", "test_efficientnet", "--hidden_size", "8", "--synthetic_train_images", "16",
+        "--synthetic_eval_images", "8", "--per_device_train_batch_size", "8"]
+
+
+def test_a_search_of_no_trials_is_refused():
+    from hf_grounded.search import run_search
+
+    with pytest.raises(ValueError, match="--trials must be at least 1, got 0"):
+        run_search(TINY, 0, "unused")

@@ -481,3 +481,24 @@ def test_vete_trains_word_level_through_the_same_trainer(tmp_path):
     longest = max(len(re.findall(r"\w+|[^\w\s]+", caption)) for caption in kept)
     assert results["run"]["steps"] == 4 * longest * 5
     assert "- training unit: word" in (output_dir / "README.md").read_text()
+
+
+def test_a_snapshots_link_planted_mid_run_is_refused_at_write_time(tmp_path, monkeypatch):
+    from hf_grounded.training import parse_arguments, train, trainer
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    output_dir = tmp_path / "run"
+    real_snapshot_path = trainer.snapshot_path
+
+    def planting_snapshot_path(cycle: int) -> str:
+        (output_dir / "snapshots").symlink_to(elsewhere)  # after the run checked its folder
+        return real_snapshot_path(cycle)
+
+    monkeypatch.setattr(trainer, "snapshot_path", planting_snapshot_path)
+    arguments = parse_arguments(["--hidden_size", "8", "--synthetic_train_images", "16", "--synthetic_eval_images",
+                                 "8", "--num_train_epochs", "1", "--lr_scheduler_type", "cyclic_cosine",
+                                 "--cycle_epochs", "1", "--output_dir", str(output_dir)])
+    with pytest.raises(ValueError, match=r"snapshots is a symbolic link"):
+        train(*arguments)
+    assert list(elsewhere.iterdir()) == []

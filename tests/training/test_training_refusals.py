@@ -9,8 +9,7 @@ import torch
 from transformers import BertModel, BertTokenizer
 
 from hf_grounded.objectives import BaseKeeping
-from hf_grounded.training import TrainingArguments, parse_arguments, train
-from hf_grounded.training import precision, trainer
+from hf_grounded.training import TrainingArguments, parse_arguments, precision, train, trainer
 
 from ..family_testers import tiny_bert, tiny_training_options
 

@@ -1,17 +1,17 @@
-"""A model, text encoder or data path the recipes cannot use, and MTEB tasks that cannot
-run here, end as one line `PROG: error: WHAT` with exit code 2, before any data is read or anything evaluated."""
-
-import re
+"""How the recipes end on a user's mistake (hf_grounded/command_line.py, hf_grounded/model_sources.py): a model,
+text encoder or data path the recipes cannot use ends as one line `PROG: error: WHAT` with exit code 2, before
+any data is read or anything evaluated."""
 
 import pytest
 
 from hf_grounded import CharGRUConfig, CharGRUModel, CharTokenizer
-from hf_grounded.evaluation.sts import load_sick, load_sts_year, load_stsb
 
-from ..conftest import run_recipe_in_process
-from ..fixtures import relatedness_data
+from .conftest import run_recipe_in_process
+from .fixtures import relatedness_data
 
 UNREACHABLE = "is neither a local folder nor a Hub model id that could be reached"
+
+
 # Should a check miss, the run fails fast anyway: a small synthetic set and the test backbone.
 TINY = ["--backbone", "test_efficientnet", "--synthetic_train_images", "16", "--synthetic_eval_images", "8"]
 
@@ -41,7 +41,7 @@ def recipe_error(recipe: str, arguments: list[str], capsys) -> str:
     return errors[0].removeprefix(f"{recipe}: error: ").removesuffix(" (--debug shows where)")
 
 
-# --- models that cannot be found or are of the wrong kind -------------------------------------------------------------
+# --- models that cannot be found or are of the wrong kind, and data paths of the wrong kind ---------------------------
 
 @pytest.mark.parametrize("source", ["/nonexistent", "someone/no-such-model"])
 def test_train_names_a_text_encoder_that_cannot_be_found(source, tmp_path, monkeypatch, capsys):
@@ -112,53 +112,6 @@ def test_evaluate_names_a_folder_given_as_sick_path(char_gru_folder, tmp_path, m
     monkeypatch.chdir(tmp_path)
     message = recipe_error("evaluate.py", ["--model", char_gru_folder, "--sick_path", str(tmp_path)], capsys)
     assert message == f"{tmp_path} is a folder; --sick_path takes the SICK .txt file"
-
-
-def test_sts_loaders_say_which_kind_of_path_they_take(tmp_path):
-    relatedness_data(tmp_path)
-    with pytest.raises(IsADirectoryError, match=re.escape(f"{tmp_path} is a folder; --sick_path takes the SICK .txt")):
-        load_sick(tmp_path)
-    a_file = tmp_path / "SICK.txt"
-    with pytest.raises(NotADirectoryError, match=re.escape(f"{a_file} is a file; --stsb_dir takes the folder holding "
-                                                           "sts-train.csv, sts-dev.csv and sts-test.csv")):
-        load_stsb(a_file)
-    with pytest.raises(NotADirectoryError, match=re.escape(f"{a_file} is a file; --sts_dir takes the folder holding "
-                                                           "STS12-en-test/")):
-        load_sts_year(a_file, "sts12")
-    with pytest.raises(FileNotFoundError, match=re.escape(f"{tmp_path / 'nowhere'} does not exist")):
-        load_stsb(tmp_path / "nowhere")
-
-
-# --- MTEB tasks that cannot run, and none at all ----------------------------------------------------------------------
-
-@pytest.mark.parametrize(("tasks", "local_flag"), [("SICK-R", "local files instead: STSBenchmark (--stsb_dir)"),
-                                                   ("STSBenchmark", "from local files with --stsb_dir")])
-def test_an_mteb_task_whose_data_is_on_the_unreachable_hub_is_one_line(tasks, local_flag, char_gru_folder, tmp_path,
-                                                                        monkeypatch, capsys):
-    pytest.importorskip("mteb")
-    monkeypatch.chdir(tmp_path)  # conftest sets HF_HUB_OFFLINE=1: the Hub fails at once, as without a network
-    message = recipe_error("evaluate.py", ["--model", char_gru_folder, "--mteb", tasks], capsys)
-    assert message.startswith(f"MTEB task {tasks} reads its data (mteb/")
-    assert "from the Hub, which could not be reached" in message and local_flag in message
-    assert not (tmp_path / "results.json").exists()
-
-
-@pytest.mark.parametrize("names", [" , ,", ","])
-def test_an_mteb_list_naming_no_task_is_refused(names, char_gru_folder, tmp_path, monkeypatch, capsys):
-    pytest.importorskip("mteb")
-    monkeypatch.chdir(tmp_path)
-    message = recipe_error("evaluate.py", ["--model", char_gru_folder, "--mteb", names], capsys)
-    assert message.startswith("--mteb names no MTEB task")
-    assert not (tmp_path / "results.json").exists()
-
-
-def test_an_empty_mteb_flag_is_refused_not_ignored(char_gru_folder, tmp_path, monkeypatch, capsys):
-    pytest.importorskip("mteb")
-    relatedness_data(tmp_path)
-    monkeypatch.chdir(tmp_path)
-    message = recipe_error("evaluate.py", ["--model", char_gru_folder, "--sick_path", str(tmp_path / "SICK.txt"),
-                                           "--mteb", ""], capsys)
-    assert message.startswith("--mteb names no MTEB task")
 
 
 def test_evaluate_names_a_model_folder_without_weights(char_gru_folder, tmp_path, monkeypatch, capsys):
