@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as folder:
         save_model(model, CharTokenizer(), Path(folder) / "bare")
         bare_mb = (Path(folder) / "bare" / "model.safetensors").stat().st_size / 1e6
-        attach_image_backbone(model, spec, spec.description)
+        attach_image_backbone(model, spec, spec)
         save_model(model, CharTokenizer(), Path(folder) / "carrying")
         carrying_mb = (Path(folder) / "carrying" / "model.safetensors").stat().st_size / 1e6
     processor = GroundedImageProcessor("center", model.config.image_backbone["data_config"])

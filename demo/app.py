@@ -3,7 +3,7 @@
     python demo/app.py                                  # the README's first model on the synthetic test images
     python demo/app.py --model PATH_OR_HUB_ID --images DIR
 
-On a Hugging Face Space (the folder recipes/push_space.py builds) the arguments come from the Space's variables
+On a Hugging Face Space (the folder demo/space.py builds) the arguments come from the Space's variables
 HF_GROUNDED_MODEL and HF_GROUNDED_IMAGES.
 """
 

@@ -1,6 +1,10 @@
 """The demo as a Hugging Face Space: a folder holding the app, its page, its Space README and requirements.txt (the
 files of the repository's demo/, this builder aside) and the library itself, pushed with huggingface_hub
-(recipes/push_space.py).
+(`pip install -e ".[demo]"`). Of --images only the image files the demo would show and can decode are copied; what
+the folder holds (file count and size) and what was left out, and why, is printed before anything is uploaded.
+
+    python demo/space.py --model USER/MODEL --images DIR --folder outputs/space               # build only
+    python demo/space.py --model USER/MODEL --images DIR --folder outputs/space --repo_id USER/SPACE
 
 A Space installs requirements.txt before the rest of its files are in place, so the library (not on PyPI) cannot be
 installed from a wheel shipped beside it; it goes into the folder as source instead, next to `app.py`, where
@@ -18,6 +22,7 @@ failure leaves nothing behind, and `push_space` uploads exactly the files the bu
 still the file written.
 """
 
+import argparse
 import errno
 import logging
 import os
@@ -33,6 +38,7 @@ from pathlib import Path
 import hf_grounded
 from hf_grounded.demo.image_files import SKIPPED_LINK, SKIPPED_NOT_REGULAR, select_images
 from hf_grounded.features import read_image
+from hf_grounded.command_line import run_recipe
 from hf_grounded.files import LOCK_NAME, MARKER_NAME, InvalidSampleError, refuse_foreign_folder, replace_folder
 
 logger = logging.getLogger(__name__)
@@ -355,6 +361,30 @@ def _identity(status: os.stat_result) -> Identity:
     return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns
 
 
+def main() -> None:
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="The Hub id of a model trained by hf_grounded.")
+    parser.add_argument("--images", help="A folder of images the Space searches: its images the demo would show "
+                                           "are copied into it.")
+    parser.add_argument("--folder", required=True, help="Where to write the Space folder: new, empty, or one this "
+                                                         "builder wrote (replaced with --overwrite_output_dir).")
+    parser.add_argument("--overwrite_output_dir", action="store_true",
+                        help="Replace the Space folder an earlier build wrote at --folder.")
+    parser.add_argument("--repo_id", help="The Space to push to (USER/NAME); without it the folder is only built.")
+    parser.add_argument("--private", action="store_true")
+    args = parser.parse_args()
+    space = build_space_folder(args.folder, Path(__file__).resolve().parent, images=args.images,
+                               overwrite=args.overwrite_output_dir)
+    print("\n".join(space.summary()), flush=True)
+    if args.repo_id:
+        print(f"Space: {push_space(args.repo_id, space, args.model, private=args.private)}")
+
+
 __all__ = ["LEFT_OUT_CHANGED", "LEFT_OUT_FOLDER", "LEFT_OUT_HIDDEN", "LEFT_OUT_LINK", "LEFT_OUT_LINK_OUT",
            "LEFT_OUT_NOT_AN_IMAGE", "LEFT_OUT_NOT_OWN", "LEFT_OUT_NOT_REGULAR", "LEFT_OUT_NOT_REGULAR_FILE",
            "LEFT_OUT_NOT_SOURCE", "LEFT_OUT_UNDECODABLE", "SpaceFolder", "build_space_folder", "push_space"]
+
+
+if __name__ == "__main__":
+    run_recipe(main)

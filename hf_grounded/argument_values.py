@@ -2,27 +2,31 @@
 argparse converts and checks the command line's, but a YAML config's values and a Python caller's reach the
 dataclass as they are.
 
-A field's check is its annotated type and then its rule, which `option()` puts in its metadata beside its help: a
-`Rule` of `hf_grounded.models.configuration_checks`, the one vocabulary of checks of configs and arguments alike: a
-bound (`at_least(N)`, `ABOVE_ZERO`), or for an option that is a field of a model config, declared by its name alone
-(`config_options`), the config's own rule, whose type, default and help it takes too.
+Options are declared one way, `option()`: a typed field with its default, help and rule, a `Rule` of
+`hf_grounded.models.configuration_checks`, the one vocabulary of checks of configs and arguments alike (a bound:
+`at_least(N)`, `ABOVE_ZERO`). An option that is a field of a model config is `config_option(ConfigClass, name)`: the
+config's own type, default, help and rule, declared once, in the config. A component (a model family's options, an
+objective's training term, a data source) declares its options as annotated class attributes of a `DeclaresOptions`
+subclass, which makes them its `Arguments` dataclass; what every run shares (`TrainingArguments`, `DataArguments`) is
+one plain dataclass of options each. A field's check is its type and then its rule.
 """
 
 import copy
 import math
 import types
-from collections.abc import Callable
-from dataclasses import MISSING, Field, dataclass, field, fields
+from dataclasses import MISSING, Field, field, fields, make_dataclass
 from types import MappingProxyType
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
 from transformers import HfArgumentParser
 from transformers.utils.auto_docstring import parse_docstring
 
+from .deprecation import deprecated_aliases
 from .models.configuration_checks import ABOVE_ZERO, Rule, at_least
 
-# The metadata keys of checks, which argparse must not see: a field's rule, and the config whose key it is.
-CHECKS = ("rule", "config")
+# The metadata keys of checks, which argparse must not see: a field's rule, the config whose key it is, its type, and
+# whether it is a flag at all (a group of options that a parser reads as a dataclass of their own is not).
+CHECKS = ("rule", "config", "type", "command_line")
 
 
 def option(default: Any, help: str, rule: Rule | None = None, default_factory: Any = MISSING, **metadata: Any) -> Any:
@@ -39,7 +43,7 @@ def check_argument_values(arguments) -> None:
     annotations = get_type_hints(type(arguments))
     for spec in fields(arguments):
         value, annotation, rule = getattr(arguments, spec.name), annotations[spec.name], spec.metadata.get("rule")
-        # A config's rule (`config_options`) checks the type too, in its own words.
+        # A config's rule (`config_option`) checks the type too, in its own words.
         if "config" not in spec.metadata and not _is_of_type(value, annotation):
             raise ValueError(f"--{spec.name} must be {_describe(annotation)}, got {value!r}")
         if rule is not None and not rule.accepts(value):
@@ -48,6 +52,8 @@ def check_argument_values(arguments) -> None:
 
 def _is_of_type(value, annotation) -> bool:
     origin = get_origin(annotation)
+    if annotation is Any:
+        return True
     if origin is Literal:
         return any(type(value) is type(choice) and value == choice for choice in get_args(annotation))
     if origin in (Union, types.UnionType):
@@ -76,43 +82,77 @@ def _describe(annotation) -> str:
 
 
 class CheckedArguments:
-    """Base of option dataclasses whose values are checked when they are made (`check_argument_values`)."""
+    """Base of the shared option dataclasses, whose values are checked when they are made (`check_argument_values`)."""
 
     def __post_init__(self):
         check_argument_values(self)
 
 
-def config_options(config_class: type, *names: str) -> Callable[[type], type]:
-    """Make the decorated `CheckedArguments` subclass a dataclass whose first fields are the options `names`, fields
-    of `config_class`: each with the config field's type and default, its docstring's `Args:` entry as help, and its
-    rule in `value_rules` (which refuses such a value in config.json too) as check. The class's own fields follow.
+def config_option(config_class: type, name: str) -> Any:
+    """The option `name` that is a field of `config_class`: the config field's type and default, its docstring's
+    `Args:` entry as help, and its rule in `value_rules` (which refuses such a value in config.json too) as check;
+    a run's value reaches the config by that name.
 
     ```python
     >>> from hf_grounded.models import GroundedSkipThoughtConfig
-    >>> config_options(GroundedSkipThoughtConfig, "hidden_size")(type("Options", (CheckedArguments,), {}))()
-    Options(hidden_size=2400)
+    >>> type("Options", (DeclaresOptions,), {"hidden_size": config_option(GroundedSkipThoughtConfig, "hidden_size")}
+    ...      ).Arguments()
+    Options.Arguments(hidden_size=2400)
 
     ```"""
-    def declare(cls: type) -> type:
-        config_fields = {spec.name: spec for spec in fields(config_class)}
-        # transformers' own reading of a docstring's Args: section, as its auto_docstring reads it.
-        descriptions = {name: " ".join(entry["description"].split())
-                        for name, entry in parse_docstring(config_class.__doc__ or "")[0].items()}
-        rules, annotations = getattr(config_class, "value_rules", {}), {}
-        for name in names:
-            if name not in config_fields or name not in descriptions or name not in rules:
-                raise TypeError(f"{config_class.__name__}.{name} is no field with a rule (value_rules) and an Args: "
-                                f"entry in the docstring, which an option of it takes")
-            spec = config_fields[name]
-            # For a terminal: the docstring's code marks dropped, and a literal % doubled (argparse formats help).
-            help = descriptions[name].replace("`", "").replace("%", "%%")
-            setattr(cls, name, option(spec.default, help, rules[name], spec.default_factory,
-                                      config=config_class.__name__))
-            annotations[name] = spec.type
-        cls.__annotations__ = {**annotations, **cls.__dict__.get("__annotations__", {})}
-        return dataclass(cls)
+    config_fields = {spec.name: spec for spec in fields(config_class)}
+    # transformers' own reading of a docstring's Args: section, as its auto_docstring reads it.
+    descriptions = {entry_name: " ".join(entry["description"].split())
+                    for entry_name, entry in parse_docstring(config_class.__doc__ or "")[0].items()}
+    rules = getattr(config_class, "value_rules", {})
+    if name not in config_fields or name not in descriptions or name not in rules:
+        raise TypeError(f"{config_class.__name__}.{name} is no field with a rule (value_rules) and an Args: entry in "
+                        f"the docstring, which an option of it takes")
+    spec = config_fields[name]
+    # For a terminal: the docstring's code marks dropped, and a literal % doubled (argparse formats help).
+    help = descriptions[name].replace("`", "").replace("%", "%%")
+    return option(spec.default, help, rules[name], spec.default_factory, config=config_class.__name__,
+                  type=spec.type)
 
-    return declare
+
+class DeclaresOptions:
+    """Base of a component that declares its own options: a model family's (`hf_grounded.families`), an objective's
+    training term (`hf_grounded.objectives`) and a data source (`hf_grounded.data`). Its options are class attributes
+    made with `option()` or `config_option()`; `Arguments`, the dataclass `HfArgumentParser` parses them with, is made
+    from them (a subclass's after its bases'), and checks its values when it is made: each option's type and rule,
+    then `check_options`, the rules between them. Options that are fields of one config may be named in the class
+    statement, first: `class Options(DeclaresOptions, config_options=(ConfigClass, "name", ...))`. The declarations
+    move from the class into `Arguments`, so a component that is a dataclass itself takes them for none of its
+    fields."""
+
+    Arguments: ClassVar[type]
+    _declared_options: ClassVar[dict[str, tuple[Any, Field]]] = {}
+
+    def __init_subclass__(cls, config_options: tuple = (), **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        config_class, *names = config_options or (None,)
+        declared = {name: (spec.metadata["type"], spec)
+                    for name in names for spec in [config_option(config_class, name)]}
+        annotations = vars(cls).get("__annotations__", {})
+        for name, value in list(vars(cls).items()):
+            if isinstance(value, Field):
+                declared[name] = (annotations.pop(name, value.metadata.get("type")), value)
+                delattr(cls, name)
+        cls._declared_options = {**cls._declared_options, **declared}
+
+        def __post_init__(arguments: Any) -> None:
+            check_argument_values(arguments)
+            cls.check_options(arguments)
+
+        # A copy of each field: the dataclass machinery names and types the fields it is given.
+        specs = [(name, annotation, copy.copy(spec)) for name, (annotation, spec) in cls._declared_options.items()]
+        cls.Arguments = make_dataclass("Arguments", specs, namespace={
+            "__post_init__": __post_init__, "__module__": cls.__module__,
+            "__qualname__": f"{cls.__qualname__}.Arguments", "__doc__": f"The options of {cls.__name__}."})
+
+    @classmethod
+    def check_options(cls, options: Any) -> None:
+        """Refuse options that contradict one another (each option's type and rule are checked before)."""
 
 
 class ArgumentParser(HfArgumentParser):
@@ -129,11 +169,16 @@ class ArgumentParser(HfArgumentParser):
 
     @staticmethod
     def _parse_dataclass_field(parser, field: Field):
+        if field.metadata.get("command_line") is False:
+            parser.set_defaults(**{field.name: field.default})  # no flag, its default in the parsed values
+            return
         unbounded = copy.copy(field)
         unbounded.metadata = MappingProxyType({key: value for key, value in field.metadata.items()
                                                if key not in CHECKS})
         HfArgumentParser._parse_dataclass_field(parser, unbounded)
 
 
-__all__ = ["ABOVE_ZERO", "ArgumentParser", "CheckedArguments", "at_least", "check_argument_values",
-           "config_options", "option"]
+__getattr__ = deprecated_aliases(__name__, {"config_options": "hf_grounded.deprecated_arguments:config_options"})
+
+__all__ = ["ABOVE_ZERO", "ArgumentParser", "CheckedArguments", "DeclaresOptions", "at_least",
+           "check_argument_values", "config_option", "option"]

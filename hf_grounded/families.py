@@ -2,11 +2,11 @@
 `hf_grounded/models/` (`configuration_NAME.py`, `modeling_NAME.py`) plus its entry in `FAMILIES`, which says
 
 - its classes, which `hf_grounded` registers with the Auto classes;
-- its options (`--hidden_size`, `--text_encoder`, ...): a dataclass of command-line arguments, parsed once
-  `--model_type` has chosen the family. An option that is a field of the family's config is declared by its name
-  (`config_options`): its type, default, help and check are the config's, and it reaches the config by that name;
-  the others (the vocabulary's, the pretrained encoder's) are declared with their help and bounds and serve the
-  tokenizer;
+- its options (`--hidden_size`, `--text_encoder`, ...), declared as every component's are
+  (`hf_grounded.argument_values.DeclaresOptions`) and parsed once `--model_type` has chosen the family. An option
+  that is a field of the family's config is named in the class statement (`config_options`): its type, default,
+  help and check are the config's, and it reaches the config by that name; the others (the vocabulary's, the
+  pretrained encoder's) are declared with their help and rule and serve the tokenizer;
 - how a new tokenizer is built from the training text, and what the config takes besides the options;
 - its model card: template, tags and what the introduction says of the architecture;
 - its hyperparameter search space (Kurach et al.'s protocol, `hf_grounded.search`);
@@ -21,12 +21,12 @@ The trainer, the losses, the model card and the search know a family only throug
 """
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from .argument_values import CheckedArguments, at_least, config_options, option
+from .argument_values import DeclaresOptions, at_least, option
 from .model_sources import named_model
 from .models import (
     CharGRUConfig,
@@ -43,34 +43,41 @@ from .models import (
 from .word_tokenizer import train_word_tokenizer
 
 
-@config_options(CharGRUConfig, "rnn_type", "hidden_size", "pooling", "attention_heads", "initializer_range")
-class CharGRUArguments(CheckedArguments):
+class CharGRUOptions(DeclaresOptions, config_options=(CharGRUConfig, "rnn_type", "hidden_size", "pooling",
+                                                     "attention_heads", "initializer_range")):
     char_vocabulary: Literal["ascii", "corpus"] = option(
         "ascii", "Printable ASCII, accents stripped (the paper's alphabet), or every character seen at least "
         "--vocab_min_frequency times in the training captions (other scripts).")
     vocab_min_frequency: int = option(1, "--char_vocabulary corpus: keep characters seen this often.", at_least(1))
 
 
-@config_options(VETEConfig, "text_encoder", "bow_pooling", "word_embedding_size", "rnn_type", "rnn_hidden_size",
-                "rnn_num_layers", "cnn_filter_widths", "cnn_num_filters", "embed_dim")
-class VETEArguments(CheckedArguments):
+class VETEOptions(DeclaresOptions, config_options=(
+        VETEConfig, "text_encoder", "bow_pooling", "word_embedding_size", "rnn_type", "rnn_hidden_size",
+        "rnn_num_layers", "cnn_filter_widths", "cnn_num_filters", "embed_dim")):
     vocab_min_frequency: int = option(1, "Keep training words seen at least this often.", at_least(1))
     vocab_max_size: int | None = option(None, "Keep at most this many words; all by default.", at_least(1))
 
 
-@config_options(GroundedSkipThoughtConfig, "hidden_size", "word_embedding_size")
-class GroundedSkipThoughtArguments(CheckedArguments):
+class GroundedSkipThoughtOptions(DeclaresOptions, config_options=(GroundedSkipThoughtConfig, "hidden_size",
+                                                                  "word_embedding_size")):
     vocab_min_frequency: int = option(1, "Keep words of the books and captions seen at least this often.", at_least(1))
     vocab_max_size: int = option(20000, "Keep at most this many words (Kiros et al.'s and Bordes et al.'s "
                                         "20,000).", at_least(1))
 
 
-@config_options(GroundedTransformerConfig, "pooling", "projection_dim", "projection_layers", "projection_hidden_dim",
-                "trainable_layers")
-class GroundedTransformerArguments(CheckedArguments):
+class GroundedTransformerOptions(DeclaresOptions, config_options=(
+        GroundedTransformerConfig, "pooling", "projection_dim", "projection_layers", "projection_hidden_dim",
+        "trainable_layers")):
     text_model_name_or_path: str = option(
         "sentence-transformers/all-MiniLM-L6-v2", "The pretrained transformers text encoder to ground (a Hub name or a "
         "folder); its tokenizer comes with it.")
+
+
+# The dataclasses of the families' options, as `--model_type` chooses them.
+CharGRUArguments = CharGRUOptions.Arguments
+VETEArguments = VETEOptions.Arguments
+GroundedSkipThoughtArguments = GroundedSkipThoughtOptions.Arguments
+GroundedTransformerArguments = GroundedTransformerOptions.Arguments
 
 
 @dataclass(frozen=True)
@@ -84,7 +91,7 @@ class BuildInputs:
     # E's heads
     objective_config: dict
     trains_text_objective: bool  # whether the family's text objective trains (`--text_weight` > 0)
-    objective_options: dict = field(default_factory=dict)  # the objective's options, which a config may carry
+    objective: Any = None  # the objective's training term
 
 
 def config_fields(config_class: type[PreTrainedConfig], options: dict) -> dict:
@@ -101,15 +108,14 @@ def config_from_options(config_class: type[PreTrainedConfig], options: dict, **v
 
 
 def _char_gru(options: CharGRUArguments, inputs: BuildInputs) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Merkx & Frank's char-GRU: a fixed printable-ASCII character vocabulary, or the training captions'; the
-    hinge options (`forward(return_loss=True)`) come from the objective when it has them."""
+    """Merkx & Frank's char-GRU: a fixed printable-ASCII character vocabulary, or the training captions'."""
     if options.char_vocabulary == "corpus":
         tokenizer = CharTokenizer.from_corpus(inputs.corpus, min_count=options.vocab_min_frequency,
                                               model_max_length=inputs.max_length)
     else:
         tokenizer = CharTokenizer(model_max_length=inputs.max_length)
-    config = config_from_options(CharGRUConfig, {**asdict(options), **inputs.objective_options},
-                                 vocab_size=len(tokenizer), image_feature_dim=inputs.image_feature_dim)
+    config = config_from_options(CharGRUConfig, asdict(options), vocab_size=len(tokenizer),
+                                 image_feature_dim=inputs.image_feature_dim)
     return CharGRUModel(config), tokenizer
 
 
@@ -141,8 +147,8 @@ def _grounded_transformer(options: GroundedTransformerArguments,
     """A pretrained text encoder with new projection heads (MCSE's setting) and its own tokenizer, whose limit stays
     the encoder's: the trainer cuts training captions at `--max_length`, but the saved model encodes sentences
     as the encoder did (a limit of 32 saved with all-MiniLM-L6-v2 cost 0.2 of STS-B's Spearman)."""
-    config_values = config_fields(GroundedTransformerConfig, {**asdict(options), **inputs.objective_options})
-    if options.trainable_layers == 0 and inputs.objective_options.get("mcse_lambda") == 0:
+    config_values = config_fields(GroundedTransformerConfig, asdict(options))
+    if options.trainable_layers == 0 and getattr(inputs.objective, "mcse_lambda", None) == 0:
         raise ValueError("--trainable_layers 0 with --objective mcse --mcse_lambda 0 trains nothing: SimCSE alone "
                          "reads the text encoder only, and it is frozen")
     with named_model("--text_model_name_or_path", options.text_model_name_or_path):
@@ -290,6 +296,6 @@ def family_of(model_type: str) -> tuple[str, ModelFamily]:
     raise ValueError(f"{model_type!r} is no model type of hf_grounded's families ({', '.join(known)})")
 
 
-__all__ = ["FAMILIES", "BuildInputs", "CharGRUArguments", "GroundedSkipThoughtArguments",
-           "GroundedTransformerArguments", "ModelFamily",
-           "VETEArguments", "config_from_options", "family_of"]
+__all__ = ["BuildInputs", "CharGRUArguments", "CharGRUOptions", "FAMILIES", "GroundedSkipThoughtArguments",
+           "GroundedSkipThoughtOptions", "GroundedTransformerArguments", "GroundedTransformerOptions", "ModelFamily",
+           "VETEArguments", "VETEOptions", "config_from_options", "family_of"]

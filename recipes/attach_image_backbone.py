@@ -20,7 +20,7 @@ from transformers import AutoModel
 
 import hf_grounded  # noqa: F401  (registers the Auto classes)
 from hf_grounded.command_line import run_recipe
-from hf_grounded.data import DataArguments, training_features_description
+from hf_grounded.data import DataArguments, backbone_feature_spec, training_feature_spec
 from hf_grounded.features import attach_image_backbone
 from hf_grounded.model_card import write_model_card
 from hf_grounded.models.image_backbone import check_backbone_name
@@ -48,7 +48,7 @@ def main() -> None:
     names = {spec.name for spec in fields(DataArguments)}
     data = DataArguments(**{name: value for name, value in training["data"].items() if name in names})
     seed = training.get("training", {}).get("seed", 42)
-    made_with = training_features_description(data, seed)
+    made_with = training_feature_spec(data, seed)
     chosen = {name: getattr(args, name) for name in BACKBONE_ARGUMENTS if getattr(args, name) is not None}
     if "pretrained_backbone" in chosen:
         chosen["pretrained_backbone"] = chosen["pretrained_backbone"] == "true"
@@ -56,7 +56,7 @@ def main() -> None:
     check_backbone_name("--backbone" if "backbone" in chosen else f"{recorded}: data.backbone",
                         chosen.get("backbone", data.backbone))
     model = AutoModel.from_pretrained(folder)
-    attach_image_backbone(model, replace(data, **chosen).feature_spec(seed), made_with)
+    attach_image_backbone(model, backbone_feature_spec(replace(data, **chosen), seed), made_with)
     save_model(model, model.default_tokenizer(), folder)
     write_model_card(folder)
     print(f"{folder}: now carries {model.config.image_backbone['name']} "

@@ -8,25 +8,25 @@ Features land in the feature cache (see --feature_cache_dir), where recipes/trai
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from accelerate import Accelerator
 
-from hf_grounded.argument_values import ArgumentParser
+from hf_grounded.argument_values import ArgumentParser, option
 from hf_grounded.command_line import run_recipe
-from hf_grounded.data import CaptionedImages, DataArguments, check_data_source
+from hf_grounded.data import CaptionedImages, DataArguments, check_data_source, dataset_options_class
 
 
 @dataclass
 class ExtractionArguments:
-    seed: int = field(default=42, metadata={"help": "Seed of the synthetic set and of random backbone weights."})
-    num_workers: int = field(default=0, metadata={"help": "DataLoader workers decoding images or videos."})
+    seed: int = option(42, "Seed of the synthetic set and of random backbone weights.")
+    num_workers: int = option(0, "DataLoader workers decoding images or videos.")
 
 
 def main() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    parser = ArgumentParser((DataArguments, ExtractionArguments))
-    data_args, extraction_args = parser.parse_args_into_dataclasses()
+    parser = ArgumentParser((DataArguments, dataset_options_class(), ExtractionArguments))
+    data_args, data_args.dataset_options, extraction_args = parser.parse_args_into_dataclasses()
     accelerator = Accelerator()
     caption_set = check_data_source(data_args, CaptionedImages)
     dataset = caption_set.load_rows(data_args, extraction_args.seed)

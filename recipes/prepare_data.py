@@ -24,13 +24,13 @@ writes (the card, `data/`, a clip-retrieval folder's `img_emb/`, `metadata/` and
 """
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Literal
 
-from hf_grounded.argument_values import ArgumentParser, at_least
+from hf_grounded.argument_values import ArgumentParser, at_least, check_argument_values, option
 from hf_grounded.command_line import run_recipe
-from hf_grounded.data import DataArguments, prepare_dataset
+from hf_grounded.data import DataArguments, dataset_options_class, prepare_dataset
 from hf_grounded.data.prepared import push_prepared_dataset, written_by_preparation
 from hf_grounded.data.webdataset import prepare_webdataset
 from hf_grounded.files import is_library_folder
@@ -39,36 +39,33 @@ from hf_grounded.training.output_folder import claim_output_folder
 
 @dataclass
 class PreparationArguments:
-    output_dir: str = field(metadata={"help": "The folder to write (or, for --shards, to resume): new, empty, or "
-                                              "one this recipe wrote."})
-    overwrite_output_dir: bool = field(
-        default=False, metadata={"help": "Replace what an earlier preparation wrote in --output_dir (for --shards: "
-                                         "prepare every shard again, e.g. with other settings)."})
-    shards: str | None = field(
-        default=None, metadata={"help": "WebDataset shards: DIR/{00000..00099}.tar, a folder of .tar files, or one "
-                                        "file; without it, --dataset is prepared."})
-    embedding_dtype: Literal["float16", "float32"] = field(
-        default="float16", metadata={"help": "How the embeddings are stored (float16 halves the disk; float32 keeps "
-                                             "the features exactly)."})
-    shard_rows: int = field(default=100_000, metadata={"rule": at_least(1),
-                                                       "help": "A prepared dataset's pairs per parquet shard, at most."})
-    seed: int = field(default=42, metadata={"help": "Seed of random backbone weights (without a pretrained file) and "
-                                                    "of a clip-retrieval folder's held-out pairs."})
-    num_workers: int = field(default=0, metadata={"help": "DataLoader workers decoding images."})
-    push_to_hub: bool = field(default=False, metadata={"help": "Upload the prepared dataset to --hub_dataset_id."})
-    hub_dataset_id: str | None = field(default=None, metadata={"help": "The Hub dataset repository to upload to."})
-    hub_token: str | None = field(default=None, metadata={"help": "Hub token (default: the logged-in one)."})
-    hub_private_repo: bool | None = field(default=None, metadata={"help": "Create the dataset repository private."})
+    output_dir: str = option(MISSING, "The folder to write (or, for --shards, to resume): new, empty, or one this "
+                                      "recipe wrote.")
+    overwrite_output_dir: bool = option(False, "Replace what an earlier preparation wrote in --output_dir (for "
+                                               "--shards: prepare every shard again, e.g. with other settings).")
+    shards: str | None = option(None, "WebDataset shards: DIR/{00000..00099}.tar, a folder of .tar files, or one "
+                                      "file; without it, --dataset is prepared.")
+    embedding_dtype: Literal["float16", "float32"] = option(
+        "float16", "How the embeddings are stored (float16 halves the disk; float32 keeps the features exactly).")
+    shard_rows: int = option(100_000, "A prepared dataset's pairs per parquet shard, at most.", at_least(1))
+    seed: int = option(42, "Seed of random backbone weights (without a pretrained file) and of a clip-retrieval "
+                           "folder's held-out pairs.")
+    num_workers: int = option(0, "DataLoader workers decoding images.")
+    push_to_hub: bool = option(False, "Upload the prepared dataset to --hub_dataset_id.")
+    hub_dataset_id: str | None = option(None, "The Hub dataset repository to upload to.")
+    hub_token: str | None = option(None, "Hub token (default: the logged-in one).")
+    hub_private_repo: bool | None = option(None, "Create the dataset repository private.")
 
     def __post_init__(self):
+        check_argument_values(self)
         if self.push_to_hub and (self.hub_dataset_id is None or self.shards is not None):
             raise ValueError("--push_to_hub uploads a prepared dataset (not --shards) to --hub_dataset_id: name it")
 
 
 def main() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    parser = ArgumentParser((PreparationArguments, DataArguments))
-    preparation, data_args = parser.parse_args_into_dataclasses()
+    parser = ArgumentParser((PreparationArguments, DataArguments, dataset_options_class()))
+    preparation, data_args, data_args.dataset_options = parser.parse_args_into_dataclasses()
     folder, overwrite = Path(preparation.output_dir), preparation.overwrite_output_dir
     resuming = preparation.shards is not None and not overwrite and is_library_folder(folder)
     with claim_output_folder(folder, overwrite, resuming, is_main_process=True, owned=written_by_preparation,

@@ -21,7 +21,6 @@ os.environ["HF_GROUNDED_CACHE"] = tempfile.mkdtemp(prefix="hf_grounded-test-cach
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
-DEMO_FOLDER = REPO_ROOT / "demo"
 # Multi-process tests run their processes on the CPU (gloo), as CI does: one thread each, and no GPU, since a
 # machine with fewer GPUs than processes cannot place them (Accelerate's barrier names a device per process).
 CPU_ONLY = {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
@@ -58,17 +57,17 @@ def run_python(code: str, cwd: Path, env: dict | None = None):
 
 def demo_module(name: str):
     """A module of the repository's demo/ folder (the Space's page and files, and its builder), which `pip install`
-    leaves out of the library: imported as the Space's app.py imports its siblings, by name, demo/ on the path."""
-    if str(DEMO_FOLDER) not in sys.path:
-        sys.path.insert(0, str(DEMO_FOLDER))
+    leaves out of the library: imported as the Space's app.py imports its siblings, by name (pytest.ini's
+    `pythonpath` holds demo/, as a Space's folder holds app.py)."""
     return importlib.import_module(name)
 
 
 def run_recipe_in_process(recipe: str, arguments: list[str]) -> None:
-    """Run `python recipes/<recipe> ARGUMENTS` in this process (its stdout goes to pytest's capture): starting an
-    interpreter costs more here than most recipes' work on test-sized data."""
+    """Run `python recipes/<recipe> ARGUMENTS` (or, for a path such as `demo/space.py`, that script of the
+    repository) in this process (its stdout goes to pytest's capture): starting an interpreter costs more here than
+    most recipes' work on test-sized data."""
     argv = sys.argv
-    sys.argv = [str(REPO_ROOT / "recipes" / recipe), *arguments]
+    sys.argv = [str(REPO_ROOT / recipe if "/" in recipe else REPO_ROOT / "recipes" / recipe), *arguments]
     try:
         runpy.run_path(sys.argv[0], run_name="__main__")
     finally:

@@ -79,15 +79,37 @@ def test_the_readme_is_a_first_page():
     ]
 
 
+# The model folders the docs' examples open, by family: each trained once, small, with the image backbone it carries.
+DOCS_MODELS = {"char-gru-synthetic": "char_gru", "grounded-minilm": "grounded_transformer",
+               "vete-bow-flickr8k": "vete", "grounded-skipthought-flickr8k": "grounded_skipthought"}
+
+
 @pytest.fixture(scope="module")
 def default_model_folder(tmp_path_factory):
-    """A folder where `outputs/char-gru-synthetic` holds a model trained as the quick start trains it (smaller)."""
+    """A folder where `outputs/char-gru-synthetic` holds a model trained as the quick start trains it (smaller), the
+    other `outputs/` folders the docs name a small model of their family that carries its image backbone, and
+    `beach.jpg` and `street.jpg` are images."""
     from hf_grounded.training import parse_arguments, train
+
+    from .family_testers import tiny_training_options
+    from .fixtures import write_jpeg
 
     root = tmp_path_factory.mktemp("docs")
     train(*parse_arguments(["--hidden_size", "16", "--num_train_epochs", "1", "--synthetic_train_images", "40",
                             "--synthetic_eval_images", "10", "--output_dir",
                             str(root / "outputs" / "char-gru-synthetic")]))
+    for folder, family in list(DOCS_MODELS.items())[1:]:
+        scratch = root / "scratch" / family
+        scratch.mkdir(parents=True)
+        # Bordes et al.'s projection baseline P maps images into the sentence space; the grounding objective does not.
+        options = (["--hidden_size", "16", "--word_embedding_size", "8", "--text_weight", "0", "--objective",
+                    "projection"] if family == "grounded_skipthought" else tiny_training_options(family, scratch))
+        train(*parse_arguments(["--model_type", family, *options, "--backbone",
+                                "test_efficientnet", "--synthetic_train_images", "16", "--synthetic_eval_images", "8",
+                                "--per_device_train_batch_size", "8", "--num_train_epochs", "1", "--output_dir",
+                                str(root / "outputs" / folder), "--feature_cache_dir", str(root / "features")]))
+    for shade, name in ((60, "beach.jpg"), (180, "street.jpg")):
+        write_jpeg(root / name, shade)
     return root
 
 

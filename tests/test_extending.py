@@ -9,16 +9,12 @@ import json
 import re
 import runpy
 import sys
-from dataclasses import dataclass, field
 
 import pytest
-import torch
-import torch.nn.functional as F
 from safetensors.torch import load_file
-from torch import nn
 
-from hf_grounded.families import FAMILIES
 from hf_grounded.data import DATA_SOURCES
+from hf_grounded.families import FAMILIES
 from hf_grounded.objectives import OBJECTIVES
 
 from .conftest import REPO_ROOT
@@ -94,7 +90,7 @@ def test_a_new_family_is_one_file_ending_in_its_registry_entry(toy_bag, tmp_path
     assert "- toy" in card and "a bidirectional hinge loss (margin 0.2)" in card
     # The option's check is its config's rule.
     with pytest.raises(ValueError, match="^--embed_dim must be an integer from 1 to 4194304, got 0$"):
-        toy_bag.BagOptions(embed_dim=0)
+        toy_bag.BagOptions.Arguments(embed_dim=0)
 
 
 def test_an_option_of_another_family_is_refused_naming_its_home(toy_bag, monkeypatch, capsys):
@@ -127,17 +123,21 @@ def test_a_new_data_source_is_one_file_and_one_registry_entry(tmp_path, monkeypa
     exec(compile(entry, "docs/extending.md", "exec"), {})
     assert DATA_SOURCES["colour_squares"].__module__ == "colour_squares"
     output_dir = tmp_path / "colours"
-    train_recipe(["--dataset", "colour_squares", "--hidden_size", "8", "--max_steps", "12",
-                  "--per_device_train_batch_size", "8", "--output_dir", str(output_dir)], monkeypatch)
+    train_recipe(["--dataset", "colour_squares", "--colour_train_images", "16", "--hidden_size", "8", "--max_steps",
+                  "12", "--per_device_train_batch_size", "8", "--output_dir", str(output_dir)], monkeypatch)
     recorded = json.loads((output_dir / "training_args.json").read_text())
-    assert recorded["data"]["dataset"] == "colour_squares"
+    assert recorded["data"]["dataset"] == "colour_squares" and recorded["data"]["colour_train_images"] == 16
     config = json.loads((output_dir / "config.json").read_text())
     assert config["image_feature_dim"] == 3  # the source's width, not a backbone's
     results = json.loads((output_dir / "results.json").read_text())
-    # The source's 48 training captions make 6 batches of 8 an epoch: 12 steps are two epochs.
-    assert (results["run"]["epochs"], results["run"]["steps"]) == (2, 12)
+    # The source's own option, 16 images of 2 captions, makes 4 batches of 8 an epoch: 12 steps are three epochs.
+    assert (results["run"]["epochs"], results["run"]["steps"]) == (3, 12)
     assert set(results["test"]["retrieval"]) == {"c2i", "i2c"}
     with pytest.raises(SystemExit):
         train_recipe(["--dataset", "colour_squares", "--data_dir", str(tmp_path), "--output_dir",
                       str(tmp_path / "refused")], monkeypatch)
     assert "the colour squares are drawn in memory and take no --data_dir" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train_recipe(["--colour_train_images", "16", "--output_dir", str(tmp_path / "foreign")], monkeypatch)
+    assert ("not options of --dataset synthetic: --colour_train_images (an option of --dataset colour_squares)"
+            in capsys.readouterr().err)

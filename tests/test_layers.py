@@ -82,10 +82,12 @@ def test_a_model_file_imports_nothing_of_the_library_outside_its_folder(path):
 
 
 def test_objectives_import_of_the_models_only_the_losses_maths():
-    """And the argument checks their options run (argument_values, in the models' layer for the configs' rules)."""
+    """And the argument checks their options run (argument_values, in the models' layer for the configs' rules), and
+    the configs of the families whose own loss they are, the one home of its settings (`config_option`)."""
     for path in (PACKAGE / "objectives").glob("*.py"):
-        models = {name for name in library_imports(path) if layer(name) == 1} - {"hf_grounded.models.losses",
-                                                                                 "hf_grounded.argument_values"}
+        models = {name for name in library_imports(path) if layer(name) == 1
+                  and not name.startswith("hf_grounded.models.configuration_")} - {"hf_grounded.models.losses",
+                                                                                   "hf_grounded.argument_values"}
         assert not models, f"{path.relative_to(PACKAGE)} imports {models}"
 
 

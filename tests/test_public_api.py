@@ -20,7 +20,7 @@ CHANGELOG = REPO_ROOT / "CHANGELOG.md"
 
 # The packages' public names that are gone from their `__all__` since 0.1 (3e58e9c): issue 66's refactor, and later.
 REMOVED_SINCE_0_1 = {
-    "hf_grounded.data": ["DATASETS", "load_captioned_images", "loader_options"],
+    "hf_grounded.data": ["DATASETS", "load_captioned_images", "loader_options", "training_features_description"],
     "hf_grounded.demo": ["DEFAULT_MODEL", "DemoModel", "build_demo", "carried_feature_spec", "launch",
                          "model_feature_spec"],
     "hf_grounded.features": ["check_features", "dataset_features", "stored_features", "without_rows_lacking_features"],
@@ -43,6 +43,10 @@ REMOVED_SINCE_0_1 = {
     "hf_grounded.evaluation": ["SentenceEncoder"],
     "hf_grounded.evaluation.evaluators": ["SentenceEncoder"],
     "hf_grounded.training.snapshots": ["mean_recall_at_10", "validation_summary"],
+    # Since 0.2.0: one way to declare an option, one type for how an image becomes a vector.
+    "hf_grounded.argument_values": ["config_options"],
+    "hf_grounded.data.captioned_images": ["training_features_description"],
+    "hf_grounded.features.attach": ["check_made_with"],
 }
 
 

@@ -3,123 +3,71 @@ training (recipes/train.py) and evaluation (recipes/evaluate.py) alike."""
 
 import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from ..argument_values import at_least, check_argument_values
-from ..features import BackboneSpec, FeatureSpec
+from ..argument_values import CheckedArguments, at_least, option
 
 
 @dataclass
-class DataArguments:
-    dataset: str | None = field(
-        default="synthetic",
-        metadata={"help": "Dataset kind, a name of hf_grounded.data.DATA_SOURCES: an image or video dataset "
-                          "(synthetic, flickr8k, coco, msvd); 'embeddings', a clip-retrieval folder; or 'prepared', "
-                          "a dataset recipes/prepare_data.py wrote (recipes/evaluate.py: none by default)."},
-    )
-    data_dir: str | None = field(default=None, metadata={"help": "Local folder of the dataset (--dataset prepared: "
-                                                                 "a folder or a Hub dataset id)."})
-    synthetic_train_images: int = field(default=1000, metadata={"rule": at_least(1),
-                                                                "help": "Synthetic set: training images."})
-    synthetic_eval_images: int = field(
-        default=100, metadata={"rule": at_least(1), "help": "Synthetic set: validation and test images, each."}
-    )
-    caption_policy: Literal["all", "one"] = field(
-        default="all", metadata={"help": "'all' captions per image per epoch (Merkx & Frank) or a fixed 'one'."}
-    )
-    books_dir: str | None = field(
-        default=None,
-        metadata={"help": "grounded_skipthought: folder of plain-text books, SkipThought's ordered corpus."},
-    )
-    visual_vectors: Literal["features", "random", "none"] = field(
-        default="features",
-        metadata={"help": "Each image's or video's visual vector: its --backbone features; random normal vectors "
-                          "(Bordes et al.'s control R); or none, for objectives that need only the groups (L_C)."},
-    )
-    random_visual_dim: int = field(default=2048, metadata={"rule": at_least(1),
-                                                           "help": "visual_vectors random: their width."})
-    training_unit: Literal["sentence", "word"] = field(
-        default="sentence",
-        metadata={"help": "'word' trains each word of the training captions against the image as a one-word "
-                          "caption (VETE's word-level training, Table 6); sentences are still encoded whole."},
-    )
-    char_gru_preprocessing: bool = field(
-        default=False, metadata={"help": "COCO: tokens joined by single spaces plus ' .' (Merkx & Frank)."}
-    )
-    skip_invalid: bool = field(
-        default=False, metadata={"help": "Log and skip bad samples (missing or corrupt files, empty captions)."}
-    )
-    backbone: str = field(default="efficientnet_lite0", metadata={"help": "timm model giving image features."})
-    pretrained_file: str | None = field(
-        default=None, metadata={"help": "Local weights for the backbone (safetensors); random weights without."}
-    )
-    pretrained_backbone: bool = field(
-        default=False, metadata={"help": "Fetch the backbone's weights from the Hub when no file is given."}
-    )
-    image_preprocessing: Literal["center", "ten_crop"] = field(
-        default="center", metadata={"help": "'center' crop at the backbone's size, or 'ten_crop' averaged."}
-    )
-    frame_pooling: Literal["first", "mean", "attention"] = field(
-        default="mean",
-        metadata={"help": "Videos: the first frame's features (F), the mean over frames (A), or (grounded_skipthought "
-                          "from a text-only checkpoint) frames attended by each caption's words (T)."},
-    )
-    image_features_file: str | None = field(
-        default=None,
-        metadata={"help": "Precomputed features (safetensors in the feature cache's format, keyed by image or video "
-                          "id) to use instead of extracting them with --backbone."},
-    )
-    save_image_backbone: bool | None = field(
-        default=None,
-        metadata={"help": "Save the image backbone the run's features came from inside the model, with its image "
-                          "processor, so that it reads images (get_image_features(pixel_values=...)): by default when "
-                          "the run extracted its image features itself."},
-    )
-    feature_cache_dir: str | None = field(
-        default=None,
-        metadata={"help": "Where extracted features are cached; default $HF_GROUNDED_CACHE or "
-                          "$HF_HOME/hf_grounded, then /features. 'none' disables the cache."},
-    )
-    feature_batch_size: int = field(default=16, metadata={"rule": at_least(1),
-                                                          "help": "Backbone batch size during feature extraction."})
-    heldout_pairs: int = field(
-        default=1000, metadata={"rule": at_least(1),
-                                "help": "--dataset embeddings: caption-embedding pairs held out for validation, and "
-                                        "as many for test, drawn by --seed; the rest train."}
-    )
-    keep_in_memory: bool = field(
-        default=False, metadata={"help": "--dataset embeddings: hold the training captions' token ids as lists and "
-                                         "their embeddings as one tensor, as the other datasets are held (memory "
-                                         "grows with the pairs; for sets that fit)."}
-    )
-    preprocessing_num_workers: int | None = field(
-        default=None, metadata={"rule": at_least(1),
-                                "help": "--dataset embeddings: processes that tokenise the captions (datasets' "
-                                        "num_proc) on the first run; later runs read the cached table."}
-    )
-    streaming: bool = field(
-        default=False, metadata={"help": "--dataset prepared: stream the training split (datasets' IterableDataset), "
-                                         "each process reading its own shards, instead of loading it."}
-    )
-    shuffle_buffer_size: int = field(
-        default=10_000, metadata={"rule": at_least(1), "help": "--streaming: pairs in the shuffle buffer (the shards' "
-                                                               "order is shuffled too, each epoch)."}
-    )
-    max_length: int = field(
-        default=512, metadata={"rule": at_least(1),
-                               "help": "Tokens kept per sentence: characters for the char-GRU, words otherwise."}
-    )
+class DataArguments(CheckedArguments):
+    """What every dataset shares; each `--dataset` kind declares its own options on its source
+    (`hf_grounded.data.DATA_SOURCES`), which `dataset_options` holds."""
 
-    def __post_init__(self):
-        check_argument_values(self)
+    dataset: str | None = option(
+        "synthetic", "Dataset kind, a name of hf_grounded.data.DATA_SOURCES: an image or video dataset (synthetic, "
+        "flickr8k, coco, msvd); 'embeddings', a clip-retrieval folder; or 'prepared', a dataset "
+        "recipes/prepare_data.py wrote (recipes/evaluate.py: none by default).")
+    data_dir: str | None = option(None, "Local folder of the dataset (--dataset prepared: a folder or a Hub dataset "
+                                        "id).")
+    caption_policy: Literal["all", "one"] = option(
+        "all", "'all' captions per image per epoch (Merkx & Frank) or a fixed 'one'.")
+    books_dir: str | None = option(
+        None, "grounded_skipthought: folder of plain-text books, SkipThought's ordered corpus.")
+    visual_vectors: Literal["features", "random", "none"] = option(
+        "features", "Each image's or video's visual vector: its --backbone features; random normal vectors (Bordes et "
+        "al.'s control R); or none, for objectives that need only the groups (L_C).")
+    random_visual_dim: int = option(2048, "visual_vectors random: their width.", at_least(1))
+    training_unit: Literal["sentence", "word"] = option(
+        "sentence", "'word' trains each word of the training captions against the image as a one-word caption "
+        "(VETE's word-level training, Table 6); sentences are still encoded whole.")
+    skip_invalid: bool = option(False, "Log and skip bad samples (missing or corrupt files, empty captions).")
+    backbone: str = option("efficientnet_lite0", "timm model giving image features.")
+    pretrained_file: str | None = option(None, "Local weights for the backbone (safetensors); random weights "
+                                               "without.")
+    pretrained_backbone: bool = option(False, "Fetch the backbone's weights from the Hub when no file is given.")
+    image_preprocessing: Literal["center", "ten_crop"] = option(
+        "center", "'center' crop at the backbone's size, or 'ten_crop' averaged.")
+    frame_pooling: Literal["first", "mean", "attention"] = option(
+        "mean", "Videos: the first frame's features (F), the mean over frames (A), or (grounded_skipthought from a "
+        "text-only checkpoint) frames attended by each caption's words (T).")
+    image_features_file: str | None = option(
+        None, "Precomputed features (safetensors in the feature cache's format, keyed by image or video id) to use "
+        "instead of extracting them with --backbone.")
+    save_image_backbone: bool | None = option(
+        None, "Save the image backbone the run's features came from inside the model, with its image processor, so "
+        "that it reads images (get_image_features(pixel_values=...)): by default when the run extracted its image "
+        "features itself.")
+    feature_cache_dir: str | None = option(
+        None, "Where extracted features are cached; default $HF_GROUNDED_CACHE or $HF_HOME/hf_grounded, then "
+        "/features. 'none' disables the cache.")
+    feature_batch_size: int = option(16, "Backbone batch size during feature extraction.", at_least(1))
+    preprocessing_num_workers: int | None = option(
+        None, "--dataset embeddings: processes that tokenise the captions (datasets' num_proc) on the first run; "
+        "later runs read the cached table.", at_least(1))
+    max_length: int = option(512, "Tokens kept per sentence: characters for the char-GRU, words otherwise.",
+                             at_least(1))
+    # The options of --dataset's own source (its `Arguments`), which the parsers read beside these
+    # (`hf_grounded.data.dataset_options_class`): None for its defaults, or their values by name.
+    dataset_options: Any = option(None, "The options of --dataset's own source.", command_line=False)
 
-    def feature_spec(self, seed: int) -> FeatureSpec:
-        """The features `--backbone` (with `--pretrained_file`, `--pretrained_backbone`; random weights drawn from
-        `seed` without either) gives through `--image_preprocessing`."""
-        return FeatureSpec(BackboneSpec(self.backbone, self.pretrained_file, self.pretrained_backbone, seed=seed),
-                           preprocessing=self.image_preprocessing)
+    def to_dict(self) -> dict:
+        """Every value by its argument's name, the dataset's own options among them, as training_args.json records
+        them."""
+        values = {spec.name: getattr(self, spec.name) for spec in fields(self) if spec.name != "dataset_options"}
+        options = self.dataset_options
+        return {**values, **(asdict(options) if is_dataclass(options) else dict(options or {}))}
 
     def training_data_fingerprint(self) -> str | None:
         """A digest of the names, sizes and modification times of every file a run reads its training data from, so

@@ -18,9 +18,9 @@ from safetensors import safe_open
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from ..features import (FeatureCache, FeatureSpec, cached_features, carried_feature_spec, feature_cache_file,
-                        pool_frames, source_name)
-from ..features.attach import check_made_with
+from ..deprecation import deprecated_aliases
+from ..features import (BackboneSpec, FeatureCache, FeatureSpec, cached_features, carried_feature_spec,
+                        feature_cache_file, pool_frames, source_name)
 from ..features.cache import stored_ids
 from ..files import regular_file
 from .arguments import DataArguments
@@ -93,7 +93,7 @@ class CaptionedImages(DataSource):
         if data_args.image_features_file is not None:
             features, origin = stored_features(dataset, data_args.image_features_file), data_args.image_features_file
         else:
-            spec = data_args.feature_spec(seed) if model is None else carried_feature_spec(model)
+            spec = backbone_feature_spec(data_args, seed) if model is None else carried_feature_spec(model)
             cache_file = None
             if data_args.feature_cache_dir != "none":
                 source = source_name(data_args.dataset, data_args.data_dir, **cls.cache_options(data_args, seed))
@@ -159,35 +159,42 @@ class CaptionedImages(DataSource):
             return None
         if data_args.visual_vectors != "features" or data_args.frame_pooling == "attention":
             return super().image_backbone(data_args, seed)
-        spec = data_args.feature_spec(seed)
+        spec = backbone_feature_spec(data_args, seed)
         if data_args.image_features_file is not None:
-            check_made_with(spec, training_features_description(data_args, seed))
+            spec.check_made(training_feature_spec(data_args, seed))
         return spec
 
     def pairs_to_prepare(self, data_args: DataArguments, seed: int) -> tuple[dict[str, SplitPairs], str]:
         splits = {split: _image_split(self.dataset[split], self.features[split]) for split in SPLITS}
         features = (f"{data_args.image_features_file} (precomputed)" if data_args.image_features_file is not None
-                    else _described(data_args.feature_spec(seed).description))
+                    else _described(backbone_feature_spec(data_args, seed).description))
         if "video_id" in self.dataset["train"].column_names:
             features += f"; a video's frames pooled by their {data_args.frame_pooling}"
         return splits, features
 
 
-def training_features_description(data_args: DataArguments, seed: int) -> dict:
-    """What made a run's image features (`FeatureSpec.description`: backbone, weights' fingerprint, preprocessing),
-    from its arguments: the features file's own description, or the spec of the features the run extracted."""
+def backbone_feature_spec(data_args: DataArguments, seed: int) -> FeatureSpec:
+    """The features `--backbone` (with `--pretrained_file`, `--pretrained_backbone`; random weights drawn from `seed`
+    without either) gives through `--image_preprocessing`."""
+    backbone = BackboneSpec(data_args.backbone, data_args.pretrained_file, data_args.pretrained_backbone, seed=seed)
+    return FeatureSpec(backbone, preprocessing=data_args.image_preprocessing)
+
+
+def training_feature_spec(data_args: DataArguments, seed: int) -> FeatureSpec:
+    """What made a run's image features (backbone, weights' fingerprint, preprocessing), from its arguments: the
+    features file's own description, or the spec of the features the run extracted."""
     if data_args.visual_vectors != "features":
         raise ValueError(f"--visual_vectors {data_args.visual_vectors}: the model was trained on no backbone's "
                          f"features, so no backbone can give its image side")
     if data_args.image_features_file is None:
-        return data_args.feature_spec(seed).description
+        return backbone_feature_spec(data_args, seed)
     with safe_open(data_args.image_features_file, framework="pt") as handle:
         description = json.loads((handle.metadata() or {}).get("description", "{}"))
     if not str(description.get("weights", "")).startswith(("file-sha256:", "timm-hub:", "random-seed:")):
         raise ValueError(f"{data_args.image_features_file}: its description names no weights' fingerprint "
                          f"({description.get('weights')!r}), so the backbone that made its features cannot be "
                          f"checked; extract them with recipes/extract_features.py and train on those")
-    return description
+    return FeatureSpec.from_description(description)
 
 
 def _pooled(frames: dict[str, list[torch.Tensor]], data_args: DataArguments) -> dict[str, torch.Tensor]:
@@ -323,5 +330,10 @@ def _image_split(rows: Dataset, vectors: torch.Tensor) -> SplitPairs:
     return SplitPairs(len(flat), read)
 
 
-__all__ = ["CaptionedImages", "check_features", "dataset_features", "stored_features", "training_features_description",
-           "without_rows_lacking_features"]
+# Removed public names, importable until hf_grounded 0.3.0 (CHANGELOG.md).
+__getattr__ = deprecated_aliases(__name__, {"training_features_description": (
+    "hf_grounded.data.deprecated:training_features_description",
+    "hf_grounded.data.training_feature_spec (a FeatureSpec; its .description)")})
+
+__all__ = ["CaptionedImages", "backbone_feature_spec", "check_features", "dataset_features", "stored_features",
+           "training_feature_spec", "without_rows_lacking_features"]

@@ -8,6 +8,7 @@ from pathlib import Path
 from datasets import DatasetDict
 
 from ..files import InvalidSampleError
+from ..argument_values import option
 from .arguments import DataArguments
 from .captioned_images import CaptionedImages
 from .karpathy import KARPATHY_SPLITS, read_karpathy_json
@@ -100,9 +101,11 @@ def load_coco(
 class CocoImages(CaptionedImages):
     """`--dataset coco --data_dir DIR`: `load_coco`'s rows, their captions as `--char_gru_preprocessing` says."""
 
+    char_gru_preprocessing: bool = option(False, "COCO: tokens joined by single spaces plus ' .' (Merkx & Frank).")
+
     @classmethod
     def read_rows(cls, data_args: DataArguments, seed: int, features_only: bool) -> DatasetDict:
-        return load_coco(data_args.data_dir, char_gru_preprocessing=data_args.char_gru_preprocessing,
+        return load_coco(data_args.data_dir, char_gru_preprocessing=cls.options(data_args).char_gru_preprocessing,
                          skip_invalid=data_args.skip_invalid, features_only=features_only)
 
 

@@ -1,6 +1,8 @@
 """The removed functions of hf_grounded.data that still run, until hf_grounded 0.3.0 (`hf_grounded.deprecation`,
 CHANGELOG.md)."""
 
+from .arguments import DataArguments
+from .captioned_images import training_feature_spec
 from .coco import load_coco
 from .flickr8k import load_flickr8k
 from .msvd import load_msvd
@@ -27,4 +29,10 @@ def load_captioned_images(name: str, data_dir: str | None = None, **options):
     return loaders[name](data_dir, **options)
 
 
-__all__ = ["load_captioned_images"]
+def training_features_description(data_args: DataArguments, seed: int) -> dict:
+    """What made a run's image features, as a description; replaced by `hf_grounded.data.training_feature_spec`,
+    the `FeatureSpec` itself (whose `.description` this is)."""
+    return training_feature_spec(data_args, seed).description
+
+
+__all__ = ["load_captioned_images", "training_features_description"]

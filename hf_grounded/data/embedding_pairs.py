@@ -11,6 +11,7 @@ from accelerate import Accelerator
 from datasets import Dataset
 from transformers import PreTrainedTokenizerBase
 
+from ..argument_values import at_least, option
 from .arguments import DataArguments
 from .embeddings import FeatureRows, embedding_shards, invalid_rows, read_captions
 from .encoded import CaptionColumn, EncodedSplit
@@ -29,6 +30,11 @@ class EmbeddingPairs(DataSource):
     captions: dict[str, Dataset]
     features: dict[str, FeatureRows | torch.Tensor]
     rows: dict[str, np.ndarray]  # each pair's row in the folder, counted across its shards
+    heldout_pairs: int = option(1000, "--dataset embeddings: caption-embedding pairs held out for validation, and as "
+                                      "many for test, drawn by --seed; the rest train.", at_least(1))
+    keep_in_memory: bool = option(False, "--dataset embeddings: hold the training captions' token ids as lists and "
+                                         "their embeddings as one tensor, as the other datasets are held (memory "
+                                         "grows with the pairs; for sets that fit).")
 
     @property
     def corpus(self) -> Iterable[str]:
@@ -49,7 +55,7 @@ class EmbeddingPairs(DataSource):
             splits = {split: EncodedSplit.from_caption_table(self.captions[split], self.features[split], tokenizer,
                                                              max_length, data_args.preprocessing_num_workers)
                       for split in SPLITS}
-        if data_args.keep_in_memory:
+        if self.options(data_args).keep_in_memory:
             splits = {split: replace(encoded, input_ids=list(encoded.input_ids.take(range(len(encoded.input_ids)))),
                                      image_features=encoded.image_features[range(len(encoded.image_features))]
                                      if isinstance(encoded.image_features, FeatureRows) else encoded.image_features)
@@ -77,7 +83,7 @@ class EmbeddingPairs(DataSource):
                 logger.warning("skipped %d of %d pairs of %s with a non-finite embedding or an empty caption "
                                "(first: %s)", len(bad), len(captions), data_args.data_dir, problem)
             rows = np.setdiff1d(np.arange(len(captions)), bad)
-            held = data_args.heldout_pairs
+            held = cls.options(data_args).heldout_pairs
             if len(rows) <= 2 * held:
                 raise ValueError(f"{data_args.data_dir} has {len(rows)} usable pairs: too few to hold out "
                                  f"--heldout_pairs {held} for validation and {held} for test and train on the rest")
@@ -90,8 +96,9 @@ class EmbeddingPairs(DataSource):
             return cls({split: captions.select(selected) for split, selected in chosen.items()}, features, chosen)
 
     def pairs_to_prepare(self, data_args: DataArguments, seed: int) -> tuple[dict[str, SplitPairs], str]:
-        features = (f"precomputed embeddings of a clip-retrieval folder, {data_args.heldout_pairs} pairs held out "
-                    f"for validation and for test by seed {seed}")
+        held = self.options(data_args).heldout_pairs
+        features = (f"precomputed embeddings of a clip-retrieval folder, {held} pairs held out for validation and for "
+                    f"test by seed {seed}")
         return {split: self._split_pairs(split) for split in SPLITS}, features
 
     def _split_pairs(self, split: str) -> SplitPairs:

@@ -23,6 +23,7 @@ from datasets import Dataset, IterableDataset
 from datasets.distributed import split_dataset_by_node
 from transformers import PreTrainedTokenizerBase
 
+from ..argument_values import at_least, option
 from .arguments import DataArguments
 from .encoded import CaptionColumn, EncodedSplit, collate_captions
 from .prepared import load_prepared_split, shard_rows, split_files, unsound_pairs
@@ -43,8 +44,10 @@ class PreparedPairs(DataSource):
     train_stream: IterableDataset | None
     train_shard_rows: list[int]
     embedding_dim: int
-
-    streamable = True
+    streaming: bool = option(False, "--dataset prepared: stream the training split (datasets' IterableDataset), each "
+                                    "process reading its own shards, instead of loading it.")
+    shuffle_buffer_size: int = option(10_000, "--streaming: pairs in the shuffle buffer (the shards' order is "
+                                              "shuffled too, each epoch).", at_least(1))
 
     @classmethod
     def load(cls, data_args: DataArguments, seed: int, accelerator: Accelerator | None = None,
@@ -58,10 +61,10 @@ class PreparedPairs(DataSource):
             source = data_args.data_dir
             files = split_files(source)
             rows = {split: shard_rows(files[split]) for split in SPLITS}
-            held = [split for split in SPLITS if not (data_args.streaming and split == "train")]
+            held = [split for split in SPLITS if not (cls.options(data_args).streaming and split == "train")]
             tables = {split: load_prepared_split(source, split, files=files[split]) for split in held}
             stream = (load_prepared_split(source, "train", streaming=True, files=files["train"])
-                      if data_args.streaming else None)
+                      if cls.options(data_args).streaming else None)
             dims = {table.features["embedding"].length for table in tables.values()}
             if len(dims) != 1:
                 raise ValueError(f"{source}: the splits' embeddings differ in width ({sorted(dims)})")
@@ -97,7 +100,7 @@ class PreparedPairs(DataSource):
                                   group_by_length: bool = False) -> "StreamedPairBatches":
         """This process's batches of the streamed training split (length-grouped as the samplers group them)."""
         return StreamedPairBatches(self.train_stream, self.train_shard_rows, tokenizer, max_length, batch_size, seed,
-                                   num_replicas, rank, data_args.shuffle_buffer_size,
+                                   num_replicas, rank, self.options(data_args).shuffle_buffer_size,
                                    LENGTH_GROUP_BATCHES if group_by_length else None, data_args.skip_invalid,
                                    source=f"{self.source} (train)")
 

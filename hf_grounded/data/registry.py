@@ -1,9 +1,12 @@
 """The registry of `--dataset` kinds: each name and the `DataSource` class that reads it, as `FAMILIES` holds the
 model families and `OBJECTIVES` the objectives. The trainer, the evaluation and recipes/prepare_data.py know
-a dataset only through its entry; a new kind is one file holding its `DataSource` class and one entry here (or, from
-a plugin, `register_data_source`)."""
+a dataset only through its entry; a new kind is one file holding its `DataSource` class, its own options declared
+on it, and one entry here (or, from a plugin, `register_data_source`)."""
 
+import copy
+from dataclasses import fields, make_dataclass
 from pathlib import Path
+from typing import get_type_hints
 
 from accelerate import Accelerator
 
@@ -14,7 +17,7 @@ from .flickr8k import Flickr8kImages
 from .msvd import MsvdVideos
 from .prepared import write_prepared_dataset
 from .prepared_pairs import PreparedPairs
-from .source import DataSource
+from .source import DataSource, given_options
 from .synthetic import SyntheticImages
 
 DATA_SOURCES: dict[str, type[DataSource]] = {
@@ -35,9 +38,36 @@ def register_data_source(name: str, source_class: type[DataSource]) -> None:
     DATA_SOURCES[name] = source_class
 
 
+def dataset_options_class() -> type:
+    """One dataclass of every registered kind's own options, which a parser reads beside `DataArguments`
+    (`data_args.dataset_options`): a run may give only those of its `--dataset` (`check_data_source`)."""
+    specs = {}
+    for source_class in DATA_SOURCES.values():
+        types = get_type_hints(source_class.Arguments)
+        for spec in fields(source_class.Arguments):
+            specs.setdefault(spec.name, (spec.name, types[spec.name], copy.copy(spec)))
+    return make_dataclass("DatasetOptions", list(specs.values()))
+
+
+def dataset_options(dataset: str, given: object) -> object:
+    """The `Arguments` of `--dataset`'s source, from `given`: its `Arguments`, None for its defaults, their values
+    by name, or a parsed `dataset_options_class()`. An option of another kind is refused, naming its kind."""
+    source_class = DATA_SOURCES[dataset]
+    if isinstance(given, source_class.Arguments):
+        return given
+    values, own = given_options(given), {spec.name for spec in fields(source_class.Arguments)}
+    if set(values) - own:
+        homes = {spec.name: name for name, entry in DATA_SOURCES.items() for spec in fields(entry.Arguments)}
+        foreign = [f"--{option} (an option of --dataset {homes[option]})" if option in homes else f"--{option}"
+                   for option in sorted(set(values) - own)]
+        raise ValueError(f"not options of --dataset {dataset}: {', '.join(foreign)}")
+    return source_class.Arguments(**values)
+
+
 def check_data_source(data_args: DataArguments, kind: type[DataSource] = DataSource) -> type[DataSource]:
-    """The class that reads `--dataset`, once the options that it cannot take are refused; `kind`, the kind of
-    source the caller reads (the caption tasks read a `CaptionedImages`), refuses any other."""
+    """The class that reads `--dataset`, once the options that it cannot take are refused, its own options made
+    its `Arguments` in `data_args.dataset_options` (from None, its defaults; or their values by name); `kind`, the
+    kind of source the caller reads (the caption tasks read a `CaptionedImages`), refuses any other."""
     if data_args.dataset not in DATA_SOURCES:
         raise ValueError(f"unknown dataset {data_args.dataset!r}; available: {sorted(DATA_SOURCES)}")
     source_class = DATA_SOURCES[data_args.dataset]
@@ -45,10 +75,7 @@ def check_data_source(data_args: DataArguments, kind: type[DataSource] = DataSou
         kinds = ", ".join(name for name, entry in DATA_SOURCES.items() if issubclass(entry, kind))
         raise ValueError(f"--dataset {data_args.dataset} is read as {source_class.__name__}; this reads "
                          f"{kind.__name__} (--dataset {kinds})")
-    if data_args.streaming and not source_class.streamable:
-        streamable = " or ".join(sorted(name for name, entry in DATA_SOURCES.items() if entry.streamable)) or "no"
-        raise ValueError(f"--streaming streams a {streamable} dataset (--dataset {streamable}), not --dataset "
-                         f"{data_args.dataset}: write one with recipes/prepare_data.py")
+    data_args.dataset_options = dataset_options(data_args.dataset, data_args.dataset_options)
     if not source_class.reads_images:
         conflicts = {"--image_features_file": data_args.image_features_file is not None,
                      "--visual_vectors": data_args.visual_vectors != "features",
@@ -83,4 +110,5 @@ def prepare_dataset(data_args: DataArguments, output_dir: str | Path, seed: int,
     return write_prepared_dataset(output_dir, splits, description, embedding_dtype, shard_rows)
 
 
-__all__ = ["DATA_SOURCES", "check_data_source", "load_data_source", "prepare_dataset", "register_data_source"]
+__all__ = ["DATA_SOURCES", "check_data_source", "dataset_options_class", "load_data_source", "prepare_dataset",
+           "register_data_source"]

@@ -4,6 +4,7 @@ named in one registry (`hf_grounded.data.registry.DATA_SOURCES`)."""
 
 import contextlib
 from abc import ABC, abstractmethod
+from dataclasses import MISSING, asdict, fields, is_dataclass
 from collections.abc import Iterable
 from typing import ClassVar
 
@@ -11,24 +12,32 @@ import torch
 from accelerate import Accelerator
 from transformers import PreTrainedTokenizerBase
 
+from ..argument_values import DeclaresOptions
 from ..features import FeatureSpec
 from .arguments import DataArguments
 from .encoded import EncodedSplit
 from .prepared import SplitPairs
 
 
-class DataSource(ABC):
+class DataSource(DeclaresOptions, ABC):
     """A run's dataset, loaded and checked from its arguments (`load`): its training text, the width of its visual
-    vectors, its splits encoded for a tokenizer, and, where it is streamed, its training batches."""
+    vectors, its splits encoded for a tokenizer, and, where it is streamed, its training batches. A kind's own
+    options (`--heldout_pairs`, `--streaming`, ...) are declared on its class with `option()`, as a training term's
+    are (`DeclaresOptions`); a run's values are `data_args.dataset_options`."""
 
-    #: Whether `--streaming` can stream its training split (`streamed_training_batches`).
-    streamable: ClassVar[bool] = False
     #: Whether it reads images or videos, and so takes the options of how they become visual vectors
     #: (`--image_features_file`, `--visual_vectors`, `--training_unit word`, `--frame_pooling attention`).
     reads_images: ClassVar[bool] = False
     #: Per split, each row's `(frames, dim)` features, where the model attends over a video's frames
     #: (`--frame_pooling attention`); None for every other run.
     frames: dict[str, list[torch.Tensor]] | None = None
+
+    @classmethod
+    def options(cls, data_args: DataArguments) -> object:
+        """Its options in the run, `data_args.dataset_options` as its `Arguments` (which `check_data_source` makes
+        them, refusing another kind's by name)."""
+        given = data_args.dataset_options
+        return given if isinstance(given, cls.Arguments) else cls.Arguments(**given_options(given))
 
     @classmethod
     @abstractmethod
@@ -81,6 +90,16 @@ class DataSource(ABC):
         """Per split, its caption–embedding pairs as recipes/prepare_data.py writes them (one row per caption,
         image-major), and how the embeddings were made, for the dataset card."""
         raise ValueError(f"--dataset {data_args.dataset} cannot be written as a prepared dataset")
+
+
+def given_options(options: object) -> dict:
+    """The dataset options a caller gave: None's none, a mapping's, or of a parsed
+    `hf_grounded.data.dataset_options_class()`, those its flags changed."""
+    if not is_dataclass(options):
+        return dict(options or {})
+    defaults = {spec.name: spec.default if spec.default is not MISSING else spec.default_factory()
+                for spec in fields(options)}
+    return {name: value for name, value in asdict(options).items() if value != defaults[name]}
 
 
 def main_process_first(accelerator: Accelerator | None) -> contextlib.AbstractContextManager:

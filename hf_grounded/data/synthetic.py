@@ -12,6 +12,7 @@ from datasets import DatasetDict
 from PIL import Image as PILImage
 from PIL import ImageDraw
 
+from ..argument_values import at_least, option
 from .arguments import DataArguments
 from .captioned_images import CaptionedImages
 from .schema import build_dataset_dict, caption_set_features
@@ -78,17 +79,19 @@ class SyntheticImages(CaptionedImages):
     test images each, drawn from the seed; drawn even when their features come from elsewhere."""
 
     reads_folder = False
+    synthetic_train_images: int = option(1000, "Synthetic set: training images.", at_least(1))
+    synthetic_eval_images: int = option(100, "Synthetic set: validation and test images, each.", at_least(1))
 
     @classmethod
     def read_rows(cls, data_args: DataArguments, seed: int, features_only: bool) -> DatasetDict:
-        return make_synthetic_dataset(num_train=data_args.synthetic_train_images,
-                                      num_validation=data_args.synthetic_eval_images,
-                                      num_test=data_args.synthetic_eval_images, seed=seed)
+        return make_synthetic_dataset(num_train=cls.options(data_args).synthetic_train_images,
+                                      num_validation=cls.options(data_args).synthetic_eval_images,
+                                      num_test=cls.options(data_args).synthetic_eval_images, seed=seed)
 
     @classmethod
     def cache_options(cls, data_args: DataArguments, seed: int) -> dict:
-        return {"seed": seed, "num_train": data_args.synthetic_train_images,
-                "num_eval": data_args.synthetic_eval_images}
+        return {"seed": seed, "num_train": cls.options(data_args).synthetic_train_images,
+                "num_eval": cls.options(data_args).synthetic_eval_images}
 
 
 def _make_example(rng: random.Random, captions_per_image: int, image_size: int):

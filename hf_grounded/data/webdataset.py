@@ -27,6 +27,7 @@ import torch
 from ..features import create_backbone, extract_features, read_image
 from ..files import InvalidSampleError, open_for_writing, refuse_symlink, regular_file, replaced_atomically, write_json
 from .arguments import DataArguments
+from .captioned_images import backbone_feature_spec
 from .embeddings import MANIFEST_NAME, RECORD_KEY, numbered_files, read_manifest, written_record
 
 logger = logging.getLogger(__name__)
@@ -277,7 +278,7 @@ def prepare_webdataset(shards: str, output_dir: str | Path, data_args: DataArgum
     anything is written (`--overwrite_output_dir` empties the folder there)."""
     paths = expand_shards(shards)
     folder = Path(output_dir)
-    spec = data_args.feature_spec(seed)
+    spec = backbone_feature_spec(data_args, seed)
     settings = {**spec.description, "embedding_dtype": embedding_dtype}
     backbone = create_backbone(spec.backbone)
     finished = {} if rebuild else read_manifest(folder)["shards"]

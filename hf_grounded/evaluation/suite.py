@@ -27,7 +27,7 @@ from datasets import DatasetDict
 from transformers import AutoModel
 
 from ..argument_values import ArgumentParser, option
-from ..data import SPLITS, CaptionedImages, DataArguments, check_data_source
+from ..data import SPLITS, CaptionedImages, DataArguments, check_data_source, dataset_options_class
 from ..features import carried_feature_spec
 from ..files import refuse_symlink, write_json
 from ..model_sources import named_model
@@ -90,9 +90,10 @@ class EvaluationArguments:
 def parse_evaluation_arguments(argv: list[str] | None = None) -> tuple[EvaluationArguments, DataArguments]:
     """Parse the command line; `--dataset` has no default, and training's backbone flags (`BACKBONE_FLAGS`) are
     refused: the model's images become vectors through the backbone it carries, or `--image_features_file`."""
-    parser = ArgumentParser((EvaluationArguments, DataArguments))
+    parser = ArgumentParser((EvaluationArguments, DataArguments, dataset_options_class()))
     parser.set_defaults(dataset=None)
-    evaluation_args, data_args = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
+    evaluation_args, data_args, data_args.dataset_options = parser.parse_args_into_dataclasses(
+        args=argv, look_for_args_file=False)
     given = [f"--{name}" for name in BACKBONE_FLAGS if getattr(data_args, name) != parser.get_default(name)]
     if given:
         raise ValueError(f"{', '.join(given)}: the evaluation reads images with the backbone the model carries, or "

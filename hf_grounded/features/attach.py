@@ -6,31 +6,22 @@ account of how the model's images become vectors."""
 from timm.data import resolve_data_config
 from transformers import PreTrainedModel
 
+from ..deprecation import deprecated_aliases
 from ..models.image_backbone import tensors_sha256
 
-from .backbone import BackboneSpec, create_backbone
+from .backbone import create_backbone
 from .extraction import FeatureSpec
 
-# What must be equal between the backbone attached and the one the model's features came from.
-_MATCHED = ("backbone", "weights", "preprocessing")
-
-
-def check_made_with(spec: FeatureSpec, features_made_with: dict) -> None:
-    """Refuse, in one line, a backbone `spec` whose name, weights' fingerprint or preprocessing is not what made the
-    features `features_made_with` describes."""
-    described = spec.description
-    for key in _MATCHED:
-        if features_made_with.get(key) != described[key]:
-            raise ValueError(f"the model's image features were made with {key} {features_made_with.get(key)!r}, "
-                             f"not {described[key]!r}: attach the backbone that made them")
-
-
-def attach_image_backbone(model: PreTrainedModel, spec: FeatureSpec, features_made_with: dict) -> None:
+def attach_image_backbone(model: PreTrainedModel, spec: FeatureSpec,
+                          features_made_with: FeatureSpec | dict) -> None:
     """Give `model` the backbone `spec` describes, refusing, in one line, one whose name, weights' fingerprint or
-    preprocessing differs from `features_made_with` (the description of the features the model was trained on,
-    `hf_grounded.data.training_features_description`): its images would land elsewhere than its features did.
-    The backbone is frozen and stays in eval mode; `config.image_backbone` records it."""
-    check_made_with(spec, features_made_with)
+    preprocessing differs from `features_made_with` (the features the model was trained on,
+    `hf_grounded.data.training_feature_spec`, or their `description`; `FeatureSpec.check_made`): its images would
+    land elsewhere than its features did. The backbone is frozen and stays in eval mode; `config.image_backbone`
+    records the spec."""
+    if isinstance(features_made_with, dict):
+        features_made_with = FeatureSpec.from_description(features_made_with)
+    spec.check_made(features_made_with)
     described = spec.description
     if not hasattr(type(model.config), "image_backbone"):
         raise ValueError(f"{type(model).__name__} cannot carry an image backbone ({type(model.config).__name__} "
@@ -54,9 +45,11 @@ def carried_feature_spec(model: PreTrainedModel) -> FeatureSpec | None:
     describes (known by its weights' fingerprint; `model.image_backbone` is the module) and its preprocessing; None
     for a model that carries none. Features cached under it are those of the training run that made the model."""
     backbone = getattr(model.config, "image_backbone", None)
-    if backbone is None:
-        return None
-    return FeatureSpec(BackboneSpec(backbone["name"], fingerprint=backbone["weights"]), backbone["preprocessing"])
+    return None if backbone is None else FeatureSpec.from_description(backbone)
 
 
-__all__ = ["attach_image_backbone", "carried_feature_spec", "check_made_with"]
+# Removed public names, importable until hf_grounded 0.3.0 (CHANGELOG.md).
+__getattr__ = deprecated_aliases(__name__, {"check_made_with": (
+    "hf_grounded.features.deprecated:check_made_with", "hf_grounded.features.FeatureSpec.check_made")})
+
+__all__ = ["attach_image_backbone", "carried_feature_spec"]

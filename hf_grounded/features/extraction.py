@@ -34,11 +34,29 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class FeatureSpec:
-    """Everything that decides a feature vector: backbone and weights, preprocessing preset, video frame rate."""
+    """How an image becomes a vector, the one account of it: backbone and weights, preprocessing preset, video frame
+    rate. A feature cache and a features file record its `description`; a model that carries its backbone records it
+    in `config.image_backbone` (`hf_grounded.features.attach`); `from_description` reads either back."""
 
     backbone: BackboneSpec
     preprocessing: str = "center"
     fps: float = 3.0
+
+    @classmethod
+    def from_description(cls, description: dict) -> "FeatureSpec":
+        """The spec a `description` records, its weights known by their fingerprint: a features file's or a
+        cache's (`backbone`), or the `config.image_backbone` of a model that carries it (`name`)."""
+        name = description.get("backbone", description.get("name"))
+        return cls(BackboneSpec(name, fingerprint=description["weights"]), description["preprocessing"],
+                   description.get("fps", 3.0))
+
+    def check_made(self, features: "FeatureSpec") -> None:
+        """Refuse, in one line, this spec where its backbone's name, weights' fingerprint or preprocessing is not what
+        made `features`: images through it would land elsewhere than those features did."""
+        for key in ("backbone", "weights", "preprocessing"):
+            if features.description[key] != self.description[key]:
+                raise ValueError(f"the model's image features were made with {key} {features.description[key]!r}, "
+                                 f"not {self.description[key]!r}: attach the backbone that made them")
 
     @cached_property
     def description(self) -> dict:

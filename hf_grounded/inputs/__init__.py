@@ -8,4 +8,4 @@ __all__: list[str] = []
 __getattr__ = deprecated_aliases(__name__, {name: f"hf_grounded.data:{name}" for name in (
     "CaptionedImages", "DATA_SOURCES", "DataArguments", "DataSource", "EmbeddingPairs", "PreparedPairs",
     "check_data_source", "load_book_triples", "load_data_source", "register_data_source",
-    "training_features_description")})
+    )} | {"training_features_description": "hf_grounded.data.deprecated:training_features_description"})

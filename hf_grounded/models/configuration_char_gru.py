@@ -2,7 +2,16 @@
 
 from transformers import PreTrainedConfig
 
-from .configuration_checks import POSITIVE, SIZE, check_image_backbone, check_keys, check_token_id, check_values, one_of
+from .configuration_checks import (
+    BOOLEAN,
+    POSITIVE,
+    SIZE,
+    check_image_backbone,
+    check_keys,
+    check_token_id,
+    check_values,
+    one_of,
+)
 
 
 class CharGRUConfig(PreTrainedConfig):
@@ -31,7 +40,7 @@ class CharGRUConfig(PreTrainedConfig):
         image_feature_dim (`int`, *optional*, defaults to 2048):
             Size of the precomputed image features (2048 for ResNet-152's pooled features).
         margin (`float`, *optional*, defaults to 0.2):
-            Margin of the bidirectional hinge loss.
+            The margin of the bidirectional hinge loss (`forward(return_loss=True)`'s and `--objective hinge`'s).
         loss_reduction (`str`, *optional*, defaults to `"sum"`):
             `"sum"` adds the hinge terms over all negatives (the paper's formula); `"mean"` averages each direction
             over the batch-by-batch matrix (the authors' code).
@@ -73,6 +82,7 @@ class CharGRUConfig(PreTrainedConfig):
                          "image_feature_dim"), SIZE),
         "rnn_type": one_of("gru", "lstm"), "pooling": one_of("attention", "max"),
         "loss_reduction": one_of("sum", "mean"), "initializer_range": POSITIVE, "margin": POSITIVE,
+        "hardest_negative": BOOLEAN,
     }
 
     vocab_size: int = 97

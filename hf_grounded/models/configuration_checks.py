@@ -63,6 +63,9 @@ POSITIVE = Rule("a positive finite number", lambda value: isinstance(value, (int
     value, bool) and 0 < value < math.inf)
 
 
+BOOLEAN = Rule("true or false", lambda value: isinstance(value, bool))
+
+
 def at_least(minimum: int) -> Rule:
     """An option's bound, checked after its annotated type (so None passes where the type allows it)."""
     return Rule(f"at least {minimum}", lambda value: value is None or value >= minimum)

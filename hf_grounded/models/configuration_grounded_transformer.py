@@ -95,7 +95,8 @@ class GroundedTransformerConfig(PreTrainedConfig):
             Train only the text encoder's last `trainable_layers` layers (its embeddings and earlier layers stay
             frozen); `None` trains every layer, 0 trains the projection heads alone.
         temperature (`float`, *optional*, defaults to 0.05):
-            Temperature of the sentence-to-image InfoNCE loss that `forward(return_loss=True)` returns (MCSE's).
+            Temperature of the InfoNCE terms (MCSE's 0.05): the sentence-to-image loss that `forward(return_loss=True)`
+            returns and, in training with `--objective mcse`, SimCSE's too.
         tokenizer_fingerprint (`str`, *optional*):
             SHA-256 of the tokenizer this model was trained with, written when the model is saved with its
             tokenizer; `encode()` refuses a tokenizer with another fingerprint.

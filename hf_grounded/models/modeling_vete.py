@@ -167,8 +167,10 @@ class VETEModel(SentenceEncoderMixin, VETEPreTrainedModel):
         image_features (`torch.FloatTensor` of shape `(batch_size, image_feature_dim)`):
             Precomputed image features; row i is the image of sentence i.
         return_loss (`bool`, *optional*, defaults to `False`):
-            Whether to return the paper's loss. Its mismatched pairs here are image i with sentence i + 1
-            (cyclically); training draws them at random instead (`hf_grounded.objectives.PearsonLoss`).
+            Whether to return the paper's Pearson loss. It differs from training's in one way only: its mismatched
+            pairs are fixed, image i with sentence i + 1 (cyclically), so a batch always gives the same loss;
+            training (`hf_grounded.objectives.PearsonLoss`) pairs each image with the sentence of a random cyclic
+            permutation, drawn anew each step.
         """
         text_embeds = self.get_text_features(input_ids, attention_mask)
         image_embeds = self.get_image_features(image_features)

@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..argument_values import ABOVE_ZERO, at_least
+from ..argument_values import at_least, config_option
+from ..models.configuration_grounded_transformer import GroundedTransformerConfig
 from ..models.losses import info_nce
 from .image_text import ImageTextLoss
 from .term import gather_with_local_grad, option
@@ -35,13 +36,13 @@ class MCSELoss(ImageTextLoss):
                    "{simcse_weight}) and the sentence-to-image InfoNCE through projection heads (lambda "
                    "{mcse_lambda}), temperature {temperature}")
     citation = "Zhang et al., 2022"
-    is_model_loss = True
     simcse_weight: float = option(1.0, "Weight of SimCSE's text-text InfoNCE between two dropout views of each "
                                        "caption.", at_least(0))
     mcse_lambda: float = option(0.05, "lambda, the weight of the sentence-to-image InfoNCE through the projection "
                                       "heads (MCSE's 0.05 on captions alone); 0 trains SimCSE alone, the text-only "
                                       "control.", at_least(0))
-    temperature: float = option(0.05, "Temperature of both InfoNCE terms (MCSE's 0.05).", ABOVE_ZERO)
+    # The grounded transformer's own loss (its forward(return_loss=True)): the temperature is its config's.
+    temperature = config_option(GroundedTransformerConfig, "temperature")
 
     @classmethod
     def check_options(cls, options: Any) -> None:

@@ -10,12 +10,11 @@ import functools
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Literal
-
 import torch
 from torch import nn
 
-from ..argument_values import ABOVE_ZERO, at_least
+from ..argument_values import ABOVE_ZERO, at_least, config_option
+from ..models.configuration_char_gru import CharGRUConfig
 from ..models.losses import hinge_loss, pearson_loss
 from .term import TrainingTerm, gather_with_local_grad, option
 
@@ -83,10 +82,10 @@ class HingeLoss(ImageTextLoss):
     name = "hinge"
     description = "a bidirectional hinge loss (margin {margin}) over in-batch negatives"
     citation = "Merkx & Frank, 2019"
-    is_model_loss = True
-    margin: float = option(0.2, "The hinge's margin.", at_least(0))
-    loss_reduction: Literal["sum", "mean"] = option("sum", "'sum' (the paper's formula) or 'mean' (the authors' code).")
-    hardest_negative: bool = option(False, "VSE++'s max-violation loss: each anchor's hardest negative only.")
+    # The char-GRU's own loss (its forward(return_loss=True)): its settings are its config's.
+    margin = config_option(CharGRUConfig, "margin")
+    loss_reduction = config_option(CharGRUConfig, "loss_reduction")
+    hardest_negative = config_option(CharGRUConfig, "hardest_negative")
     hardest_negative_warmup_epochs: int = option(
         0, "With --hardest_negative, the summed hinge for this many epochs first: from random heads the hardest "
            "negative alone can stall training.", at_least(0))

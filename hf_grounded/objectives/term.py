@@ -3,25 +3,26 @@ needs of the model and the run, and its loss, which calls the model itself (as a
 and gathers every process's rows (as open_clip's `ClipLoss` does), so N processes compute the loss of the global
 batch."""
 
-import copy
-from dataclasses import Field, asdict, fields, make_dataclass
+from dataclasses import asdict, fields
 from typing import Any, ClassVar
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..argument_values import check_argument_values, option
+from ..argument_values import DeclaresOptions, option
 
 
-class TrainingTerm(nn.Module):
+class TrainingTerm(DeclaresOptions, nn.Module):
     """A training term: `forward(model, batch)` runs the model on a batch of the stream it reads and returns its
     weighted loss, the global batch's (every process returns the same value, with gradients through its own rows).
 
     A subclass declares:
 
-    - its options, as annotated class attributes made with `option()`: `Arguments`, the dataclass
-      `HfArgumentParser` parses them with, is made from them, and `__init__(**options)` sets them as attributes;
+    - its options, as annotated class attributes made with `option()` (`DeclaresOptions`: `Arguments`, the
+      dataclass `HfArgumentParser` parses them with, is made from them), which `__init__(**options)` sets as
+      attributes; a setting of a model's own loss (`forward(return_loss=True)`) is its config's field
+      (`config_option`), declared there once, and the run writes its value into the model's config;
     - `name`, which names its checkpoint state and its stream; `description`, what the model card says of it
       (formatted with its options' values, and the term itself as `term`), and `citation`, the paper it cites;
     - `batch_kind` and `batch_size`, the batches it reads (a key of `hf_grounded.data.sampling.BATCH_KINDS`: `captions`,
@@ -31,14 +32,12 @@ class TrainingTerm(nn.Module):
       must look for unused ones), `reads_dropout_views` (two dropout views of one input through the whole model,
       which a frozen part computed once would make equal), `reads_visual_vectors`, and, registered as an
       `--objective`, the families it trains (`families`, None for any), the config a model needs for it
-      (`model_config`), whether it is the loss of the model's own `forward(return_loss=True)` (`is_model_loss`),
-      and the terms it trains (`terms`: itself, or terms on streams of their own).
+      (`model_config`), and the terms it trains (`terms`: itself, or terms on streams of their own).
 
     `seed`, the same on every process, seeds what the term draws; `has_image_map` says whether the model maps
     visual vectors into its space (and so reads them in its forward). The trainer sets `epoch` (from 0) as each
     epoch starts, for terms whose loss changes with it."""
 
-    Arguments: ClassVar[type]
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     citation: ClassVar[str] = ""
@@ -48,26 +47,7 @@ class TrainingTerm(nn.Module):
     reads_dropout_views: bool = False
     reads_visual_vectors: bool = True
     families: ClassVar[tuple[str, ...] | None] = None
-    is_model_loss: ClassVar[bool] = False
     epoch: int = 0
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        declared = {}
-        for klass in reversed(cls.__mro__):
-            for name, annotation in vars(klass).get("__annotations__", {}).items():
-                if isinstance(vars(klass).get(name), Field):
-                    declared[name] = (annotation, vars(klass)[name])
-
-        def __post_init__(arguments: Any) -> None:
-            check_argument_values(arguments)
-            cls.check_options(arguments)
-
-        # A copy of each field: the dataclass machinery names and types the fields it is given.
-        specs = [(name, annotation, copy.copy(spec)) for name, (annotation, spec) in declared.items()]
-        cls.Arguments = make_dataclass("Arguments", specs, namespace={
-            "__post_init__": __post_init__, "__module__": cls.__module__,
-            "__qualname__": f"{cls.__qualname__}.Arguments", "__doc__": f"The options of {cls.__name__}."})
 
     def __init__(self, seed: int = 0, has_image_map: bool = True, **options: Any):
         super().__init__()
@@ -79,13 +59,13 @@ class TrainingTerm(nn.Module):
     def batch_size(self) -> int | None:
         return getattr(self, self.batch_size_option) if self.batch_size_option else None
 
-    @classmethod
-    def check_options(cls, options: Any) -> None:
-        """Refuse options that contradict one another (each option's type and bounds are checked before)."""
-
     def option_values(self) -> dict[str, Any]:
         """Its options by name, as the command line gives them."""
         return {spec.name: getattr(self, spec.name) for spec in fields(self.Arguments)}
+
+    def config_settings(self) -> dict[str, Any]:
+        """Its options that are settings of a model's config (`config_option`): the run writes them there."""
+        return {spec.name: getattr(self, spec.name) for spec in fields(self.Arguments) if "config" in spec.metadata}
 
     def describe(self) -> str:
         """What the model card says of it, with its options' values."""

@@ -17,7 +17,7 @@ import yaml
 from transformers import AutoConfig
 
 from ..argument_values import ABOVE_ZERO, ArgumentParser, at_least, check_argument_values, option
-from ..data import DataArguments, check_data_source
+from ..data import DataArguments, check_data_source, dataset_options_class
 from ..families import FAMILIES
 from ..model_sources import named_model
 from ..objectives import OBJECTIVES, BaseKeeping, SkipThoughtLoss
@@ -122,17 +122,6 @@ class ModelArguments:
     def to_dict(self) -> dict:
         """Every value by its argument's name, as training_args.json records them."""
         return {name: value for group in self.groups() for name, value in asdict(group).items()}
-
-    def __getattr__(self, name: str):
-        # Only reached for names that are not attributes: the options, by name (and, while copying or unpickling,
-        # the groups themselves, before they are set).
-        if name in ("choice", "family_options", "objective_options", "text_options", "base_options"):
-            raise AttributeError(name)
-        for group in self.groups():
-            if name in {spec.name for spec in fields(group)}:
-                return getattr(group, name)
-        raise AttributeError(f"--{name} is not an argument of --model_type {self.model_type} with --objective "
-                             f"{self.objective}")
 
     def __repr__(self) -> str:
         return f"ModelArguments({', '.join(f'{name}={value!r}' for name, value in self.to_dict().items())})"
@@ -278,7 +267,7 @@ def parse_arguments(argv: list[str] | None = None, default_config: str | Path | 
     known, _ = choice_parser.parse_known_args(argv)
     ModelChoice(known.model_name_or_path, known.model_type, known.objective)  # refuses an unknown family or objective
     groups = option_groups(known.model_type, known.objective)
-    classes = (ModelChoice, *groups, DataArguments, TrainingArguments)
+    classes = (ModelChoice, *groups, DataArguments, dataset_options_class(), TrainingArguments)
     arguments = {spec.name for cls in classes for spec in fields(cls)}
     if known.config is None and values:
         # The default config's options of a family or objective the flags chose instead are not this run's; an
@@ -287,7 +276,7 @@ def parse_arguments(argv: list[str] | None = None, default_config: str | Path | 
                                    values.get("objective", ModelChoice.objective))
         names = lambda classes: {spec.name for cls in classes for spec in fields(cls)}  # noqa: E731
         kept = names([ModelChoice, *(group for group in groups if group in configured), DataArguments,
-                      TrainingArguments])
+                      classes[-2], TrainingArguments])
         dropped = names(group for group in configured if group not in groups) - kept
         values = {name: value for name, value in values.items() if name not in dropped}
     unknown = sorted(set(values) - arguments)
@@ -300,7 +289,7 @@ def parse_arguments(argv: list[str] | None = None, default_config: str | Path | 
         f"its place: FLAGS without --config train the quick start with FLAGS, each flag changing only what it names "
         f"(another --model_type or --objective leaves out its options of the family or objective they replace)."))
     parser.set_defaults(**values)
-    choice, *options, data_args, training_args = parser.parse_args_into_dataclasses(
+    choice, *options, data_args, data_args.dataset_options, training_args = parser.parse_args_into_dataclasses(
         args=argv, return_remaining_strings=False, look_for_args_file=False)[:-1]
     model_args = ModelArguments(**asdict(choice), **{name: value for group in options
                                                     for name, value in asdict(group).items()})
@@ -386,7 +375,7 @@ def changed_arguments(recorded: dict, current: dict, ignored: frozenset[str] = R
 
 def recorded_arguments(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
     """Every argument of a run by group, as training_args.json records them (the Hub token never)."""
-    return {"model": model_args.to_dict(), "data": asdict(data_args),
+    return {"model": model_args.to_dict(), "data": data_args.to_dict(),
             "training": {**asdict(training_args), "hub_token": None}}
 
 

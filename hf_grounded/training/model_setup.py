@@ -7,9 +7,9 @@ from dataclasses import asdict
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ..model_sources import named_model
-from ..families import FAMILIES, BuildInputs, ModelFamily, family_of
+from ..families import FAMILIES, BuildInputs, ModelFamily, config_fields, family_of
 from ..data import DataArguments
-from ..objectives import OBJECTIVES
+from ..objectives import OBJECTIVES, TrainingTerm
 from .arguments import ModelArguments
 
 
@@ -23,11 +23,11 @@ def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, co
     if model_args.model_name_or_path is None:
         inputs = BuildInputs(
             corpus, data_args.max_length, image_feature_dim, objective_config=objective_config,
-            trains_text_objective=model_args.trains_text_objective,
-            objective_options=objective.option_values() if objective.is_model_loss else {},
+            trains_text_objective=model_args.trains_text_objective, objective=objective,
         )
         model, tokenizer = family.build(model_args.family_options, inputs)
         _check_objective_config(model, model_args, objective_config)
+        _write_loss_settings(model, objective)
         model.set_tokenizer(tokenizer)
         return model, tokenizer, family
     with named_model("--model_name_or_path", model_args.model_name_or_path):
@@ -42,10 +42,18 @@ def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, co
             f"backbone {data_args.backbone} gives {image_feature_dim}"
         )
     _check_objective_config(model, model_args, objective_config)
+    _write_loss_settings(model, objective)
     tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
     model.set_tokenizer(tokenizer)
     _check_teacher_vocabulary(model_args, model, tokenizer)
     return model, tokenizer, family
+
+
+def _write_loss_settings(model: PreTrainedModel, objective: TrainingTerm) -> None:
+    """The objective's settings that are fields of the model's config (`config_option`: the hinge's margin for the
+    char-GRU, the InfoNCE temperature for the grounded transformer), written there, so that the saved model's
+    `forward(return_loss=True)` computes the loss the run trained, a continued model's included."""
+    model.config.update(config_fields(type(model.config), objective.config_settings()))
 
 
 def _check_objective_config(model: PreTrainedModel, model_args: ModelArguments, objective_config: dict) -> None:

@@ -327,7 +327,7 @@ def _prepare_optimisation(run: Run, report_to: str | None) -> None:
     run.stateful = {"scheduler": run.scheduler, "progress": run.progress,
                     **{f"loss-{term.name}": term for term in run.terms}}
     # The data's files are compared on a resume like the arguments: the same --data_dir may hold other data by then.
-    run.arguments = {**run.model_args.to_dict(), **asdict(run.data_args), **asdict(training_args), "hub_token": None,
+    run.arguments = {**run.model_args.to_dict(), **run.data_args.to_dict(), **asdict(training_args), "hub_token": None,
                      "training_data": run.data_args.training_data_fingerprint()}
     if training_args.resume_from_checkpoint:
         checkpoint = resolve_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
@@ -611,7 +611,7 @@ def _carry_image_backbone(model: nn.Module, run: Run) -> None:
                        run.image_backbone.backbone.name)
         return
     # The data source checked it against what made the run's features before training (`image_backbone`).
-    attach_image_backbone(model, run.image_backbone, run.image_backbone.description)
+    attach_image_backbone(model, run.image_backbone, run.image_backbone)
 
 
 def _write_outputs(model, tokenizer, results: dict, progress: TrainingProgress, arguments) -> None:

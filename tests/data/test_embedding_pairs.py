@@ -238,7 +238,8 @@ def test_a_learnt_word_vocabulary_is_kept_beside_the_cached_captions_and_read_ba
     import hf_grounded.word_tokenizer as word_tokenizer
     from hf_grounded.data import EmbeddingPairs
 
-    corpus = EmbeddingPairs.load(DataArguments(dataset="embeddings", data_dir=str(folder), heldout_pairs=50),
+    corpus = EmbeddingPairs.load(DataArguments(dataset="embeddings", data_dir=str(folder),
+                                               dataset_options={"heldout_pairs": 50}),
                                   seed=0).corpus
     first = train_word_tokenizer(corpus, min_frequency=2)
     assert len(list(corpus.cache_file("x").parent.glob("word-vocabulary-2-None-*.json"))) == 1
@@ -247,7 +248,8 @@ def test_a_learnt_word_vocabulary_is_kept_beside_the_cached_captions_and_read_ba
         raise AssertionError("the vocabulary was learnt again")
 
     monkeypatch.setattr(word_tokenizer, "_trained_tokenizer", counting_again)
-    again = EmbeddingPairs.load(DataArguments(dataset="embeddings", data_dir=str(folder), heldout_pairs=50),
+    again = EmbeddingPairs.load(DataArguments(dataset="embeddings", data_dir=str(folder),
+                                              dataset_options={"heldout_pairs": 50}),
                                  seed=0).corpus
     assert train_word_tokenizer(again, min_frequency=2).get_vocab() == first.get_vocab()
     assert len(first.get_vocab()) == 4 + len(COLOURS) + len(SHAPES) + 1  # specials, words, "a"

@@ -381,7 +381,8 @@ def test_a_streamed_non_finite_embedding_is_an_error_naming_its_image_or_skipped
 
 
 def test_streaming_is_refused_where_it_cannot_apply(prepared, source, tmp_path):
-    with pytest.raises(ValueError, match="--streaming streams a prepared dataset .*not --dataset embeddings"):
+    with pytest.raises(ValueError, match=r"not options of --dataset embeddings: --streaming \(an option of --dataset "
+                                         r"prepared\)"):
         parse_arguments(["--dataset", "embeddings", "--data_dir", str(source), "--streaming", "--output_dir",
                          str(tmp_path)])
     with pytest.raises(ValueError, match="--caption_policy one keeps one caption"):

@@ -1,4 +1,4 @@
-"""The demo as a Space folder (demo/space.py, recipes/push_space.py): it carries the library as source and
+"""The demo as a Space folder (demo/space.py, its builder and command): it carries the library as source and
 installs from PyPI alone, since a Space installs requirements.txt before its other files are in place. A Space may
 be public: it holds only the images the demo shows and the library's source, as regular files, appears complete or
 not at all, and only the files the build wrote are uploaded."""
@@ -347,7 +347,7 @@ def test_the_recipe_says_what_it_uploads_and_refuses_a_space_inside_its_images(t
     images = messy_images_folder(tmp_path)
     calls = []
     monkeypatch.setattr(huggingface_hub, "HfApi", recording_api(calls))
-    run_recipe_in_process("push_space.py", ["--model", "user/char-gru", "--images", str(images),
+    run_recipe_in_process("demo/space.py", ["--model", "user/char-gru", "--images", str(images),
                                             "--folder", str(tmp_path / "space"), "--repo_id", "user/demo"])
     printed = capsys.readouterr().out
     space = tmp_path / "space"
@@ -362,7 +362,7 @@ def test_the_recipe_says_what_it_uploads_and_refuses_a_space_inside_its_images(t
 
     before = sorted(every_entry(tmp_path))
     with pytest.raises(SystemExit) as exit_:
-        run_recipe_in_process("push_space.py", ["--model", "user/char-gru", "--images", str(images),
+        run_recipe_in_process("demo/space.py", ["--model", "user/char-gru", "--images", str(images),
                                                 "--folder", str(images / "space")])
     assert exit_.value.code == 2
     error = capsys.readouterr().err.strip()

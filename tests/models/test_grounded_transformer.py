@@ -124,9 +124,10 @@ def test_head_learning_rate_gives_the_projection_heads_a_group_of_their_own():
 
 def test_simcse_alone_on_a_frozen_encoder_is_refused_before_training(tiny_bert):
     from hf_grounded.families import FAMILIES, BuildInputs, GroundedTransformerArguments
+    from hf_grounded.objectives import MCSELoss
 
     options = GroundedTransformerArguments(text_model_name_or_path=tiny_bert, trainable_layers=0)
-    inputs = BuildInputs([], 16, 16, {}, False, {"simcse_weight": 1.0, "mcse_lambda": 0.0, "temperature": 0.05})
+    inputs = BuildInputs([], 16, 16, {}, False, MCSELoss(simcse_weight=1.0, mcse_lambda=0.0))
     with pytest.raises(ValueError, match="trains nothing"):
         FAMILIES["grounded_transformer"].build(options, inputs)
 

@@ -48,7 +48,8 @@ def _usage_snippet(card: str) -> str:
 def _train(output_dir, **training):
     return train(
         ModelArguments(hidden_size=8),
-        DataArguments(backbone="test_efficientnet", synthetic_train_images=40, synthetic_eval_images=10),
+        DataArguments(backbone="test_efficientnet",
+                      dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 10}),
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=2, cycle_epochs=1,
                           lr_scheduler_type="cyclic_cosine", saved_model="snapshot_ensemble", **training),
     )
@@ -148,7 +149,8 @@ SECRET = "hf_not-a-real-token\n"
 def small_trained_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("trained") / "model"
     train(ModelArguments(hidden_size=8),
-          DataArguments(backbone="test_efficientnet", synthetic_train_images=8, synthetic_eval_images=4),
+          DataArguments(backbone="test_efficientnet",
+                        dataset_options={"synthetic_train_images": 8, "synthetic_eval_images": 4}),
           TrainingArguments(output_dir=str(folder), num_train_epochs=1, per_device_train_batch_size=4))
     return folder
 

@@ -282,7 +282,7 @@ def test_the_demo_s_synthetic_images_are_those_train_py_s_defaults_test_on():
     _, data_args, training_args = parse_arguments([])
     defaults = inspect.signature(synthetic_test_images).parameters
     assert (defaults["seed"].default, defaults["num_eval"].default) == (training_args.seed,
-                                                                       data_args.synthetic_eval_images)
+                                                                       data_args.dataset_options.synthetic_eval_images)
 
 
 def test_the_image_side_exports_to_onnx_beside_the_text_side(tmp_path, images):

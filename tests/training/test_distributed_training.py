@@ -33,7 +33,8 @@ def steps(tmp_path_factory):
                                                     rng.standard_normal((count, 8)).astype(np.float16))
                                                    for start, count in ((0, 350), (350, 250))))
     # The same pairs prepared (50 held out for validation, 50 for test), the 500 training pairs in 4 shards of 125.
-    prepare_dataset(DataArguments(dataset="embeddings", data_dir=str(folder / "embeddings"), heldout_pairs=50),
+    prepare_dataset(DataArguments(dataset="embeddings", data_dir=str(folder / "embeddings"),
+                                  dataset_options={"heldout_pairs": 50}),
                     folder / "prepared", seed=0, shard_rows=125)
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29541"]
     return {processes: _run(launcher, folder / f"{processes}.json", folder, objectives)

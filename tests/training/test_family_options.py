@@ -10,7 +10,7 @@ import pytest
 from transformers.utils.auto_docstring import parse_docstring
 
 from hf_grounded import CharGRUConfig, VETEConfig
-from hf_grounded.argument_values import CheckedArguments, config_options
+from hf_grounded.argument_values import DeclaresOptions, config_option
 from hf_grounded.families import FAMILIES
 from hf_grounded.objectives import OBJECTIVES
 from hf_grounded.training import parse_arguments
@@ -58,7 +58,9 @@ def test_the_help_of_an_option_is_its_config_docstring(capsys):
 
 def test_a_field_without_a_rule_or_a_description_cannot_be_an_option():
     with pytest.raises(TypeError, match="CharGRUConfig.tokenizer_fingerprint is no field with a rule"):
-        config_options(CharGRUConfig, "tokenizer_fingerprint")(type("Options", (CheckedArguments,), {}))
+        config_option(CharGRUConfig, "tokenizer_fingerprint")
+    with pytest.raises(TypeError, match="CharGRUConfig.tokenizer_fingerprint is no field with a rule"):
+        type("Options", (DeclaresOptions,), {}, config_options=(CharGRUConfig, "hidden_size", "tokenizer_fingerprint"))
 
 
 def test_train_py_trains_the_quick_start_with_whatever_flags_are_given(monkeypatch, capsys):
@@ -74,15 +76,15 @@ def test_train_py_trains_the_quick_start_with_whatever_flags_are_given(monkeypat
         runpy.run_path(str(REPO_ROOT / "recipes" / "train.py"), run_name="__main__")
     quick_start, flagged, other_family = runs
     assert recorded_arguments(*quick_start) == recorded_arguments(*parse_arguments(["--config", str(QUICK_START)]))
-    assert quick_start[0].hidden_size == flagged[0].hidden_size == 128
+    assert quick_start[0].family_options.hidden_size == flagged[0].family_options.hidden_size == 128
     changed = {group: {name: (value, recorded_arguments(*flagged)[group][name])
                        for name, value in values.items() if recorded_arguments(*flagged)[group][name] != value}
                for group, values in recorded_arguments(*quick_start).items()}
     assert {group: values for group, values in changed.items() if values} == {
         "training": {"output_dir": ("outputs/char-gru-synthetic", "elsewhere")}}
     vete, data, training = other_family
-    assert vete.model_type == "vete" and vete.embed_dim == VETEConfig.embed_dim
-    assert data.synthetic_train_images == quick_start[1].synthetic_train_images and training.num_train_epochs == 2
+    assert vete.model_type == "vete" and vete.family_options.embed_dim == VETEConfig.embed_dim
+    assert data.dataset_options == quick_start[1].dataset_options and training.num_train_epochs == 2
     monkeypatch.setattr(sys, "argv", ["recipes/train.py", "--help"])
     with pytest.raises(SystemExit):
         runpy.run_path(str(REPO_ROOT / "recipes" / "train.py"), run_name="__main__")

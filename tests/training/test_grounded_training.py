@@ -35,9 +35,11 @@ def small_run(output_dir, books_dir=None, **options):
     if options.get("objective") == "grounding" and options.get("grounding_batches", "separate") == "separate":
         options = {**SMALL_GROUNDING_BATCHES, **options}
     model = {"model_type": "grounded_skipthought", "hidden_size": 24, "word_embedding_size": 12}
-    data = {"backbone": "test_efficientnet", "synthetic_train_images": 40, "synthetic_eval_images": 12,
-            "books_dir": books_dir, "max_length": 30}
+    data = {"backbone": "test_efficientnet", "books_dir": books_dir, "max_length": 30,
+            "dataset_options": {"synthetic_train_images": 40, "synthetic_eval_images": 12}}
     data.update({key: options.pop(key) for key in list(options) if key in DataArguments.__dataclass_fields__})
+    if data.get("dataset", "synthetic") != "synthetic":
+        del data["dataset_options"]
     # The model's options depend on its family and objective: whatever is not a data or training argument.
     model.update({key: options.pop(key) for key in list(options) if key not in TrainingArguments.__dataclass_fields__})
     training = {"output_dir": str(output_dir), "per_device_train_batch_size": 8, "learning_rate": 3e-3, **options}
@@ -162,7 +164,8 @@ def test_vete_trains_with_the_cluster_and_perceptual_losses_through_the_same_tra
     results = train(
         # Caption groups: every negative of 8 images' captions gives 5 steps a clear trend on 40 images.
         ModelArguments(model_type="vete", objective="grounding", embed_dim=16, grounding_batches="groups"),
-        DataArguments(backbone="test_efficientnet", synthetic_train_images=40, synthetic_eval_images=12),
+        DataArguments(backbone="test_efficientnet",
+                      dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 12}),
         TrainingArguments(output_dir=str(tmp_path / "vete"), num_train_epochs=3, learning_rate=1e-2,
                           per_device_train_batch_size=8, logging_steps=1),
     )

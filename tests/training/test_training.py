@@ -21,7 +21,8 @@ def test_short_training_run_beats_chance_clearly(tmp_path):
     output_dir = tmp_path / "model"
     results = train(
         ModelArguments(hidden_size=64),
-        DataArguments(backbone="test_efficientnet", synthetic_train_images=300, synthetic_eval_images=100),
+        DataArguments(backbone="test_efficientnet",
+                      dataset_options={"synthetic_train_images": 300, "synthetic_eval_images": 100}),
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=6, seed=0),
     )
     chance = chance_recall(num_images=100, captions_per_image=5, k=10)
@@ -52,10 +53,10 @@ def test_config_file_with_command_line_overrides(tmp_path):
     model_args, data_args, training_args = parse_arguments(
         ["--config", str(config), "--num_train_epochs", "5", "--backbone", "resnet18"]
     )
-    assert model_args.hidden_size == 32 and training_args.learning_rate == 0.01
+    assert model_args.family_options.hidden_size == 32 and training_args.learning_rate == 0.01
     assert training_args.num_train_epochs == 5 and data_args.backbone == "resnet18"
     defaults = parse_arguments([])
-    assert defaults[0].hidden_size == 1024 and defaults[2].output_dir == "outputs/char-gru-synthetic"
+    assert defaults[0].family_options.hidden_size == 1024 and defaults[2].output_dir == "outputs/char-gru-synthetic"
 
 
 def test_config_file_with_unknown_key_is_refused(tmp_path):
@@ -131,8 +132,8 @@ def test_a_run_gives_the_same_model_whether_features_were_cached_or_not(tmp_path
     def run(name):
         return train(
             ModelArguments(hidden_size=16),
-            DataArguments(backbone="test_efficientnet", synthetic_train_images=40, synthetic_eval_images=20,
-                          feature_cache_dir=str(tmp_path / "cache")),
+            DataArguments(backbone="test_efficientnet", feature_cache_dir=str(tmp_path / "cache"),
+                          dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 20}),
             TrainingArguments(output_dir=str(tmp_path / name), max_steps=4, seed=3),
         )
 
@@ -151,7 +152,8 @@ def test_non_finite_loss_stops_the_run_naming_the_step(tmp_path, monkeypatch):
     with pytest.raises(FloatingPointError, match="at step 1 \\(epoch 1\\)"):
         train(
             ModelArguments(hidden_size=8),
-            DataArguments(backbone="test_efficientnet", synthetic_train_images=20, synthetic_eval_images=10),
+            DataArguments(backbone="test_efficientnet",
+                          dataset_options={"synthetic_train_images": 20, "synthetic_eval_images": 10}),
             TrainingArguments(output_dir=str(tmp_path / "nan"), max_steps=3),
         )
     assert not (tmp_path / "nan" / "model.safetensors").exists()
@@ -161,7 +163,8 @@ def test_cyclic_run_saves_snapshots_and_the_best_two_as_an_ensemble(tmp_path):
     output_dir = tmp_path / "cyclic"
     results = train(
         ModelArguments(hidden_size=8),
-        DataArguments(backbone="test_efficientnet", synthetic_train_images=64, synthetic_eval_images=10),
+        DataArguments(backbone="test_efficientnet",
+                      dataset_options={"synthetic_train_images": 64, "synthetic_eval_images": 10}),
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=3, cycle_epochs=1, logging_steps=3,
                           lr_scheduler_type="cyclic_cosine", max_grad_norm=1.0, per_device_train_batch_size=32,
                           saved_model="snapshot_ensemble"),
@@ -201,8 +204,9 @@ def test_the_final_model_is_saved_by_default_and_the_snapshots_are_still_compare
     output_dir = tmp_path / "cyclic"
     results = train(
         ModelArguments(hidden_size=8),
-        DataArguments(backbone="test_efficientnet", synthetic_train_images=64, synthetic_eval_images=10,
-                      save_image_backbone=False),  # the saved model is the snapshot, nothing added
+        # The saved model is the snapshot, nothing added.
+        DataArguments(backbone="test_efficientnet", save_image_backbone=False,
+                      dataset_options={"synthetic_train_images": 64, "synthetic_eval_images": 10}),
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=2, cycle_epochs=1,
                           lr_scheduler_type="cyclic_cosine"),
     )
@@ -233,8 +237,9 @@ def test_best_validation_saves_the_candidate_with_the_best_validation_retrieval(
     output_dir = tmp_path / "cyclic"
     results = train(
         ModelArguments(hidden_size=8),
-        DataArguments(backbone="test_efficientnet", synthetic_train_images=64, synthetic_eval_images=10,
-                      save_image_backbone=False),  # the saved model is the snapshot, nothing added
+        # The saved model is the snapshot, nothing added.
+        DataArguments(backbone="test_efficientnet", save_image_backbone=False,
+                      dataset_options={"synthetic_train_images": 64, "synthetic_eval_images": 10}),
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=2, cycle_epochs=1,
                           lr_scheduler_type="cyclic_cosine", saved_model="best_validation"),
     )
@@ -279,7 +284,8 @@ def test_bf16_autocast_trains_with_the_loss_in_float32(tmp_path, fresh_accelerat
 
     results = train(
         ModelArguments(hidden_size=8),
-        DataArguments(backbone="test_efficientnet", synthetic_train_images=40, synthetic_eval_images=10),
+        DataArguments(backbone="test_efficientnet",
+                      dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 10}),
         TrainingArguments(output_dir=str(tmp_path / "bf16"), max_steps=4, mixed_precision="bf16"),
     )
     assert results["run"]["mixed_precision"] == "bf16"
@@ -291,7 +297,8 @@ def test_tensorboard_tracker_receives_losses_and_validation(tmp_path):
 
     train(
         ModelArguments(hidden_size=8),
-        DataArguments(backbone="test_efficientnet", synthetic_train_images=20, synthetic_eval_images=10),
+        DataArguments(backbone="test_efficientnet",
+                      dataset_options={"synthetic_train_images": 20, "synthetic_eval_images": 10}),
         TrainingArguments(output_dir=str(tmp_path / "tracked"), max_steps=4, logging_steps=1, report_to="tensorboard"),
     )
     (events,) = [path for path in (tmp_path / "tracked").rglob("events.out.tfevents.*") if path.parent.name ==
@@ -311,7 +318,8 @@ def test_dataloader_workers_give_the_same_model(tmp_path):
     def run(workers):
         train(
             ModelArguments(hidden_size=8),
-            DataArguments(backbone="test_efficientnet", synthetic_train_images=30, synthetic_eval_images=10),
+            DataArguments(backbone="test_efficientnet",
+                          dataset_options={"synthetic_train_images": 30, "synthetic_eval_images": 10}),
             TrainingArguments(output_dir=str(tmp_path / f"workers-{workers}"), max_steps=5, seed=1,
                               dataloader_num_workers=workers),
         )
@@ -321,7 +329,8 @@ def test_dataloader_workers_give_the_same_model(tmp_path):
 
 
 def test_a_features_file_trains_the_same_model_as_the_features_extracted_into_it(tmp_path):
-    data = {"backbone": "test_efficientnet", "synthetic_train_images": 40, "synthetic_eval_images": 20}
+    data = {"backbone": "test_efficientnet",
+            "dataset_options": {"synthetic_train_images": 40, "synthetic_eval_images": 20}}
     extracted = train(ModelArguments(hidden_size=16), DataArguments(**data, feature_cache_dir=str(tmp_path / "cache"),
                                                                     save_image_backbone=False),
                       TrainingArguments(output_dir=str(tmp_path / "extracted"), max_steps=4, seed=3))
@@ -347,7 +356,7 @@ def test_a_features_file_missing_an_image_is_refused_naming_it(tmp_path):
     cache = FeatureCache(features_file)
     cache.update({image_id: torch.randn(1, 8) for image_id in ids[1:]})
     cache.save({})
-    data = {"synthetic_train_images": 4, "synthetic_eval_images": 2}
+    data = {"dataset_options": {"synthetic_train_images": 4, "synthetic_eval_images": 2}}
     arguments = (ModelArguments(hidden_size=8),
                  TrainingArguments(output_dir=str(tmp_path / "run"), max_steps=1, seed=0))
     with pytest.raises(ValueError, match=f"features.safetensors has no features for 1 of the dataset's 8 images, "
@@ -373,7 +382,8 @@ def test_broken_features_are_refused_before_training_naming_the_image(tmp_path, 
     cache.update({image_id: torch.randn(1, 8) for image_id in ids})
     cache.update({ids[5]: broken(torch.randn(1, 8))})
     cache.save({})
-    data = DataArguments(synthetic_train_images=4, synthetic_eval_images=2, image_features_file=str(features_file))
+    data = DataArguments(image_features_file=str(features_file),
+                         dataset_options={"synthetic_train_images": 4, "synthetic_eval_images": 2})
     with pytest.raises(ValueError, match=f"features.safetensors: the features of validation image_id '{ids[5]}' "
                                          f"{message}"):
         train(ModelArguments(hidden_size=8), data,
@@ -400,7 +410,8 @@ def test_features_of_the_wrong_width_or_dtype_are_refused_naming_the_image():
 def test_the_char_gru_trains_with_vete_pearson_objective(tmp_path):
     results = train(
         ModelArguments(hidden_size=8, objective="pearson"),
-        DataArguments(backbone="test_efficientnet", synthetic_train_images=40, synthetic_eval_images=10),
+        DataArguments(backbone="test_efficientnet",
+                      dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 10}),
         TrainingArguments(output_dir=str(tmp_path / "pearson"), num_train_epochs=2, logging_steps=1),
     )
     history = json.loads((tmp_path / "pearson" / "training_history.json").read_text())
@@ -414,8 +425,8 @@ def test_vete_trains_with_the_hinge_objective_through_the_same_trainer(tmp_path)
     output_dir = tmp_path / "vete"
     results = train(
         ModelArguments(model_type="vete", text_encoder="bow", objective="hinge", embed_dim=16),
-        DataArguments(backbone="test_efficientnet", synthetic_train_images=40, synthetic_eval_images=10,
-                      caption_policy="one"),
+        DataArguments(backbone="test_efficientnet", caption_policy="one",
+                      dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 10}),
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=3, learning_rate=1e-2),
     )
     model = AutoModel.from_pretrained(output_dir)
@@ -427,7 +438,8 @@ def test_vete_trains_with_the_hinge_objective_through_the_same_trainer(tmp_path)
     # The vocabulary is exactly the training captions' words: nothing from validation or test.
     from hf_grounded.data import SyntheticImages
 
-    dataset = SyntheticImages.load_rows(DataArguments(synthetic_train_images=40, synthetic_eval_images=10), seed=42)
+    options = {"synthetic_train_images": 40, "synthetic_eval_images": 10}
+    dataset = SyntheticImages.load_rows(DataArguments(dataset_options=options), seed=42)
     train_words = {word for captions in dataset["train"]["captions"] for caption in captions
                    for word in re.findall(r"\w+|[^\w\s]+", caption.lower())}
     vocabulary = set(AutoTokenizer.from_pretrained(output_dir).get_vocab()) - {"<pad>", "<unk>", "<S>", "</S>"}
@@ -464,8 +476,8 @@ def test_vete_trains_word_level_through_the_same_trainer(tmp_path):
     output_dir = tmp_path / "words"
     results = train(
         ModelArguments(model_type="vete", text_encoder="bow", objective="pearson", embed_dim=16),
-        DataArguments(backbone="test_efficientnet", synthetic_train_images=40, synthetic_eval_images=10,
-                      caption_policy="one", training_unit="word"),
+        DataArguments(backbone="test_efficientnet", caption_policy="one", training_unit="word",
+                      dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 10}),
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=4, learning_rate=5e-2,
                           per_device_train_batch_size=8),
     )
@@ -475,7 +487,8 @@ def test_vete_trains_word_level_through_the_same_trainer(tmp_path):
     # longest kept caption has words, 5 batches of 8 each.
     from hf_grounded.data import SyntheticImages, fixed_captions
 
-    dataset = SyntheticImages.load_rows(DataArguments(synthetic_train_images=40, synthetic_eval_images=10), seed=42)
+    options = {"synthetic_train_images": 40, "synthetic_eval_images": 10}
+    dataset = SyntheticImages.load_rows(DataArguments(dataset_options=options), seed=42)
     captions = dataset["train"]["captions"]
     kept = [captions[image][choice] for image, choice in enumerate(fixed_captions([len(c) for c in captions], 42))]
     longest = max(len(re.findall(r"\w+|[^\w\s]+", caption)) for caption in kept)
