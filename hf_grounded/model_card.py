@@ -76,11 +76,16 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
     evaluation_file = folder / "evaluation.json"
     evaluation = json.loads(evaluation_file.read_text()) if evaluation_file.is_file() else None
     architecture = config.get("member_config", config)
-    _, family = family_of(config["model_type"])
-    family_tags = [*family.card_tags, *(["snapshot-ensemble"] if "member_config" in config else [])]
     model_id = model_id or str(folder.resolve())
     model_name = Path(model_id).name
     dataset = _dataset_name(arguments["data"])
+    # What the run's record says, before the family's entry is read for the rest.
+    described = {"features_file": _features_file_name(arguments["data"]),
+                 "backbone_weights": _backbone_weights(arguments["data"]),
+                 "selection": _selection(results, arguments["training"]),
+                 "hyperparameters": _hyperparameters(arguments, results["run"])}
+    _, family = family_of(config["model_type"])
+    family_tags = [*family.card_tags, *(["snapshot-ensemble"] if "member_config" in config else [])]
     card_data = ModelCardData(
         library_name="transformers",
         license="apache-2.0",
@@ -105,15 +110,12 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
         joint_task=not getattr(family.model_class, "joint_is_sentence_space", True),
         dataset=dataset,
         backbone=arguments["data"]["backbone"],
-        features_file=_features_file_name(arguments["data"]),
         visual_vectors=arguments["data"].get("visual_vectors", "features"),
-        backbone_weights=_backbone_weights(arguments["data"]),
         num_members=config.get("num_members"),
         ensemble=results.get("ensemble"),
         best_snapshot=results.get("best_snapshot") if results["model"] == "best_snapshot" else None,
         final_validation=results["final"].get("validation_mean_recall_at_10"),
-        selection=_selection(results, arguments["training"]),
-        hyperparameters=_hyperparameters(arguments, results["run"]),
+        **described,
         results_kind="retrieval" if "retrieval" in results["test"] else "structure",
         results_table=_results_table(results["test"]),
         comparison_table=format_retrieval_comparison(compared) if len(compared) > 1 else None,

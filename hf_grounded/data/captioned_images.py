@@ -40,6 +40,7 @@ class CaptionedImages(DataSource):
     dataset: DatasetDict
     features: dict[str, torch.Tensor]
     frames: dict[str, list[torch.Tensor]] | None = None
+    image_backbone: FeatureSpec | None = None
 
     reads_images = True
     #: Whether the set is read from `--data_dir`; otherwise it is drawn in memory and takes none.
@@ -82,7 +83,7 @@ class CaptionedImages(DataSource):
                                  f"{f' in {data_args.data_dir}' if data_args.data_dir else ''} is empty")
         features, frames = cls.visual_vectors(dataset, data_args, seed, num_workers,
                                               accelerator or Accelerator(cpu=True))
-        return cls(dataset, features, frames)
+        return cls(dataset, features, frames, cls.carried_backbone(data_args, seed))
 
     @classmethod
     def frame_features(cls, dataset: DatasetDict, data_args: DataArguments, seed: int, num_workers: int,
@@ -150,15 +151,21 @@ class CaptionedImages(DataSource):
             splits = {split: replace(encoded, frames=self.frames[split]) for split, encoded in splits.items()}
         return splits
 
-    def image_backbone(self, data_args: DataArguments, seed: int) -> FeatureSpec | None:
-        """`--backbone`'s, when the visual vectors are its features of one image (or of a video's frames pooled into
-        one vector: a model that attends over frames reads no single image): by default when the run extracted
-        them itself; asked for, also when a features file holds them, which that backbone must have made."""
+    @classmethod
+    def carried_backbone(cls, data_args: DataArguments, seed: int) -> FeatureSpec | None:
+        """The model's `image_backbone`: `--backbone`'s, when the visual vectors are its features of one image (or
+        of a video's frames pooled into one vector: a model that attends over frames reads no single image): by
+        default when the run extracted them itself; asked for, also when a features file holds them, which that
+        backbone must have made."""
         wanted = data_args.save_image_backbone
         if not (data_args.image_features_file is None if wanted is None else wanted):
             return None
         if data_args.visual_vectors != "features" or data_args.frame_pooling == "attention":
-            return super().image_backbone(data_args, seed)
+            if wanted:
+                raise ValueError(f"--save_image_backbone: --dataset {data_args.dataset} with --visual_vectors "
+                                 f"{data_args.visual_vectors} and --frame_pooling {data_args.frame_pooling} reads no "
+                                 f"one image's backbone features")
+            return None
         spec = backbone_feature_spec(data_args, seed)
         if data_args.image_features_file is not None:
             spec.check_made(training_feature_spec(data_args, seed))

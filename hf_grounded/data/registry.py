@@ -80,7 +80,8 @@ def check_data_source(data_args: DataArguments, kind: type[DataSource] = DataSou
         conflicts = {"--image_features_file": data_args.image_features_file is not None,
                      "--visual_vectors": data_args.visual_vectors != "features",
                      "--training_unit": data_args.training_unit != "sentence",
-                     "--frame_pooling attention": data_args.frame_pooling == "attention"}
+                     "--frame_pooling attention": data_args.frame_pooling == "attention",
+                     "--save_image_backbone": bool(data_args.save_image_backbone)}
         named = [name for name, conflicting in conflicts.items() if conflicting]
         if named:
             raise ValueError(f"--dataset {data_args.dataset} trains sentences on vectors of its own, not on images: "

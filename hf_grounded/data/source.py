@@ -31,6 +31,10 @@ class DataSource(DeclaresOptions, ABC):
     #: Per split, each row's `(frames, dim)` features, where the model attends over a video's frames
     #: (`--frame_pooling attention`); None for every other run.
     frames: dict[str, list[torch.Tensor]] | None = None
+    #: The backbone the run's image features come from, which the saved model carries (`--save_image_backbone`),
+    #: checked when the source is loaded; None where they come from no backbone the run knows (precomputed
+    #: embeddings).
+    image_backbone: FeatureSpec | None = None
 
     @classmethod
     def options(cls, data_args: DataArguments) -> object:
@@ -75,16 +79,6 @@ class DataSource(DeclaresOptions, ABC):
         """This process's batches of the streamed training split, which the one term the run trains reads, epoch by
         epoch (`set_epoch`): `hf_grounded.data.prepared_pairs.StreamedPairBatches`."""
         raise ValueError(f"{type(self).__name__} holds its training split: it streams nothing")
-
-    def image_backbone(self, data_args: DataArguments, seed: int) -> FeatureSpec | None:
-        """The backbone the run's image features come from, which the model carries as `--save_image_backbone`
-        says, checked before anything trains; None by default, and asked for, an error: precomputed embeddings come
-        from no backbone the run knows."""
-        if data_args.save_image_backbone:
-            raise ValueError(f"--save_image_backbone: --dataset {data_args.dataset} with --visual_vectors "
-                             f"{data_args.visual_vectors} and --frame_pooling {data_args.frame_pooling} reads no one "
-                             f"image's backbone features")
-        return None
 
     def pairs_to_prepare(self, data_args: DataArguments, seed: int) -> tuple[dict[str, SplitPairs], str]:
         """Per split, its caption–embedding pairs as recipes/prepare_data.py writes them (one row per caption,

@@ -27,7 +27,7 @@ class TrainingTerm(DeclaresOptions, nn.Module):
       (formatted with its options' values, and the term itself as `term`), and `citation`, the paper it cites;
     - `batch_kind` and `batch_size`, the batches it reads (a key of `hf_grounded.data.sampling.BATCH_KINDS`: `captions`,
       `caption_groups`, `caption_pairs`, `distinct_image_captions` or `book_triples`), `batch_size` items a process,
-      the value of its option `batch_size_option`, or None for the run's `--per_device_train_batch_size`;
+      the value of its option `batch_size_option`, or None for the run's own batch size;
     - what it needs: `uses_every_parameter` (if any term's forward leaves a parameter out, DistributedDataParallel
       must look for unused ones), `reads_dropout_views` (two dropout views of one input through the whole model,
       which a frozen part computed once would make equal), `reads_visual_vectors`, and, registered as an

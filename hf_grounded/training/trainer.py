@@ -207,7 +207,7 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
         raise ValueError(f"--save_image_backbone: a {model.config.model_type} model without an image map reads no "
                          f"images")
     return Run(accelerator, model_args, data_args, training_args, model, tokenizer, family, splits, terms, streams,
-               selection, stsb_dev, source.image_backbone(data_args, training_args.seed))
+               selection, stsb_dev, source.image_backbone)
 
 
 def _batch_size(term: TrainingTerm, training_args: TrainingArguments) -> int:
@@ -230,6 +230,7 @@ def _training_streams(terms: list[TrainingTerm], source: DataSource, splits: dic
     at a time, so a term that reads groups, pairs of captions or books cannot have it, nor one fixed caption per
     image (`--group_by_length` groups the stream's chunks instead)."""
     seed, processes, rank = training_args.seed, accelerator.num_processes, accelerator.process_index
+    batch_sizes = [_batch_size(term, training_args) for term in terms]
     if source.streams_training:
         if data_args.caption_policy == "one":
             raise ValueError("--caption_policy one keeps one caption of each image of a split held whole; --streaming "
@@ -238,15 +239,16 @@ def _training_streams(terms: list[TrainingTerm], source: DataSource, splits: dic
             kinds = ", ".join(f"{term.name} reads {term.batch_kind}" for term in terms)
             raise ValueError(f"--streaming trains one term that reads captions one at a time ({kinds}); train this "
                              f"objective without --streaming")
-        batches = source.streamed_training_batches(tokenizer, max_length, _batch_size(terms[0], training_args), seed,
+        batches = source.streamed_training_batches(tokenizer, max_length, batch_sizes[0], seed,
                                                    data_args, processes, rank, training_args.group_by_length)
         return TrainingStreams(terms[0], batches, batches)
     train_split = splits["train"]
     policy = "all" if data_args.training_unit == "word" else data_args.caption_policy
     lengths = train_split.lengths() if training_args.group_by_length else None
-    samplers = [batch_sampler(term.name, term.batch_kind, _batch_size(term, training_args),
+    samplers = [batch_sampler(term.name, term.batch_kind, batch_size,
                               train_split.captions_per_image, len(triples) if triples is not None else 0, policy,
-                              lengths, training_args.captions_per_group, seed, processes, rank) for term in terms]
+                              lengths, training_args.captions_per_group, seed, processes, rank)
+                for term, batch_size in zip(terms, batch_sizes)]
     return training_streams(terms, samplers, train_split, triples, training_args.dataloader_num_workers, seed)
 
 
