@@ -1,6 +1,7 @@
 import importlib
 import os
 import runpy
+import shutil
 import sys
 import tempfile
 import threading
@@ -120,3 +121,31 @@ def fifo():
     yield make
     stop.set()
     thread.join()
+
+
+# A token a test plants outside a model folder, which no write through a link may reach.
+SECRET = "hf_not-a-real-token\n"
+
+
+@pytest.fixture(scope="module")
+def small_trained_folder(tmp_path_factory):
+    """A char-GRU trained for one epoch on 8 synthetic images (4 for validation and test)."""
+    from hf_grounded.training import DataArguments, ModelArguments, TrainingArguments, train
+
+    folder = tmp_path_factory.mktemp("trained") / "model"
+    train(ModelArguments(hidden_size=8),
+          DataArguments(backbone="test_efficientnet",
+                        dataset_options={"synthetic_train_images": 8, "synthetic_eval_images": 4}),
+          TrainingArguments(output_dir=str(folder), num_train_epochs=1, per_device_train_batch_size=4))
+    return folder
+
+
+@pytest.fixture
+def model_folder(small_trained_folder, tmp_path):
+    """A fresh copy of the trained folder, and a file outside it that a link can point at."""
+    folder = tmp_path / "model"
+    shutil.copytree(small_trained_folder, folder)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "token").write_text(SECRET)
+    return folder, outside / "token"

@@ -3,7 +3,6 @@ symbolic link, and no results file holds NaN."""
 
 import json
 import math
-import shutil
 import subprocess
 import sys
 
@@ -16,9 +15,9 @@ from scipy.stats import pearsonr, spearmanr
 from hf_grounded.evaluation import retrieval_ranks, summarize_ranks
 from hf_grounded.evaluation.suite import EvaluationArguments, evaluate_model, parse_evaluation_arguments, selected_tasks
 from hf_grounded.metrics import metric_path
-from hf_grounded.training import DataArguments, ModelArguments, TrainingArguments, train
+from hf_grounded.training import DataArguments
 
-from ..conftest import REPO_ROOT, run_recipe_in_process
+from ..conftest import REPO_ROOT, SECRET, run_recipe_in_process
 from ..fixtures import relatedness_data, train_tiny_char_gru
 from .test_sts import _replace_field
 
@@ -123,30 +122,6 @@ def test_the_cosine_scores_alone_skip_the_supervised_probe(tmp_path):
 
 # --- no file is written through a symbolic link, and no results file holds NaN ----------------------------------------
 
-SECRET = "hf_not-a-real-token\n"
-
-
-@pytest.fixture(scope="module")
-def trained_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("trained") / "model"
-    train(ModelArguments(hidden_size=8),
-          DataArguments(backbone="test_efficientnet",
-                        dataset_options={"synthetic_train_images": 8, "synthetic_eval_images": 4}),
-          TrainingArguments(output_dir=str(folder), num_train_epochs=1, per_device_train_batch_size=4))
-    return folder
-
-
-@pytest.fixture
-def model_folder(trained_folder, tmp_path):
-    """A fresh copy of the trained folder, and a file outside it that a link can point at."""
-    folder = tmp_path / "model"
-    shutil.copytree(trained_folder, folder)
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "token").write_text(SECRET)
-    return folder, outside / "token"
-
-
 def test_evaluate_update_model_card_refuses_a_symlinked_readme_from_the_command_line(model_folder, tmp_path):
     folder, secret = model_folder
     (folder / "README.md").unlink()
@@ -173,25 +148,25 @@ def test_evaluate_refuses_every_symlinked_file_it_would_write(model_folder, tmp_
     assert secret.read_text() == SECRET
 
 
-def test_results_with_nan_are_never_written_as_json(trained_folder, tmp_path, monkeypatch):
+def test_results_with_nan_are_never_written_as_json(small_trained_folder, tmp_path, monkeypatch):
     from hf_grounded.evaluation import suite
 
     monkeypatch.setattr(suite, "run_evaluators", lambda model, evaluators: {
         "stsb": {"unsupervised": {"pearson": 12.5, "spearman": math.nan, "n": 20}}})
     relatedness_data(tmp_path)
     output = tmp_path / "results.json"
-    argv = ["--model", str(trained_folder), "--stsb_dir", str(tmp_path / "stsb"), "--output", str(output)]
+    argv = ["--model", str(small_trained_folder), "--stsb_dir", str(tmp_path / "stsb"), "--output", str(output)]
     with pytest.raises(ValueError, match=r"results.json: stsb.unsupervised.spearman is nan, which JSON cannot "
                                          r"hold; nothing was written"):
         evaluate_model(*parse_evaluation_arguments(argv))
     assert not output.exists()
 
 
-def test_evaluate_refuses_a_non_finite_gold_score_from_the_command_line(trained_folder, tmp_path):
+def test_evaluate_refuses_a_non_finite_gold_score_from_the_command_line(small_trained_folder, tmp_path):
     relatedness_data(tmp_path)
     _replace_field(tmp_path / "stsb" / "sts-test.csv", line=4, field=4, value="nan")
     output = tmp_path / "results.json"
-    argv = ["--model", str(trained_folder), "--stsb_dir", str(tmp_path / "stsb"), "--output", str(output)]
+    argv = ["--model", str(small_trained_folder), "--stsb_dir", str(tmp_path / "stsb"), "--output", str(output)]
     with pytest.raises(ValueError, match="sts-test.csv, line 4: score 'nan' is not a finite number"):
         evaluate_model(*parse_evaluation_arguments(argv))
     assert not output.exists()

@@ -12,7 +12,7 @@ from hf_grounded.model_card import render_model_card, write_model_card
 from hf_grounded.training import DataArguments, ModelArguments, TrainingArguments, train
 from hf_grounded.training.plots import PLOT_FILES, plot_training
 
-from ..conftest import run_python
+from ..conftest import SECRET, run_python
 
 MODEL_FILES = {"config.json", "model.safetensors", "configuration_char_gru.py", "modeling_char_gru.py",
                "tokenization_char.py", "sentence_encoding.py", "configuration_checks.py", "losses.py",
@@ -141,30 +141,6 @@ def test_the_card_says_how_to_install_and_which_backbone_weights_made_the_featur
 
 
 # --- symbolic links in a model folder are never followed out of it: uploads, the card, the plots ----------------------
-
-SECRET = "hf_not-a-real-token\n"
-
-
-@pytest.fixture(scope="module")
-def small_trained_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("trained") / "model"
-    train(ModelArguments(hidden_size=8),
-          DataArguments(backbone="test_efficientnet",
-                        dataset_options={"synthetic_train_images": 8, "synthetic_eval_images": 4}),
-          TrainingArguments(output_dir=str(folder), num_train_epochs=1, per_device_train_batch_size=4))
-    return folder
-
-
-@pytest.fixture
-def model_folder(small_trained_folder, tmp_path):
-    """A fresh copy of the trained folder, and a file outside it that a link can point at."""
-    folder = tmp_path / "model"
-    shutil.copytree(small_trained_folder, folder)
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "token").write_text(SECRET)
-    return folder, outside / "token"
-
 
 def test_an_upload_skips_every_symlink_naming_it(model_folder, tmp_path, monkeypatch, caplog):
     folder, secret = model_folder
