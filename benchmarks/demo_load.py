@@ -163,8 +163,8 @@ def synthetic_demo(folder: Path, images: int = 1000) -> tuple[Path, Path]:
 
     model_dir, image_dir = folder / "model", folder / "images"
     train(ModelArguments(hidden_size=16),
-          DataArguments(backbone="test_efficientnet",
-                        dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 20}),
+          DataArguments(dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 20,
+                                         "backbone": "test_efficientnet"}),
           TrainingArguments(output_dir=str(model_dir), max_steps=4, per_device_train_batch_size=8))
     image_dir.mkdir()
     for row in make_synthetic_dataset(num_train=8, num_validation=images, num_test=images, seed=1)["test"]:

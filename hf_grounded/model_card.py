@@ -109,7 +109,8 @@ def render_model_card(folder: str | Path, model_id: str | None = None) -> ModelC
         # A family whose class does not say (a minimal one, docs/extending.md) has one space, as the contract's.
         joint_task=not getattr(family.model_class, "joint_is_sentence_space", True),
         dataset=dataset,
-        backbone=arguments["data"]["backbone"],
+        # A caption set's option: a run on a dataset of embeddings records no backbone.
+        backbone=arguments["data"].get("backbone"),
         visual_vectors=arguments["data"].get("visual_vectors", "features"),
         num_members=config.get("num_members"),
         ensemble=results.get("ensemble"),
@@ -226,7 +227,7 @@ def _hyperparameters(arguments: dict, run: dict) -> dict:
         "training unit": data.get("training_unit", "sentence"),
         "length-grouped batches": training["group_by_length"],
         "mixed precision": run.get("mixed_precision", "no"),
-        "image preprocessing": data["image_preprocessing"],
+        **({"image preprocessing": data["image_preprocessing"]} if "image_preprocessing" in data else {}),
         "seed": training["seed"],
         "processes": run["num_processes"],
     })

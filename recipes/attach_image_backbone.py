@@ -20,7 +20,7 @@ from transformers import AutoModel
 
 import hf_grounded  # noqa: F401  (registers the Auto classes)
 from hf_grounded.command_line import run_recipe
-from hf_grounded.data import DataArguments, backbone_feature_spec, training_feature_spec
+from hf_grounded.data import CaptionedImages, DataArguments, backbone_feature_spec, training_feature_spec
 from hf_grounded.features import attach_image_backbone
 from hf_grounded.model_card import write_model_card
 from hf_grounded.models.image_backbone import check_backbone_name
@@ -45,8 +45,12 @@ def main() -> None:
     if not recorded.is_file():
         raise FileNotFoundError(f"{recorded}: the model's training record, which says what made its features")
     training = json.loads(recorded.read_text())
-    names = {spec.name for spec in fields(DataArguments)}
-    data = DataArguments(**{name: value for name, value in training["data"].items() if name in names})
+    # The run's shared data arguments, and how its images became vectors (a caption set's options).
+    shared = {spec.name for spec in fields(DataArguments)} - {"dataset_options"}
+    images = {spec.name for spec in fields(CaptionedImages.Arguments)}
+    data = DataArguments(**{name: value for name, value in training["data"].items() if name in shared},
+                         dataset_options={name: value for name, value in training["data"].items() if name in images})
+    options = CaptionedImages.options(data)
     seed = training.get("training", {}).get("seed", 42)
     made_with = training_feature_spec(data, seed)
     chosen = {name: getattr(args, name) for name in BACKBONE_ARGUMENTS if getattr(args, name) is not None}
@@ -54,9 +58,10 @@ def main() -> None:
         chosen["pretrained_backbone"] = chosen["pretrained_backbone"] == "true"
     # What the record names reaches timm: a plain architecture name, never a place to fetch weights from.
     check_backbone_name("--backbone" if "backbone" in chosen else f"{recorded}: data.backbone",
-                        chosen.get("backbone", data.backbone))
+                        chosen.get("backbone", options.backbone))
     model = AutoModel.from_pretrained(folder)
-    attach_image_backbone(model, backbone_feature_spec(replace(data, **chosen), seed), made_with)
+    chosen_backbone = replace(data, dataset_options=replace(options, **chosen))
+    attach_image_backbone(model, backbone_feature_spec(chosen_backbone, seed), made_with)
     save_model(model, model.default_tokenizer(), folder)
     write_model_card(folder)
     print(f"{folder}: now carries {model.config.image_backbone['name']} "

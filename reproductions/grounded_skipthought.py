@@ -127,7 +127,8 @@ class Scorer:
 
     def __init__(self, shared: Path, data_dir: str, features_file: str):
         self.sick = load_sick(shared / "data" / "sick" / "SICK.txt")
-        data_args = DataArguments(dataset="flickr8k", data_dir=data_dir, image_features_file=features_file)
+        data_args = DataArguments(dataset="flickr8k", data_dir=data_dir,
+                                  dataset_options={"image_features_file": features_file})
         dataset = Flickr8kImages.load_rows(data_args, 42)
         features = Flickr8kImages.image_features(dataset, data_args, 42, num_workers=0, accelerator=Accelerator())
         self.evaluators = [

@@ -134,8 +134,8 @@ def small_trained_folder(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("trained") / "model"
     train(ModelArguments(hidden_size=8),
-          DataArguments(backbone="test_efficientnet",
-                        dataset_options={"synthetic_train_images": 8, "synthetic_eval_images": 4}),
+          DataArguments(dataset_options={"synthetic_train_images": 8, "synthetic_eval_images": 4,
+                                         "backbone": "test_efficientnet"}),
           TrainingArguments(output_dir=str(folder), num_train_epochs=1, per_device_train_batch_size=4))
     return folder
 

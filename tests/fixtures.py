@@ -138,6 +138,6 @@ def train_tiny_char_gru(model_dir: Path, hidden_size: int, images: int, steps: i
     from hf_grounded.training import DataArguments, ModelArguments, TrainingArguments, train
 
     train(ModelArguments(hidden_size=hidden_size),
-          DataArguments(backbone="test_efficientnet",
-                        dataset_options={"synthetic_train_images": images, "synthetic_eval_images": images // 2}),
+          DataArguments(dataset_options={"synthetic_train_images": images, "synthetic_eval_images": images // 2,
+                                         "backbone": "test_efficientnet"}),
           TrainingArguments(output_dir=str(model_dir), max_steps=steps, per_device_train_batch_size=8))

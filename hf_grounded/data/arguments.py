@@ -25,34 +25,7 @@ class DataArguments(CheckedArguments):
         "all", "'all' captions per image per epoch (Merkx & Frank) or a fixed 'one'.")
     books_dir: str | None = option(
         None, "grounded_skipthought: folder of plain-text books, SkipThought's ordered corpus.")
-    visual_vectors: Literal["features", "random", "none"] = option(
-        "features", "Each image's or video's visual vector: its --backbone features; random normal vectors (Bordes et "
-        "al.'s control R); or none, for objectives that need only the groups (L_C).")
-    random_visual_dim: int = option(2048, "visual_vectors random: their width.", at_least(1))
-    training_unit: Literal["sentence", "word"] = option(
-        "sentence", "'word' trains each word of the training captions against the image as a one-word caption "
-        "(VETE's word-level training, Table 6); sentences are still encoded whole.")
     skip_invalid: bool = option(False, "Log and skip bad samples (missing or corrupt files, empty captions).")
-    backbone: str = option("efficientnet_lite0", "timm model giving image features.")
-    pretrained_file: str | None = option(None, "Local weights for the backbone (safetensors); random weights "
-                                               "without.")
-    pretrained_backbone: bool = option(False, "Fetch the backbone's weights from the Hub when no file is given.")
-    image_preprocessing: Literal["center", "ten_crop"] = option(
-        "center", "'center' crop at the backbone's size, or 'ten_crop' averaged.")
-    frame_pooling: Literal["first", "mean", "attention"] = option(
-        "mean", "Videos: the first frame's features (F), the mean over frames (A), or (grounded_skipthought from a "
-        "text-only checkpoint) frames attended by each caption's words (T).")
-    image_features_file: str | None = option(
-        None, "Precomputed features (safetensors in the feature cache's format, keyed by image or video id) to use "
-        "instead of extracting them with --backbone.")
-    save_image_backbone: bool | None = option(
-        None, "Save the image backbone the run's features came from inside the model, with its image processor, so "
-        "that it reads images (get_image_features(pixel_values=...)): by default when the run extracted its image "
-        "features itself.")
-    feature_cache_dir: str | None = option(
-        None, "Where extracted features are cached; default $HF_GROUNDED_CACHE or $HF_HOME/hf_grounded, then "
-        "/features. 'none' disables the cache.")
-    feature_batch_size: int = option(16, "Backbone batch size during feature extraction.", at_least(1))
     preprocessing_num_workers: int | None = option(
         None, "--dataset embeddings: processes that tokenise the captions (datasets' num_proc) on the first run; "
         "later runs read the cached table.", at_least(1))
@@ -76,7 +49,9 @@ class DataArguments(CheckedArguments):
         `--books_dir` (hidden ones, the library's bookkeeping, left out) and `--image_features_file`. A `--data_dir`
         that is no local folder (a Hub dataset id) is identified by its name alone; None when no file is read (the
         synthetic set, which its arguments identify)."""
-        sources = [path for path in (self.data_dir, self.books_dir, self.image_features_file) if path is not None]
+        values = self.to_dict()  # a caption set's --image_features_file is its own option
+        sources = [values[name] for name in ("data_dir", "books_dir", "image_features_file")
+                   if values.get(name) is not None]
         if not sources:
             return None
         digest, files = hashlib.sha256(), 0

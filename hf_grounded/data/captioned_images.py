@@ -8,7 +8,7 @@ import logging
 from abc import abstractmethod
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
 import torch
@@ -18,6 +18,7 @@ from safetensors import safe_open
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
+from ..argument_values import at_least, option
 from ..deprecation import deprecated_aliases
 from ..features import (BackboneSpec, FeatureCache, FeatureSpec, cached_features, carried_feature_spec,
                         feature_cache_file, pool_frames, source_name)
@@ -42,9 +43,36 @@ class CaptionedImages(DataSource):
     frames: dict[str, list[torch.Tensor]] | None = None
     image_backbone: FeatureSpec | None = None
 
-    reads_images = True
     #: Whether the set is read from `--data_dir`; otherwise it is drawn in memory and takes none.
     reads_folder: ClassVar[bool] = True
+    # How its images become visual vectors (`FeatureSpec`), every caption set's options.
+    visual_vectors: Literal["features", "random", "none"] = option(
+        "features", "Each image's or video's visual vector: its --backbone features; random normal vectors (Bordes et "
+        "al.'s control R); or none, for objectives that need only the groups (L_C).")
+    random_visual_dim: int = option(2048, "visual_vectors random: their width.", at_least(1))
+    training_unit: Literal["sentence", "word"] = option(
+        "sentence", "'word' trains each word of the training captions against the image as a one-word caption "
+        "(VETE's word-level training, Table 6); sentences are still encoded whole.")
+    backbone: str = option("efficientnet_lite0", "timm model giving image features.")
+    pretrained_file: str | None = option(None, "Local weights for the backbone (safetensors); random weights "
+                                               "without.")
+    pretrained_backbone: bool = option(False, "Fetch the backbone's weights from the Hub when no file is given.")
+    image_preprocessing: Literal["center", "ten_crop"] = option(
+        "center", "'center' crop at the backbone's size, or 'ten_crop' averaged.")
+    frame_pooling: Literal["first", "mean", "attention"] = option(
+        "mean", "Videos: the first frame's features (F), the mean over frames (A), or (grounded_skipthought from a "
+        "text-only checkpoint) frames attended by each caption's words (T).")
+    image_features_file: str | None = option(
+        None, "Precomputed features (safetensors in the feature cache's format, keyed by image or video id) to use "
+        "instead of extracting them with --backbone.")
+    save_image_backbone: bool | None = option(
+        None, "Save the image backbone the run's features came from inside the model, with its image processor, so "
+        "that it reads images (get_image_features(pixel_values=...)): by default when the run extracted its image "
+        "features itself.")
+    feature_cache_dir: str | None = option(
+        None, "Where extracted features are cached; default $HF_GROUNDED_CACHE or $HF_HOME/hf_grounded, then "
+        "/features. 'none' disables the cache.")
+    feature_batch_size: int = option(16, "Backbone batch size during feature extraction.", at_least(1))
 
     @classmethod
     @abstractmethod
@@ -67,8 +95,9 @@ class CaptionedImages(DataSource):
             raise ValueError(f"--dataset {data_args.dataset} is read from a local folder: pass --data_dir")
         if not cls.reads_folder and data_args.data_dir is not None:
             raise ValueError(f"--dataset {data_args.dataset} is drawn in memory and takes no --data_dir")
-        features_file = data_args.image_features_file
-        dataset = cls.read_rows(data_args, seed, features_file is not None or data_args.visual_vectors != "features")
+        options = cls.options(data_args)
+        features_file = options.image_features_file
+        dataset = cls.read_rows(data_args, seed, features_file is not None or options.visual_vectors != "features")
         if features_file is not None and data_args.skip_invalid:
             dataset = without_rows_lacking_features(dataset, features_file)
         return dataset
@@ -81,8 +110,7 @@ class CaptionedImages(DataSource):
             if len(dataset[split]) == 0:
                 raise ValueError(f"the {split} split of --dataset {data_args.dataset}"
                                  f"{f' in {data_args.data_dir}' if data_args.data_dir else ''} is empty")
-        features, frames = cls.visual_vectors(dataset, data_args, seed, num_workers,
-                                              accelerator or Accelerator(cpu=True))
+        features, frames = cls.vectors(dataset, data_args, seed, num_workers, accelerator or Accelerator(cpu=True))
         return cls(dataset, features, frames, cls.carried_backbone(data_args, seed))
 
     @classmethod
@@ -91,15 +119,16 @@ class CaptionedImages(DataSource):
         """Per split and row, the `(frames, dim)` features (one frame per image): read from `--image_features_file`
         when given, else extracted once, then cached, by `--backbone` or, given a `model` that carries its image
         backbone (the evaluation's), by that backbone; checked before any training (see `check_features`)."""
-        if data_args.image_features_file is not None:
-            features, origin = stored_features(dataset, data_args.image_features_file), data_args.image_features_file
+        options = cls.options(data_args)
+        if options.image_features_file is not None:
+            features, origin = stored_features(dataset, options.image_features_file), options.image_features_file
         else:
             spec = backbone_feature_spec(data_args, seed) if model is None else carried_feature_spec(model)
             cache_file = None
-            if data_args.feature_cache_dir != "none":
+            if options.feature_cache_dir != "none":
                 source = source_name(data_args.dataset, data_args.data_dir, **cls.cache_options(data_args, seed))
-                cache_file = feature_cache_file(source, spec, data_args.feature_cache_dir)
-            features = dataset_features(dataset, spec, cache_file, data_args.feature_batch_size, num_workers,
+                cache_file = feature_cache_file(source, spec, options.feature_cache_dir)
+            features = dataset_features(dataset, spec, cache_file, options.feature_batch_size, num_workers,
                                         accelerator, None if model is None else model.image_backbone)
             origin = str(cache_file) if cache_file is not None else spec.backbone.name
         check_features(dataset, features, origin)
@@ -113,22 +142,23 @@ class CaptionedImages(DataSource):
         return _pooled(cls.frame_features(dataset, data_args, seed, num_workers, accelerator, model), data_args)
 
     @classmethod
-    def visual_vectors(
+    def vectors(
         cls, dataset: DatasetDict, data_args: DataArguments, seed: int, num_workers: int, accelerator: Accelerator
     ) -> tuple[dict[str, torch.Tensor], dict[str, list[torch.Tensor]] | None]:
         """Per split, one `(rows, dim)` tensor as `--visual_vectors` says: the backbone's features; Bordes et al.'s
         control R, standard normal vectors drawn from `seed` (no image is read); or none, zero-width rows. Second,
         with `--frame_pooling attention`, each row's `(frames, dim)` features for the model to attend over."""
-        if data_args.visual_vectors == "features":
+        options = cls.options(data_args)
+        if options.visual_vectors == "features":
             frames = cls.frame_features(dataset, data_args, seed, num_workers, accelerator)
-            return _pooled(frames, data_args), frames if data_args.frame_pooling == "attention" else None
-        if data_args.frame_pooling == "attention":
+            return _pooled(frames, data_args), frames if options.frame_pooling == "attention" else None
+        if options.frame_pooling == "attention":
             raise ValueError(f"--frame_pooling attention attends over the frames' features, which --visual_vectors "
-                             f"{data_args.visual_vectors} does not read; use --visual_vectors features")
-        if data_args.visual_vectors == "none":
+                             f"{options.visual_vectors} does not read; use --visual_vectors features")
+        if options.visual_vectors == "none":
             return {split: torch.zeros(len(dataset[split]), 0) for split in SPLITS}, None
         generator = torch.Generator().manual_seed(seed)
-        return {split: torch.randn(len(dataset[split]), data_args.random_visual_dim, generator=generator)
+        return {split: torch.randn(len(dataset[split]), options.random_visual_dim, generator=generator)
                 for split in SPLITS}, None
 
     @property
@@ -143,7 +173,7 @@ class CaptionedImages(DataSource):
                accelerator: Accelerator | None = None) -> dict[str, EncodedSplit]:
         splits = {split: EncodedSplit.from_dataset(self.dataset[split], self.features[split], tokenizer, max_length)
                   for split in SPLITS}
-        if data_args.training_unit == "word":
+        if self.options(data_args).training_unit == "word":
             # Every word of the kept captions is seen once per epoch, so the sampler goes through all of them.
             splits["train"] = word_level_split(self.dataset["train"], self.features["train"], tokenizer, max_length,
                                                data_args.caption_policy, seed)
@@ -157,55 +187,60 @@ class CaptionedImages(DataSource):
         of a video's frames pooled into one vector: a model that attends over frames reads no single image): by
         default when the run extracted them itself; asked for, also when a features file holds them, which that
         backbone must have made."""
-        wanted = data_args.save_image_backbone
-        if not (data_args.image_features_file is None if wanted is None else wanted):
+        options = cls.options(data_args)
+        wanted = options.save_image_backbone
+        if not (options.image_features_file is None if wanted is None else wanted):
             return None
-        if data_args.visual_vectors != "features" or data_args.frame_pooling == "attention":
+        if options.visual_vectors != "features" or options.frame_pooling == "attention":
             if wanted:
                 raise ValueError(f"--save_image_backbone: --dataset {data_args.dataset} with --visual_vectors "
-                                 f"{data_args.visual_vectors} and --frame_pooling {data_args.frame_pooling} reads no "
-                                 f"one image's backbone features")
+                                 f"{options.visual_vectors} and --frame_pooling {options.frame_pooling} reads no one "
+                                 f"image's backbone features")
             return None
         spec = backbone_feature_spec(data_args, seed)
-        if data_args.image_features_file is not None:
+        if options.image_features_file is not None:
             spec.check_made(training_feature_spec(data_args, seed))
         return spec
 
     def pairs_to_prepare(self, data_args: DataArguments, seed: int) -> tuple[dict[str, SplitPairs], str]:
         splits = {split: _image_split(self.dataset[split], self.features[split]) for split in SPLITS}
-        features = (f"{data_args.image_features_file} (precomputed)" if data_args.image_features_file is not None
+        options = self.options(data_args)
+        features = (f"{options.image_features_file} (precomputed)" if options.image_features_file is not None
                     else _described(backbone_feature_spec(data_args, seed).description))
         if "video_id" in self.dataset["train"].column_names:
-            features += f"; a video's frames pooled by their {data_args.frame_pooling}"
+            features += f"; a video's frames pooled by their {options.frame_pooling}"
         return splits, features
 
 
 def backbone_feature_spec(data_args: DataArguments, seed: int) -> FeatureSpec:
     """The features `--backbone` (with `--pretrained_file`, `--pretrained_backbone`; random weights drawn from `seed`
     without either) gives through `--image_preprocessing`."""
-    backbone = BackboneSpec(data_args.backbone, data_args.pretrained_file, data_args.pretrained_backbone, seed=seed)
-    return FeatureSpec(backbone, preprocessing=data_args.image_preprocessing)
+    options = CaptionedImages.options(data_args)
+    backbone = BackboneSpec(options.backbone, options.pretrained_file, options.pretrained_backbone, seed=seed)
+    return FeatureSpec(backbone, preprocessing=options.image_preprocessing)
 
 
 def training_feature_spec(data_args: DataArguments, seed: int) -> FeatureSpec:
     """What made a run's image features (backbone, weights' fingerprint, preprocessing), from its arguments: the
     features file's own description, or the spec of the features the run extracted."""
-    if data_args.visual_vectors != "features":
-        raise ValueError(f"--visual_vectors {data_args.visual_vectors}: the model was trained on no backbone's "
+    options = CaptionedImages.options(data_args)
+    if options.visual_vectors != "features":
+        raise ValueError(f"--visual_vectors {options.visual_vectors}: the model was trained on no backbone's "
                          f"features, so no backbone can give its image side")
-    if data_args.image_features_file is None:
+    if options.image_features_file is None:
         return backbone_feature_spec(data_args, seed)
-    with safe_open(data_args.image_features_file, framework="pt") as handle:
+    with safe_open(options.image_features_file, framework="pt") as handle:
         description = json.loads((handle.metadata() or {}).get("description", "{}"))
     if not str(description.get("weights", "")).startswith(("file-sha256:", "timm-hub:", "random-seed:")):
-        raise ValueError(f"{data_args.image_features_file}: its description names no weights' fingerprint "
+        raise ValueError(f"{options.image_features_file}: its description names no weights' fingerprint "
                          f"({description.get('weights')!r}), so the backbone that made its features cannot be "
                          f"checked; extract them with recipes/extract_features.py and train on those")
     return FeatureSpec.from_description(description)
 
 
 def _pooled(frames: dict[str, list[torch.Tensor]], data_args: DataArguments) -> dict[str, torch.Tensor]:
-    pooling = "mean" if data_args.frame_pooling == "attention" else data_args.frame_pooling
+    pooling = CaptionedImages.options(data_args).frame_pooling
+    pooling = "mean" if pooling == "attention" else pooling
     return {split: torch.stack([pool_frames(item, pooling) for item in items]) for split, items in frames.items()}
 
 

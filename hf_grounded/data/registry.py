@@ -57,9 +57,12 @@ def dataset_options(dataset: str, given: object) -> object:
         return given
     values, own = given_options(given), {spec.name for spec in fields(source_class.Arguments)}
     if set(values) - own:
-        homes = {spec.name: name for name, entry in DATA_SOURCES.items() for spec in fields(entry.Arguments)}
-        foreign = [f"--{option} (an option of --dataset {homes[option]})" if option in homes else f"--{option}"
-                   for option in sorted(set(values) - own)]
+        homes = {}
+        for name, entry in DATA_SOURCES.items():
+            for spec in fields(entry.Arguments):
+                homes.setdefault(spec.name, []).append(name)
+        foreign = [f"--{option} (an option of --dataset {', '.join(homes[option])})" if option in homes
+                   else f"--{option}" for option in sorted(set(values) - own)]
         raise ValueError(f"not options of --dataset {dataset}: {', '.join(foreign)}")
     return source_class.Arguments(**values)
 
@@ -76,16 +79,6 @@ def check_data_source(data_args: DataArguments, kind: type[DataSource] = DataSou
         raise ValueError(f"--dataset {data_args.dataset} is read as {source_class.__name__}; this reads "
                          f"{kind.__name__} (--dataset {kinds})")
     data_args.dataset_options = dataset_options(data_args.dataset, data_args.dataset_options)
-    if not source_class.reads_images:
-        conflicts = {"--image_features_file": data_args.image_features_file is not None,
-                     "--visual_vectors": data_args.visual_vectors != "features",
-                     "--training_unit": data_args.training_unit != "sentence",
-                     "--frame_pooling attention": data_args.frame_pooling == "attention",
-                     "--save_image_backbone": bool(data_args.save_image_backbone)}
-        named = [name for name, conflicting in conflicts.items() if conflicting]
-        if named:
-            raise ValueError(f"--dataset {data_args.dataset} trains sentences on vectors of its own, not on images: "
-                             f"{', '.join(named)} cannot apply")
     return source_class
 
 
@@ -102,7 +95,8 @@ def prepare_dataset(data_args: DataArguments, output_dir: str | Path, seed: int,
     `--frame_pooling`, or `--image_features_file`), or beside its embedding in a clip-retrieval folder (split by
     `--heldout_pairs` and the seed): what its registry entry's `pairs_to_prepare` gives. Returns what the dataset
     card records."""
-    if data_args.frame_pooling == "attention":
+    # A caption set's option, checked before its features are extracted.
+    if getattr(check_data_source(data_args).options(data_args), "frame_pooling", None) == "attention":
         raise ValueError("--frame_pooling attention keeps every frame's features; a prepared dataset holds one "
                          "embedding per image or video: use --frame_pooling mean or first")
     source = load_data_source(data_args, seed, num_workers=num_workers)

@@ -6,7 +6,6 @@ import contextlib
 from abc import ABC, abstractmethod
 from dataclasses import MISSING, asdict, fields, is_dataclass
 from collections.abc import Iterable
-from typing import ClassVar
 
 import torch
 from accelerate import Accelerator
@@ -25,9 +24,6 @@ class DataSource(DeclaresOptions, ABC):
     options (`--heldout_pairs`, `--streaming`, ...) are declared on its class with `option()`, as a training term's
     are (`DeclaresOptions`); a run's values are `data_args.dataset_options`."""
 
-    #: Whether it reads images or videos, and so takes the options of how they become visual vectors
-    #: (`--image_features_file`, `--visual_vectors`, `--training_unit word`, `--frame_pooling attention`).
-    reads_images: ClassVar[bool] = False
     #: Per split, each row's `(frames, dim)` features, where the model attends over a video's frames
     #: (`--frame_pooling attention`); None for every other run.
     frames: dict[str, list[torch.Tensor]] | None = None
@@ -41,7 +37,11 @@ class DataSource(DeclaresOptions, ABC):
         """Its options in the run, `data_args.dataset_options` as its `Arguments` (which `check_data_source` makes
         them, refusing another kind's by name)."""
         given = data_args.dataset_options
-        return given if isinstance(given, cls.Arguments) else cls.Arguments(**given_options(given))
+        # A subclass's options hold its base's (a caption set's hold every caption set's).
+        own = {spec.name for spec in fields(cls.Arguments)}
+        if is_dataclass(given) and own <= {spec.name for spec in fields(given)}:
+            return given
+        return cls.Arguments(**given_options(given))
 
     @classmethod
     @abstractmethod

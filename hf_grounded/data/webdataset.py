@@ -27,7 +27,7 @@ import torch
 from ..features import create_backbone, extract_features, read_image
 from ..files import InvalidSampleError, open_for_writing, refuse_symlink, regular_file, replaced_atomically, write_json
 from .arguments import DataArguments
-from .captioned_images import backbone_feature_spec
+from .captioned_images import CaptionedImages, backbone_feature_spec
 from .embeddings import MANIFEST_NAME, RECORD_KEY, numbered_files, read_manifest, written_record
 
 logger = logging.getLogger(__name__)
@@ -295,7 +295,8 @@ def prepare_webdataset(shards: str, output_dir: str | Path, data_args: DataArgum
         record = shard_record(settings, shard)
         if samples:
             features = extract_features(images, backbone, spec.preprocessing,
-                                        batch_size=data_args.feature_batch_size, num_workers=num_workers)
+                                        batch_size=CaptionedImages.options(data_args).feature_batch_size,
+                                        num_workers=num_workers)
             write_shard(folder, number, [sample.caption for sample in samples], [sample.key for sample in samples],
                         torch.cat(features).numpy().astype(embedding_dtype), record)
         else:

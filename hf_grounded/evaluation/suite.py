@@ -94,7 +94,8 @@ def parse_evaluation_arguments(argv: list[str] | None = None) -> tuple[Evaluatio
     parser.set_defaults(dataset=None)
     evaluation_args, data_args, data_args.dataset_options = parser.parse_args_into_dataclasses(
         args=argv, look_for_args_file=False)
-    given = [f"--{name}" for name in BACKBONE_FLAGS if getattr(data_args, name) != parser.get_default(name)]
+    given = [f"--{name}" for name in BACKBONE_FLAGS
+             if getattr(data_args.dataset_options, name) != parser.get_default(name)]
     if given:
         raise ValueError(f"{', '.join(given)}: the evaluation reads images with the backbone the model carries, or "
                          f"reads --image_features_file; give the model another backbone with "
@@ -155,15 +156,16 @@ def _caption_evaluators(tasks: list[str], args: EvaluationArguments, data_args: 
                         model: torch.nn.Module) -> list[Evaluator]:
     # The caption tasks read the rows of an image or video dataset.
     caption_set = check_data_source(data_args, CaptionedImages)
+    set_options = caption_set.options(data_args)
     reads_images = any(task in IMAGE_TASKS for task in tasks)
-    if reads_images and data_args.image_features_file is None and carried_feature_spec(model) is None:
+    if reads_images and set_options.image_features_file is None and carried_feature_spec(model) is None:
         raise ValueError(f"--model {args.model} carries no image backbone to read the images of "
                          f"{', '.join(task for task in tasks if task in IMAGE_TASKS)} with: pass the features it was "
                          f"trained on (--image_features_file), or attach its backbone (python "
                          f"recipes/attach_image_backbone.py --model FOLDER)")
     # Without a task that reads images, the captions alone are loaded: a folder without the images will do.
-    dataset = caption_set.load_rows(data_args if reads_images else replace(data_args, visual_vectors="none"),
-                                    args.data_seed)
+    captions_only = replace(data_args, dataset_options=replace(set_options, visual_vectors="none"))
+    dataset = caption_set.load_rows(data_args if reads_images else captions_only, args.data_seed)
     # Only the judgements reach beyond the test split; the feature cache extracts just what is missing.
     dataset = DatasetDict({split: dataset[split] for split in (SPLITS if "human" in tasks else ("test",))})
     features = (caption_set.image_features(dataset, data_args, args.data_seed, num_workers=0,

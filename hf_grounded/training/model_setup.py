@@ -39,7 +39,7 @@ def model_and_tokenizer(model_args: ModelArguments, data_args: DataArguments, co
     if model.config.image_feature_dim not in (None, image_feature_dim):
         raise ValueError(
             f"{model_args.model_name_or_path} expects {model.config.image_feature_dim}-d image features but "
-            f"backbone {data_args.backbone} gives {image_feature_dim}"
+            f"--dataset {data_args.dataset}'s visual vectors are {image_feature_dim}-d"
         )
     _check_objective_config(model, model_args, objective_config)
     _write_loss_settings(model, objective)

@@ -194,7 +194,7 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     terms = create_training_terms(model_args.objective, model_args.objective_options, model_args.text_options,
                                   model_args.base_options, training_args.seed, has_image_map,
                                   _base_teacher(model_args, family, accelerator))
-    if data_args.visual_vectors == "none" and any(term.reads_visual_vectors for term in terms):
+    if source.image_feature_dim == 0 and any(term.reads_visual_vectors for term in terms):
         raise ValueError(f"--visual_vectors none leaves nothing for --objective {model_args.objective} (with these "
                          f"weights) on a {model.config.model_type} model to read; use features or random")
     triples = None
@@ -203,11 +203,17 @@ def _build_run(accelerator: Accelerator, model_args: ModelArguments, data_args: 
     streams = _training_streams(terms, source, splits, triples, tokenizer, max_length, data_args, training_args,
                                 accelerator)
     logger.info("training %s on %s", " + ".join(type(term).__name__ for term in terms), streams.describe())
-    if data_args.save_image_backbone and not has_image_map:
+    if _caption_set_option(source, data_args, "save_image_backbone", None) and not has_image_map:
         raise ValueError(f"--save_image_backbone: a {model.config.model_type} model without an image map reads no "
                          f"images")
     return Run(accelerator, model_args, data_args, training_args, model, tokenizer, family, splits, terms, streams,
                selection, stsb_dev, source.image_backbone)
+
+
+def _caption_set_option(source: DataSource, data_args: DataArguments, name: str, default: Any) -> Any:
+    """An option that only the caption sets take (`CaptionedImages`: how images become vectors), or what another
+    source's run amounts to."""
+    return getattr(source.options(data_args), name, default)
 
 
 def _batch_size(term: TrainingTerm, training_args: TrainingArguments) -> int:
@@ -243,7 +249,8 @@ def _training_streams(terms: list[TrainingTerm], source: DataSource, splits: dic
                                                    data_args, processes, rank, training_args.group_by_length)
         return TrainingStreams(terms[0], batches, batches)
     train_split = splits["train"]
-    policy = "all" if data_args.training_unit == "word" else data_args.caption_policy
+    word_level = _caption_set_option(source, data_args, "training_unit", "sentence") == "word"
+    policy = "all" if word_level else data_args.caption_policy
     lengths = train_split.lengths() if training_args.group_by_length else None
     samplers = [batch_sampler(term.name, term.batch_kind, batch_size,
                               train_split.captions_per_image, len(triples) if triples is not None else 0, policy,

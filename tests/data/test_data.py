@@ -69,14 +69,15 @@ def test_unknown_dataset_name_is_refused():
 def test_a_source_refuses_the_options_and_readers_it_does_not_serve():
     """Checked from the arguments alone, before anything is read: a source of its own vectors takes no option of how
     images become them, and a reader of image rows (the evaluation's caption tasks) takes no other kind."""
-    with pytest.raises(ValueError, match="--dataset embeddings trains sentences on vectors of its own, not on images: "
-                                         "--image_features_file, --training_unit cannot apply"):
-        check_data_source(DataArguments(dataset="embeddings", image_features_file="x.safetensors",
-                                        training_unit="word"))
+    with pytest.raises(ValueError, match=r"not options of --dataset embeddings: --image_features_file \(an option of "
+                                         r"--dataset synthetic, flickr8k, coco, msvd\), --training_unit"):
+        check_data_source(DataArguments(dataset="embeddings",
+                                        dataset_options={"image_features_file": "x.safetensors",
+                                                         "training_unit": "word"}))
     with pytest.raises(ValueError, match=r"--dataset prepared is read as PreparedPairs; this reads CaptionedImages "
                                          r"\(--dataset synthetic, flickr8k, coco, msvd\)"):
         check_data_source(DataArguments(dataset="prepared"), CaptionedImages)
-    assert check_data_source(DataArguments(dataset="coco", image_features_file="x.safetensors"),
+    assert check_data_source(DataArguments(dataset="coco", dataset_options={"image_features_file": "x.safetensors"}),
                              CaptionedImages).__name__ == "CocoImages"
 
 

@@ -242,8 +242,8 @@ def test_training_refuses_a_features_file_whose_ids_were_shifted(tmp_path):
     features = FeatureCache(tmp_path / "features.safetensors")
     tensors = {"features": torch.cat(features.get(ids)), "lengths": torch.ones(len(ids), dtype=torch.long)}
     save_file(tensors, tmp_path / "shifted.safetensors", metadata={"ids": json.dumps(ids[:1] + ids[2:])})
-    data = DataArguments(image_features_file=str(tmp_path / "shifted.safetensors"),
-                         dataset_options={"synthetic_train_images": 4, "synthetic_eval_images": 2})
+    data = DataArguments(dataset_options={"synthetic_train_images": 4, "synthetic_eval_images": 2,
+                                          "image_features_file": str(tmp_path / "shifted.safetensors")})
     with pytest.raises(ValueError, match=f"shifted.safetensors: {len(ids) - 1} ids but {len(ids)} lengths"):
         train(ModelArguments(hidden_size=8), data,
               TrainingArguments(output_dir=str(tmp_path / "run"), max_steps=1, seed=0))

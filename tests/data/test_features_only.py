@@ -42,7 +42,8 @@ def run_recipe(name: str, argv: list[str], monkeypatch) -> None:
 
 def test_a_dataset_without_images_loads_from_its_features_and_ignores_rows_of_no_split(text_only_flickr8k, caplog):
     root, features, splits = text_only_flickr8k
-    data_args = DataArguments(dataset="flickr8k", data_dir=str(root), image_features_file=str(features))
+    data_args = DataArguments(dataset="flickr8k", data_dir=str(root),
+                              dataset_options={"image_features_file": str(features)})
     dataset = Flickr8kImages.load_rows(data_args, 0)
     assert dataset["train"]["image_id"] == splits["train"] and "image" not in dataset["train"].column_names
     from accelerate import Accelerator
@@ -80,14 +81,15 @@ def test_an_image_without_features_is_an_error_naming_it_or_skipped_and_counted(
     partial = FeatureCache(tmp_path / "partial.safetensors")
     partial.update({name: torch.ones(1, 12) for split in splits.values() for name in split[1:]})
     partial.save({"made": "by the test"})
-    data_args = DataArguments(dataset="flickr8k", data_dir=str(root), image_features_file=str(partial.path))
+    data_args = DataArguments(dataset="flickr8k", data_dir=str(root),
+                              dataset_options={"image_features_file": str(partial.path)})
     from accelerate import Accelerator
 
     with pytest.raises(ValueError, match=f"has no features for 3 of the dataset's 8 images, e.g. "
                                          f"\\['{splits['train'][0]}'"):
         Flickr8kImages.image_features(Flickr8kImages.load_rows(data_args, 0), data_args, 0, 0, Accelerator())
-    data_args = DataArguments(dataset="flickr8k", data_dir=str(root), image_features_file=str(partial.path),
-                              skip_invalid=True)
+    data_args = DataArguments(dataset="flickr8k", data_dir=str(root), skip_invalid=True,
+                              dataset_options={"image_features_file": str(partial.path)})
     with caplog.at_level(logging.WARNING):
         dataset = Flickr8kImages.load_rows(data_args, 0)
     assert [len(dataset[split]) for split in ("train", "validation", "test")] == [3, 1, 1]

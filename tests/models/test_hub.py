@@ -48,8 +48,8 @@ def _usage_snippet(card: str) -> str:
 def _train(output_dir, **training):
     return train(
         ModelArguments(hidden_size=8),
-        DataArguments(backbone="test_efficientnet",
-                      dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 10}),
+        DataArguments(dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 10,
+                                       "backbone": "test_efficientnet"}),
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=2, cycle_epochs=1,
                           lr_scheduler_type="cyclic_cosine", saved_model="snapshot_ensemble", **training),
     )

@@ -135,8 +135,8 @@ def test_training_records_the_fingerprint_of_a_corpus_character_vocabulary(tmp_p
     output_dir = tmp_path / "run"
     train(
         ModelArguments(hidden_size=8, char_vocabulary="corpus"),
-        DataArguments(backbone="test_efficientnet",
-                      dataset_options={"synthetic_train_images": 20, "synthetic_eval_images": 8}),
+        DataArguments(dataset_options={"synthetic_train_images": 20, "synthetic_eval_images": 8,
+                                       "backbone": "test_efficientnet"}),
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=1),
     )
     characters = json.loads((output_dir / "vocab.json").read_text())

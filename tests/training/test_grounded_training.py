@@ -8,6 +8,7 @@ import pytest
 from safetensors.torch import load_file
 from transformers import AutoModel
 
+from hf_grounded.data import CaptionedImages
 from hf_grounded.training import DataArguments, ModelArguments, TrainingArguments, train
 
 SUBJECTS = ["The dog", "A man", "The woman", "The old sailor", "My sister", "The child", "A red bird", "The captain"]
@@ -35,11 +36,14 @@ def small_run(output_dir, books_dir=None, **options):
     if options.get("objective") == "grounding" and options.get("grounding_batches", "separate") == "separate":
         options = {**SMALL_GROUNDING_BATCHES, **options}
     model = {"model_type": "grounded_skipthought", "hidden_size": 24, "word_embedding_size": 12}
-    data = {"backbone": "test_efficientnet", "books_dir": books_dir, "max_length": 30,
-            "dataset_options": {"synthetic_train_images": 40, "synthetic_eval_images": 12}}
+    data = {"books_dir": books_dir, "max_length": 30}
     data.update({key: options.pop(key) for key in list(options) if key in DataArguments.__dataclass_fields__})
-    if data.get("dataset", "synthetic") != "synthetic":
-        del data["dataset_options"]
+    # The caption sets' options (how images become vectors), and the synthetic set's size.
+    set_options = {"backbone": "test_efficientnet", **{key: options.pop(key) for key in list(options)
+                                                       if key in CaptionedImages.Arguments.__dataclass_fields__}}
+    if data.get("dataset", "synthetic") == "synthetic":
+        set_options.update(synthetic_train_images=40, synthetic_eval_images=12)
+    data["dataset_options"] = set_options
     # The model's options depend on its family and objective: whatever is not a data or training argument.
     model.update({key: options.pop(key) for key in list(options) if key not in TrainingArguments.__dataclass_fields__})
     training = {"output_dir": str(output_dir), "per_device_train_batch_size": 8, "learning_rate": 3e-3, **options}
@@ -164,8 +168,8 @@ def test_vete_trains_with_the_cluster_and_perceptual_losses_through_the_same_tra
     results = train(
         # Caption groups: every negative of 8 images' captions gives 5 steps a clear trend on 40 images.
         ModelArguments(model_type="vete", objective="grounding", embed_dim=16, grounding_batches="groups"),
-        DataArguments(backbone="test_efficientnet",
-                      dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 12}),
+        DataArguments(dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 12,
+                                       "backbone": "test_efficientnet"}),
         TrainingArguments(output_dir=str(tmp_path / "vete"), num_train_epochs=3, learning_rate=1e-2,
                           per_device_train_batch_size=8, logging_steps=1),
     )
@@ -180,7 +184,8 @@ def test_inconsistent_streams_are_refused_naming_the_argument(tmp_path, books_di
     with pytest.raises(ValueError, match="--books_dir"):
         small_run(tmp_path / "a", objective="none")
     with pytest.raises(ValueError, match="--books_dir is read by grounded_skipthought"):
-        train(ModelArguments(model_type="vete"), DataArguments(backbone="test_efficientnet", books_dir=books_dir),
+        train(ModelArguments(model_type="vete"), DataArguments(books_dir=books_dir,
+                                                               dataset_options={"backbone": "test_efficientnet"}),
               TrainingArguments(output_dir=str(tmp_path / "b")))
     with pytest.raises(ValueError, match="--visual_vectors none"):
         small_run(tmp_path / "c", books_dir, objective="grounding", visual_vectors="none")

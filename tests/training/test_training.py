@@ -21,8 +21,8 @@ def test_short_training_run_beats_chance_clearly(tmp_path):
     output_dir = tmp_path / "model"
     results = train(
         ModelArguments(hidden_size=64),
-        DataArguments(backbone="test_efficientnet",
-                      dataset_options={"synthetic_train_images": 300, "synthetic_eval_images": 100}),
+        DataArguments(dataset_options={"synthetic_train_images": 300, "synthetic_eval_images": 100,
+                                       "backbone": "test_efficientnet"}),
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=6, seed=0),
     )
     chance = chance_recall(num_images=100, captions_per_image=5, k=10)
@@ -54,7 +54,7 @@ def test_config_file_with_command_line_overrides(tmp_path):
         ["--config", str(config), "--num_train_epochs", "5", "--backbone", "resnet18"]
     )
     assert model_args.family_options.hidden_size == 32 and training_args.learning_rate == 0.01
-    assert training_args.num_train_epochs == 5 and data_args.backbone == "resnet18"
+    assert training_args.num_train_epochs == 5 and data_args.dataset_options.backbone == "resnet18"
     defaults = parse_arguments([])
     assert defaults[0].family_options.hidden_size == 1024 and defaults[2].output_dir == "outputs/char-gru-synthetic"
 
@@ -132,8 +132,9 @@ def test_a_run_gives_the_same_model_whether_features_were_cached_or_not(tmp_path
     def run(name):
         return train(
             ModelArguments(hidden_size=16),
-            DataArguments(backbone="test_efficientnet", feature_cache_dir=str(tmp_path / "cache"),
-                          dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 20}),
+            DataArguments(dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 20,
+                                           "backbone": "test_efficientnet",
+                                           "feature_cache_dir": str(tmp_path / "cache")}),
             TrainingArguments(output_dir=str(tmp_path / name), max_steps=4, seed=3),
         )
 
@@ -152,8 +153,8 @@ def test_non_finite_loss_stops_the_run_naming_the_step(tmp_path, monkeypatch):
     with pytest.raises(FloatingPointError, match="at step 1 \\(epoch 1\\)"):
         train(
             ModelArguments(hidden_size=8),
-            DataArguments(backbone="test_efficientnet",
-                          dataset_options={"synthetic_train_images": 20, "synthetic_eval_images": 10}),
+            DataArguments(dataset_options={"synthetic_train_images": 20, "synthetic_eval_images": 10,
+                                           "backbone": "test_efficientnet"}),
             TrainingArguments(output_dir=str(tmp_path / "nan"), max_steps=3),
         )
     assert not (tmp_path / "nan" / "model.safetensors").exists()
@@ -163,8 +164,8 @@ def test_cyclic_run_saves_snapshots_and_the_best_two_as_an_ensemble(tmp_path):
     output_dir = tmp_path / "cyclic"
     results = train(
         ModelArguments(hidden_size=8),
-        DataArguments(backbone="test_efficientnet",
-                      dataset_options={"synthetic_train_images": 64, "synthetic_eval_images": 10}),
+        DataArguments(dataset_options={"synthetic_train_images": 64, "synthetic_eval_images": 10,
+                                       "backbone": "test_efficientnet"}),
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=3, cycle_epochs=1, logging_steps=3,
                           lr_scheduler_type="cyclic_cosine", max_grad_norm=1.0, per_device_train_batch_size=32,
                           saved_model="snapshot_ensemble"),
@@ -205,8 +206,8 @@ def test_the_final_model_is_saved_by_default_and_the_snapshots_are_still_compare
     results = train(
         ModelArguments(hidden_size=8),
         # The saved model is the snapshot, nothing added.
-        DataArguments(backbone="test_efficientnet", save_image_backbone=False,
-                      dataset_options={"synthetic_train_images": 64, "synthetic_eval_images": 10}),
+        DataArguments(dataset_options={"synthetic_train_images": 64, "synthetic_eval_images": 10,
+                                       "backbone": "test_efficientnet", "save_image_backbone": False}),
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=2, cycle_epochs=1,
                           lr_scheduler_type="cyclic_cosine"),
     )
@@ -238,8 +239,8 @@ def test_best_validation_saves_the_candidate_with_the_best_validation_retrieval(
     results = train(
         ModelArguments(hidden_size=8),
         # The saved model is the snapshot, nothing added.
-        DataArguments(backbone="test_efficientnet", save_image_backbone=False,
-                      dataset_options={"synthetic_train_images": 64, "synthetic_eval_images": 10}),
+        DataArguments(dataset_options={"synthetic_train_images": 64, "synthetic_eval_images": 10,
+                                       "backbone": "test_efficientnet", "save_image_backbone": False}),
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=2, cycle_epochs=1,
                           lr_scheduler_type="cyclic_cosine", saved_model="best_validation"),
     )
@@ -284,8 +285,8 @@ def test_bf16_autocast_trains_with_the_loss_in_float32(tmp_path, fresh_accelerat
 
     results = train(
         ModelArguments(hidden_size=8),
-        DataArguments(backbone="test_efficientnet",
-                      dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 10}),
+        DataArguments(dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 10,
+                                       "backbone": "test_efficientnet"}),
         TrainingArguments(output_dir=str(tmp_path / "bf16"), max_steps=4, mixed_precision="bf16"),
     )
     assert results["run"]["mixed_precision"] == "bf16"
@@ -297,8 +298,8 @@ def test_tensorboard_tracker_receives_losses_and_validation(tmp_path):
 
     train(
         ModelArguments(hidden_size=8),
-        DataArguments(backbone="test_efficientnet",
-                      dataset_options={"synthetic_train_images": 20, "synthetic_eval_images": 10}),
+        DataArguments(dataset_options={"synthetic_train_images": 20, "synthetic_eval_images": 10,
+                                       "backbone": "test_efficientnet"}),
         TrainingArguments(output_dir=str(tmp_path / "tracked"), max_steps=4, logging_steps=1, report_to="tensorboard"),
     )
     (events,) = [path for path in (tmp_path / "tracked").rglob("events.out.tfevents.*") if path.parent.name ==
@@ -310,7 +311,7 @@ def test_tensorboard_tracker_receives_losses_and_validation(tmp_path):
 def test_gradient_accumulation_is_refused_with_a_reason(tmp_path, monkeypatch):
     monkeypatch.setenv("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "4")
     with pytest.raises(ValueError, match="in-batch negatives"):
-        train(ModelArguments(hidden_size=8), DataArguments(backbone="test_efficientnet"),
+        train(ModelArguments(hidden_size=8), DataArguments(dataset_options={"backbone": "test_efficientnet"}),
               TrainingArguments(output_dir=str(tmp_path / "accumulate")))
 
 
@@ -318,8 +319,8 @@ def test_dataloader_workers_give_the_same_model(tmp_path):
     def run(workers):
         train(
             ModelArguments(hidden_size=8),
-            DataArguments(backbone="test_efficientnet",
-                          dataset_options={"synthetic_train_images": 30, "synthetic_eval_images": 10}),
+            DataArguments(dataset_options={"synthetic_train_images": 30, "synthetic_eval_images": 10,
+                                           "backbone": "test_efficientnet"}),
             TrainingArguments(output_dir=str(tmp_path / f"workers-{workers}"), max_steps=5, seed=1,
                               dataloader_num_workers=workers),
         )
@@ -329,15 +330,16 @@ def test_dataloader_workers_give_the_same_model(tmp_path):
 
 
 def test_a_features_file_trains_the_same_model_as_the_features_extracted_into_it(tmp_path):
-    data = {"backbone": "test_efficientnet",
-            "dataset_options": {"synthetic_train_images": 40, "synthetic_eval_images": 20}}
-    extracted = train(ModelArguments(hidden_size=16), DataArguments(**data, feature_cache_dir=str(tmp_path / "cache"),
-                                                                    save_image_backbone=False),
+    data = {"synthetic_train_images": 40, "synthetic_eval_images": 20, "backbone": "test_efficientnet"}
+    extracted = train(ModelArguments(hidden_size=16),
+                      DataArguments(dataset_options={**data, "feature_cache_dir": str(tmp_path / "cache"),
+                                                     "save_image_backbone": False}),
                       TrainingArguments(output_dir=str(tmp_path / "extracted"), max_steps=4, seed=3))
     (cache_file,) = (tmp_path / "cache").rglob("*.safetensors")
     # A backbone that does not exist proves that nothing is extracted when a file is given.
     given = train(ModelArguments(hidden_size=16),
-                  DataArguments(**{**data, "backbone": "no_such_backbone"}, image_features_file=str(cache_file)),
+                  DataArguments(dataset_options={**data, "backbone": "no_such_backbone",
+                                                 "image_features_file": str(cache_file)}),
                   TrainingArguments(output_dir=str(tmp_path / "given"), max_steps=4, seed=3))
     assert given["test"] == extracted["test"]
     weights = [(tmp_path / name / "model.safetensors").read_bytes() for name in ("extracted", "given")]
@@ -356,14 +358,16 @@ def test_a_features_file_missing_an_image_is_refused_naming_it(tmp_path):
     cache = FeatureCache(features_file)
     cache.update({image_id: torch.randn(1, 8) for image_id in ids[1:]})
     cache.save({})
-    data = {"dataset_options": {"synthetic_train_images": 4, "synthetic_eval_images": 2}}
+    data = {"synthetic_train_images": 4, "synthetic_eval_images": 2}
     arguments = (ModelArguments(hidden_size=8),
                  TrainingArguments(output_dir=str(tmp_path / "run"), max_steps=1, seed=0))
     with pytest.raises(ValueError, match=f"features.safetensors has no features for 1 of the dataset's 8 images, "
                                          f"e.g. \\['{ids[0]}'\\]"):
-        train(arguments[0], DataArguments(**data, image_features_file=str(features_file)), arguments[1])
+        train(arguments[0], DataArguments(dataset_options={**data, "image_features_file": str(features_file)}),
+              arguments[1])
     with pytest.raises(FileNotFoundError, match="nowhere.safetensors: features file does not exist"):
-        train(arguments[0], DataArguments(**data, image_features_file=str(tmp_path / "nowhere.safetensors")),
+        train(arguments[0],
+              DataArguments(dataset_options={**data, "image_features_file": str(tmp_path / "nowhere.safetensors")}),
               arguments[1])
 
 
@@ -382,8 +386,8 @@ def test_broken_features_are_refused_before_training_naming_the_image(tmp_path, 
     cache.update({image_id: torch.randn(1, 8) for image_id in ids})
     cache.update({ids[5]: broken(torch.randn(1, 8))})
     cache.save({})
-    data = DataArguments(image_features_file=str(features_file),
-                         dataset_options={"synthetic_train_images": 4, "synthetic_eval_images": 2})
+    data = DataArguments(dataset_options={"synthetic_train_images": 4, "synthetic_eval_images": 2,
+                                          "image_features_file": str(features_file)})
     with pytest.raises(ValueError, match=f"features.safetensors: the features of validation image_id '{ids[5]}' "
                                          f"{message}"):
         train(ModelArguments(hidden_size=8), data,
@@ -410,8 +414,8 @@ def test_features_of_the_wrong_width_or_dtype_are_refused_naming_the_image():
 def test_the_char_gru_trains_with_vete_pearson_objective(tmp_path):
     results = train(
         ModelArguments(hidden_size=8, objective="pearson"),
-        DataArguments(backbone="test_efficientnet",
-                      dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 10}),
+        DataArguments(dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 10,
+                                       "backbone": "test_efficientnet"}),
         TrainingArguments(output_dir=str(tmp_path / "pearson"), num_train_epochs=2, logging_steps=1),
     )
     history = json.loads((tmp_path / "pearson" / "training_history.json").read_text())
@@ -425,8 +429,9 @@ def test_vete_trains_with_the_hinge_objective_through_the_same_trainer(tmp_path)
     output_dir = tmp_path / "vete"
     results = train(
         ModelArguments(model_type="vete", text_encoder="bow", objective="hinge", embed_dim=16),
-        DataArguments(backbone="test_efficientnet", caption_policy="one",
-                      dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 10}),
+        DataArguments(caption_policy="one",
+                      dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 10,
+                                       "backbone": "test_efficientnet"}),
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=3, learning_rate=1e-2),
     )
     model = AutoModel.from_pretrained(output_dir)
@@ -476,8 +481,9 @@ def test_vete_trains_word_level_through_the_same_trainer(tmp_path):
     output_dir = tmp_path / "words"
     results = train(
         ModelArguments(model_type="vete", text_encoder="bow", objective="pearson", embed_dim=16),
-        DataArguments(backbone="test_efficientnet", caption_policy="one", training_unit="word",
-                      dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 10}),
+        DataArguments(caption_policy="one",
+                      dataset_options={"synthetic_train_images": 40, "synthetic_eval_images": 10,
+                                       "backbone": "test_efficientnet", "training_unit": "word"}),
         TrainingArguments(output_dir=str(output_dir), num_train_epochs=4, learning_rate=5e-2,
                           per_device_train_batch_size=8),
     )
