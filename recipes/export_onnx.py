@@ -1,7 +1,7 @@
 """Export a saved model's text encoder to ONNX beside it, for `encode(..., backend="onnx")` and serving without
 torch (`pip install -e ".[onnx]"`).
 
-    python recipes/export_onnx.py --model outputs/char-gru-synthetic          # onnx/model.onnx, onnx/model_qint8.onnx
+    python recipes/export_onnx.py --model outputs/char-gru-synthetic          # onnx/model.onnx, onnx/model_qint8*.onnx
     python recipes/export_onnx.py --model PATH --no_int8
 """
 
@@ -22,7 +22,8 @@ def main() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="A local model folder trained by hf_grounded.")
-    parser.add_argument("--no_int8", action="store_true", help="Skip the int8 copy (onnx/model_qint8.onnx).")
+    parser.add_argument("--no_int8", action="store_true",
+                        help="Skip the int8 copies (onnx/model_qint8.onnx, and OpenVINO's model_qint8_openvino.onnx).")
     parser.add_argument("--trust_remote_code", action="store_true")
     args = parser.parse_args()
     require_extra("onnx")  # before the model is loaded: the export and its check need onnx and ONNX Runtime

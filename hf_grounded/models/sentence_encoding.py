@@ -392,7 +392,8 @@ class SentenceEncoderMixin:
         `recipes/export_onnx.py`) with ONNX Runtime, on the same tokens, so the embeddings equal the torch ones to
         float rounding. A graph exported from other weights than the model's is refused. `backend="openvino"`
         (`pip install hf_grounded[openvino]`) runs the same graph with OpenVINO, whose CPU plugin fuses a recurrent
-        encoder's steps into one `GRUSequence`.
+        encoder's steps into one `GRUSequence`; with `quantize=True`, NNCF's static int8 graph
+        (`onnx/model_qint8_openvino.onnx`, see `hf_grounded.onnx_export.export_onnx`).
 
         A capability the model's family declares unsupported (`unsupported_capabilities`) is refused with its
         reason.

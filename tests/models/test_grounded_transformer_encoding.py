@@ -86,7 +86,8 @@ def test_int8_embeddings_stay_close_to_float_ones_alone_and_in_a_batch(tiny_bert
 def test_the_onnx_graph_gives_the_torch_embeddings(saved, space):
     folder, model = saved
     assert sorted(path.name for path in (folder / "onnx").iterdir()) == [".hf_grounded_run", "model.onnx",
-                                                                        "model_qint8.onnx"]
+                                                                        "model_qint8.onnx",
+                                                                        "model_qint8_openvino.onnx"]
     sentences = SENTENCES + HOSTILE
     for batch_size in (1, 3, 64):
         exact = model.encode(sentences, batch_size=batch_size, space=space)

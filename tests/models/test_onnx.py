@@ -85,7 +85,8 @@ def test_the_onnx_graph_gives_the_torch_embeddings(tmp_path, name):
     model = AutoModel.from_pretrained(tmp_path)
     paths = export_onnx(model, tmp_path)
     assert sorted(path.name for path in (tmp_path / "onnx").iterdir()) == [".hf_grounded_run", "model.onnx",
-                                                                           "model_qint8.onnx"]
+                                                                           "model_qint8.onnx",
+                                                                           "model_qint8_openvino.onnx"]
     assert paths["float32"] == tmp_path / "onnx" / "model.onnx"
     sentences = CAPTIONS + HOSTILE
     for batch_size in (1, 3, 64):
@@ -295,7 +296,8 @@ def test_an_export_failing_midway_leaves_the_previous_export_as_it_was(char_gru_
     model = AutoModel.from_pretrained(char_gru_folder)
     export_onnx(model, char_gru_folder)
     before = _listing(char_gru_folder)
-    assert sorted(os.listdir(char_gru_folder / "onnx")) == [".hf_grounded_run", "model.onnx", "model_qint8.onnx"]
+    assert sorted(os.listdir(char_gru_folder / "onnx")) == [".hf_grounded_run", "model.onnx", "model_qint8.onnx",
+                                                            "model_qint8_openvino.onnx"]
     with torch.no_grad():
         next(model.parameters()).add_(1)
     _failing_quantization(monkeypatch)
