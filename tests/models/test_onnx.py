@@ -30,7 +30,7 @@ from hf_grounded.training.output_folder import MARKER_NAME
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
 from .. import fixtures
-from ..conftest import _refused, run_recipe_in_process
+from ..conftest import _refused, run_python, run_recipe_in_process
 from ..family_testers import tiny_model as family_tiny_model
 from ..test_command_line import recipe_error
 from .test_grounded_transformer import tiny_bert  # noqa: F401  (the fixture)
@@ -451,3 +451,22 @@ def test_encode_refuses_a_graph_changed_since_it_was_exported(edit, char_gru_fol
         encoder = other if edit == "recorded weights" else model
         with pytest.raises(ValueError, match=re.escape(str(path)) + ".*changed since it was exported"):
             encoder.encode(fixtures.CAPTIONS, backend="onnx", quantize=quantize)
+
+
+def test_openvino_says_the_precision_each_graph_runs_at(char_gru_folder):
+    """The float32 graph at OpenVINO's own choice (bfloat16 on a CPU that has it), the int8 graph's other operations
+    in float32: each compiled graph's precision is logged, so a "float32" run is never a bfloat16 one unsaid. Run in
+    a process of its own: OpenVINO's thread pool does not survive the forks of later tests."""
+    pytest.importorskip("openvino")
+    pytest.importorskip("nncf")
+    export_onnx(AutoModel.from_pretrained(char_gru_folder), char_gru_folder)
+    result = run_python(
+        "import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
+        "from transformers import AutoModel; import hf_grounded\n"
+        f"model = AutoModel.from_pretrained({str(char_gru_folder)!r})\n"
+        "for quantize in (False, True): model.encode(['a red square'], backend='openvino', quantize=quantize)\n",
+        cwd=char_gru_folder)
+    assert result.returncode == 0, result.stderr[-2000:]
+    precisions = dict(re.findall(r"OpenVINO runs (\S+) at inference precision (\w+)", result.stdout))
+    assert set(precisions) == {"model.onnx", "model_qint8_openvino.onnx"}, result.stdout[-2000:]
+    assert precisions["model_qint8_openvino.onnx"] == "f32" and precisions["model.onnx"] in ("f32", "bf16", "f16")
