@@ -12,6 +12,7 @@ one plain dataclass of options each. A field's check is its type and then its ru
 """
 
 import copy
+import functools
 import math
 import types
 from dataclasses import MISSING, Field, field, fields, make_dataclass
@@ -101,9 +102,7 @@ def config_option(config_class: type, name: str) -> Any:
 
     ```"""
     config_fields = {spec.name: spec for spec in fields(config_class)}
-    # transformers' own reading of a docstring's Args: section, as its auto_docstring reads it.
-    descriptions = {entry_name: " ".join(entry["description"].split())
-                    for entry_name, entry in parse_docstring(config_class.__doc__ or "")[0].items()}
+    descriptions = _descriptions(config_class)
     rules = getattr(config_class, "value_rules", {})
     if name not in config_fields or name not in descriptions or name not in rules:
         raise TypeError(f"{config_class.__name__}.{name} is no field with a rule (value_rules) and an Args: entry in "
@@ -113,6 +112,14 @@ def config_option(config_class: type, name: str) -> Any:
     help = descriptions[name].replace("`", "").replace("%", "%%")
     return option(spec.default, help, rules[name], spec.default_factory, config=config_class.__name__,
                   type=spec.type)
+
+
+@functools.cache
+def _descriptions(config_class: type) -> dict[str, str]:
+    """The `Args:` entries of `config_class`'s docstring by name, read once a class (a family names several)."""
+    # transformers' own reading of a docstring's Args: section, as its auto_docstring reads it.
+    return {name: " ".join(entry["description"].split())
+            for name, entry in parse_docstring(config_class.__doc__ or "")[0].items()}
 
 
 class DeclaresOptions:

@@ -172,11 +172,13 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True,
                 except Exception as error:  # the text side stands alone; the image side only where it traces
                     logger.warning("the image side of %s was not exported: %s", type(model).__name__, error)
         if quantize:
-            kept = _narrowing_products(onnx.load(str(traced)).graph) if model.onnx_int8_keeps_narrowing_products else []
+            graph = onnx.load(str(traced))  # read once for both int8 graphs
+            kept = _narrowing_products(graph.graph) if model.onnx_int8_keeps_narrowing_products else []
             quantize_dynamic(str(traced), str(scratch / INT8_FILE), weight_type=QuantType.QInt8, reduce_range=True,
                              per_channel=True, nodes_to_exclude=kept)
             if has_extra("openvino"):
-                _quantize_for_openvino(model, traced, scratch / OPENVINO_INT8_FILE, tokenizer, calibration_sentences)
+                _quantize_for_openvino(model, graph, kept, scratch / OPENVINO_INT8_FILE, tokenizer,
+                                       calibration_sentences)
                 names["int8_openvino"] = OPENVINO_INT8_FILE
             else:
                 logger.info("%s not written: OpenVINO's int8 graph needs NNCF and OpenVINO (pip install -e "
@@ -195,10 +197,10 @@ def export_onnx(model, output_dir: str | os.PathLike, *, quantize: bool = True,
     return {kind: folder / name for kind, name in names.items()}
 
 
-def _quantize_for_openvino(model, traced: Path, target: Path, tokenizer,
+def _quantize_for_openvino(model, graph: "onnx.ModelProto", kept: list[str], target: Path, tokenizer,
                            sentences: Sequence[str] | None) -> None:
-    """NNCF's static int8 quantisation of the float32 graph `traced`, calibrated on `sentences` (see
-    `export_onnx`), written to `target`."""
+    """NNCF's static int8 quantisation of the float32 `graph`, its nodes `kept` in floating point, calibrated on
+    `sentences` (see `export_onnx`), written to `target`."""
     import nncf
     import onnx
 
@@ -220,12 +222,10 @@ def _quantize_for_openvino(model, traced: Path, target: Path, tokenizer,
         input_ids, attention_mask = _one_unknown_token_for_empty_rows(inputs["input_ids"], inputs["attention_mask"],
                                                                       tokenizer)
         batches.append({"input_ids": input_ids.numpy(), "attention_mask": attention_mask.numpy()})
-    graph = onnx.load(str(traced))
-    # For a model that asks (the grounded transformer), the products that narrow the width stay in floating point
-    # (see `export_onnx`). A recurrent encoder's graph has its matrix products alone quantised: its GRU's states
-    # and its pooling's softmax in int8 cost a briefly trained char-GRU a cosine of 0.984 to its float32
-    # embeddings of Flickr8k captions, against 0.99 or more with them in floating point.
-    kept = _narrowing_products(graph.graph) if model.onnx_int8_keeps_narrowing_products else []
+    # `kept`, the products that narrow the width, stay in floating point (see `export_onnx`). A recurrent
+    # encoder's graph has its matrix products alone quantised: its GRU's states and its pooling's softmax in int8
+    # cost a briefly trained char-GRU a cosine of 0.984 to its float32 embeddings of Flickr8k captions, against 0.99
+    # or more with them in floating point.
     operations = {node.op_type for node in graph.graph.node}
     recurrent = sorted(operations - {"MatMul", "Gemm", "Conv"}) if operations & {"GRU", "LSTM"} else []
     ignored = nncf.IgnoredScope(names=kept, types=recurrent, validate=False)
