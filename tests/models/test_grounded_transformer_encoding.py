@@ -71,8 +71,8 @@ def test_precision_takes_the_values_the_other_families_take(tiny_bert):  # noqa:
 def test_int8_embeddings_stay_close_to_float_ones_alone_and_in_a_batch(tiny_bert, space):  # noqa: F811
     model = _model(tiny_bert)
     exact = model.encode(SENTENCES, space=space)
-    quantized = model.encode(SENTENCES, space=space, quantize=True)
-    alone = np.stack([model.encode(sentence, space=space, quantize=True) for sentence in SENTENCES])
+    quantized = model.encode(SENTENCES, space=space, quantize="int8")
+    alone = np.stack([model.encode(sentence, space=space, quantize="int8") for sentence in SENTENCES])
     np.testing.assert_allclose(np.linalg.norm(quantized, axis=1), 1, atol=1e-5)
     cosines = (exact * quantized).sum(axis=1)
     assert cosines.min() > 0.98 and not np.array_equal(exact, quantized), cosines
@@ -94,7 +94,7 @@ def test_the_onnx_graph_gives_the_torch_embeddings(saved, space):
         exported = model.encode(sentences, batch_size=batch_size, space=space, backend="onnx")
         assert exported.shape == exact.shape and np.isfinite(exported).all()
         np.testing.assert_allclose(exported, exact, atol=1e-5)
-    int8 = model.encode(sentences, space=space, backend="onnx", quantize=True)
+    int8 = model.encode(sentences, space=space, backend="onnx", quantize="int8")
     np.testing.assert_allclose(np.linalg.norm(int8, axis=1), 1, atol=1e-5)
     assert (int8 * model.encode(sentences, space=space)).sum(axis=1).min() > 0.95
 

@@ -95,7 +95,7 @@ def test_the_onnx_graph_gives_the_torch_embeddings(tmp_path, name):
         assert exported.shape == exact.shape and np.isfinite(exported).all()
         np.testing.assert_allclose(exported, exact, atol=1e-5)
         assert (exact * exported).sum(axis=1).min() > 1 - 1e-4
-    int8 = model.encode(sentences, backend="onnx", quantize=True)
+    int8 = model.encode(sentences, backend="onnx", quantize="int8")
     np.testing.assert_allclose(np.linalg.norm(int8, axis=1), 1, atol=1e-5)
     assert (int8 * model.encode(sentences)).sum(axis=1).min() > 0.95
 
@@ -124,7 +124,7 @@ def test_a_graph_exported_again_is_read_again_and_the_model_still_copies(tmp_pat
     export_onnx(model, tmp_path, quantize=False)
     np.testing.assert_allclose(model.encode(CAPTIONS, backend="onnx"), -before, atol=1e-5)
     # The ONNX Runtime sessions the model holds are neither copied nor pickled with it.
-    assert (model.encode(CAPTIONS, quantize=True) * -before).sum(axis=1).min() > 0.95
+    assert (model.encode(CAPTIONS, quantize="int8") * -before).sum(axis=1).min() > 0.95
     copied = copy.deepcopy(model)
     np.testing.assert_allclose(copied.encode(CAPTIONS, backend="onnx"), -before, atol=1e-5)
 
@@ -446,27 +446,39 @@ def test_encode_refuses_a_graph_changed_since_it_was_exported(edit, char_gru_fol
             largest = max(graph.graph.initializer, key=lambda tensor: numpy_helper.to_array(tensor).size)
             largest.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(largest) * 2, largest.name))
 
-    for quantize, path in ((False, paths["float32"]), (True, paths["int8"])):
+    for quantize, path in ((False, paths["float32"]), ("int8", paths["int8"])):
         _rewrite(path, rewrite)
         encoder = other if edit == "recorded weights" else model
         with pytest.raises(ValueError, match=re.escape(str(path)) + ".*changed since it was exported"):
             encoder.encode(fixtures.CAPTIONS, backend="onnx", quantize=quantize)
 
 
-def test_openvino_says_the_precision_each_graph_runs_at(char_gru_folder):
-    """The float32 graph at OpenVINO's own choice (bfloat16 on a CPU that has it), the int8 graph's other operations
-    in float32: each compiled graph's precision is logged, so a "float32" run is never a bfloat16 one unsaid. Run in
-    a process of its own: OpenVINO's thread pool does not survive the forks of later tests."""
+def test_openvino_says_the_precision_each_graph_runs_at_and_which_encode_chose(char_gru_folder):
+    """OpenVINO compiles each graph at the precision encode asks (float32, and bfloat16 where the CPU has it), logs
+    it, and encode logs which precision it chose and `ran_precision` gives it: a "float32" run is never a bfloat16
+    one unsaid. Run in a process of its own: OpenVINO's thread pool does not survive the forks of later tests."""
     pytest.importorskip("openvino")
     pytest.importorskip("nncf")
     export_onnx(AutoModel.from_pretrained(char_gru_folder), char_gru_folder)
     result = run_python(
         "import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
-        "from transformers import AutoModel; import hf_grounded\n"
+        "from transformers import AutoModel; from hf_grounded.precision_choice import ran_precision\n"
+        "from hf_grounded.backend import openvino_has_bf16; print('bf16', openvino_has_bf16())\n"
         f"model = AutoModel.from_pretrained({str(char_gru_folder)!r})\n"
-        "for quantize in (False, True): model.encode(['a red square'], backend='openvino', quantize=quantize)\n",
-        cwd=char_gru_folder)
+        "for quantize in (False, True, 'int8'):\n"
+        "    model.encode(['a red square', 'two dogs'], backend='openvino', quantize=quantize)\n"
+        "    print('ran', repr(quantize), ran_precision(model, 'openvino', quantize))\n", cwd=char_gru_folder)
     assert result.returncode == 0, result.stderr[-2000:]
-    precisions = dict(re.findall(r"OpenVINO runs (\S+) at inference precision (\w+)", result.stdout))
-    assert set(precisions) == {"model.onnx", "model_qint8_openvino.onnx"}, result.stdout[-2000:]
-    assert precisions["model_qint8_openvino.onnx"] == "f32" and precisions["model.onnx"] in ("f32", "bf16", "f16")
+    compiled = set(re.findall(r"OpenVINO runs (\S+) at inference precision (\w+)", result.stdout))
+    bf16 = "bf16 True" in result.stdout
+    hints = {"f32", "bf16"} if bf16 else {"f32"}
+    assert compiled == {(graph, hint) for graph in ("model.onnx", "model_qint8_openvino.onnx") for hint in hints}
+    ran = dict(re.findall(r"ran (\S+) (.+)", result.stdout))
+    assert ran["'int8'"] == "int8"
+    floats = ["float32", "bf16"] if bf16 else ["float32"]
+    assert ran["False"] in floats and ran["True"] in [*floats, "int8", "int8 (other operations bf16)"]
+    # Each choice is logged with every candidate's speed and cosine; a lone candidate ("int8", float32 without
+    # bfloat16) needs none.
+    for quantize in ("False", "True") if bf16 else ("True",):
+        assert re.search(rf"encode\(backend='openvino', quantize={quantize}\) runs {re.escape(ran[quantize])} on "
+                         r"this CPU.*float32 1\.00× float32", result.stdout), result.stdout[-2000:]

@@ -1,6 +1,10 @@
-"""`encode(quantize=True)`: an int8 copy of every family that stays close to the float model and follows it."""
+"""`encode(quantize="int8")`: an int8 copy of every family that stays close to the float model and follows it;
+and `encode(quantize=True)`, which runs int8 only where it is faster at a cosine of 0.99
+(`hf_grounded.precision_choice`)."""
 
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,6 +23,7 @@ from hf_grounded import (
 )
 from hf_grounded.backend import Int8Linear, int8_copy
 from hf_grounded.families import FAMILIES
+from hf_grounded.precision_choice import Candidate, chosen_embedding, ran_precision
 from hf_grounded.word_tokenizer import train_word_tokenizer
 
 from ..family_testers import tiny_model
@@ -61,8 +66,8 @@ def small_model(name: str):
 def test_int8_embeddings_stay_close_to_float_ones_alone_and_in_a_batch(name):
     model, tokenizer = registry_family(name)
     exact = model.encode(SENTENCES, tokenizer=tokenizer)
-    quantized = model.encode(SENTENCES, tokenizer=tokenizer, quantize=True)
-    alone = np.stack([model.encode(sentence, tokenizer=tokenizer, quantize=True) for sentence in SENTENCES])
+    quantized = model.encode(SENTENCES, tokenizer=tokenizer, quantize="int8")
+    alone = np.stack([model.encode(sentence, tokenizer=tokenizer, quantize="int8") for sentence in SENTENCES])
     np.testing.assert_allclose(np.linalg.norm(quantized, axis=1), 1, atol=1e-5)
     cosines = (exact * quantized).sum(axis=1)
     assert cosines.min() >= 0.99 and not np.array_equal(exact, quantized), cosines
@@ -74,11 +79,11 @@ def test_int8_embeddings_stay_close_to_float_ones_alone_and_in_a_batch(name):
 
 def test_the_int8_copy_follows_the_weights_it_was_made_from():
     model, tokenizer = family("char_gru")
-    before = model.encode(SENTENCES, tokenizer=tokenizer, quantize=True)
+    before = model.encode(SENTENCES, tokenizer=tokenizer, quantize="int8")
     assert int8_copy(model) is int8_copy(model)
     with torch.no_grad():
         model.text_encoder.rnn.weight_hh_l0.mul_(-1)
-    after = model.encode(SENTENCES, tokenizer=tokenizer, quantize=True)
+    after = model.encode(SENTENCES, tokenizer=tokenizer, quantize="int8")
     assert np.abs(after - before).max() > 1e-2
     np.testing.assert_allclose((after * model.encode(SENTENCES, tokenizer=tokenizer)).sum(axis=1), 1, atol=0.02)
 
@@ -178,3 +183,62 @@ def _real_sentences() -> list[str]:
     if not captions.is_file():
         return []
     return [line.split("\t", 1)[1] for line in captions.read_text(encoding="utf-8").splitlines()[:500]]
+
+
+def timed_candidate(name: str, seconds: float, turn: float, made: list[str]) -> Candidate:
+    """A candidate precision that takes `seconds` a call and turns its embeddings by the angle `turn` (radians)
+    from the reference ones, counting in `made` each time its function is made."""
+    def make():
+        made.append(name)
+
+        def embed(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            time.sleep(seconds)
+            rows = input_ids.float()
+            return torch.stack([torch.cos(torch.tensor(turn)) * rows[:, 0], torch.sin(torch.tensor(turn)) * rows[:, 0]
+                                + rows[:, 1]], dim=1)
+
+        return embed
+
+    return Candidate(name, make)
+
+
+def test_quantize_true_runs_the_fastest_precision_that_keeps_a_cosine_of_099_and_remembers_it():
+    model, made = SimpleNamespace(weights_fingerprint=lambda: "weights"), []
+    candidates = [timed_candidate("float32", 0.03, 0.0, made), timed_candidate("fast but far", 0.0, 0.3, made),
+                  timed_candidate("int8", 0.01, 0.05, made)]
+    inputs = torch.tensor([[1, 0], [2, 1], [3, 5]]), torch.ones(3, 2, dtype=torch.long)
+    embed = chosen_embedding(model, ("torch", True), candidates)
+    assert ran_precision(model, "torch", True) is None  # chosen at the first batch
+    torch.testing.assert_close(embed(*inputs), candidates[2].make()(*inputs))
+    assert ran_precision(model, "torch", True) == "int8"
+    made.clear()
+    # Another call of the same setting, first batch of the same size: no probe, only the chosen one is made.
+    chosen_embedding(model, ("torch", True), candidates)(*inputs)
+    assert made == ["int8"]
+    # A lone candidate runs without a probe.
+    made.clear()
+    chosen_embedding(model, ("torch", "int8"), candidates[2:])
+    assert made == ["int8"] and ran_precision(model, "torch", "int8") == "int8"
+
+
+def test_quantize_true_keeps_float32_where_the_int8_copy_is_slower(monkeypatch):
+    model, tokenizer = family("char_gru")
+    exact = model.encode(SENTENCES, tokenizer=tokenizer)
+    copy = int8_copy(model)
+    slow = copy._space_embeddings
+
+    def slowed(space, normalize):
+        embed = slow(space, normalize)
+        return lambda *inputs: (time.sleep(0.02), embed(*inputs))[1]
+
+    monkeypatch.setattr(copy, "_space_embeddings", slowed)
+    np.testing.assert_array_equal(model.encode(SENTENCES, tokenizer=tokenizer, quantize=True), exact)
+    assert ran_precision(model, "torch", True) == "float32"
+    assert not np.array_equal(model.encode(SENTENCES, tokenizer=tokenizer, quantize="int8"), exact)
+
+
+@pytest.mark.parametrize("quantize", [1, 0, "yes", "int4", None])
+def test_quantize_takes_false_true_or_int8_only(quantize):
+    model, tokenizer = family("char_gru")
+    with pytest.raises(ValueError, match=f"quantize must be False, True .* or 'int8', got {quantize!r}"):
+        model.encode(SENTENCES, tokenizer=tokenizer, quantize=quantize)
