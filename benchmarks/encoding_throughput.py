@@ -207,17 +207,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="Fewer sentences and repeats, no batch of 512.")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--output", default=None, help="Where the results go; a run stopped midway goes on from it.")
+    parser.add_argument("--batch_sizes", type=int, nargs="+", default=[1, 32, 512],
+                        help="The batch sizes to measure (the others are left to another run with the same --output: "
+                             "a batch of 512 in a process of its own keeps each runtime's peak memory apart).")
     args = parser.parse_args(argv)
     repeats = args.repeats or (3 if args.quick else 5)
     corpus_name, captions = flickr8k_captions()
     corpora = {corpus_name: captions}
     if (sts := stsb_sentences()) is not None:
         corpora["STS-B"] = sts
-    settings = [(corpus, batch_size) for corpus in corpora for batch_size in (1, 32, 512)]
+    settings = [(corpus, batch_size) for corpus in corpora for batch_size in (1, 32, 512)
+                if batch_size in args.batch_sizes]
     if args.quick:  # batches 1 and 32 on captions, 32 on STS-B sentences
         settings = [(corpus, batch) for corpus, batch in settings
                     if batch != 512 and (corpus == corpus_name or batch == 32)]
     rows, notes = finished_settings(args.output, args.quick)
+    notes["commands"] = [*notes.get("commands", []), " ".join(["python -m benchmarks.encoding_throughput", *(
+        argv if argv is not None else sys.argv[1:])])]
     finished = {(row["corpus"], row["batch"]) for row in rows}
     settings = [setting for setting in settings if setting not in finished]
     baseline, _ = minilm()
@@ -306,11 +312,11 @@ def main(argv: list[str] | None = None) -> None:
             print(f"| {name} | {corpus} | {batch_size} | " + " | ".join(
                 f"{backend} ({row['precision'][backend]}) {rate_cell(row[backend])}" for backend in model_backends)
                   + " |", flush=True)
-        notes = {"quick": args.quick, "repeats": repeats, "minilm": baseline is not None,
-                 **{f"minilm_sentence_transformers_{backend}": left_out.get(backend, "measured")
-                    for backend in ("onnx", "openvino")}}
+        notes.update({"quick": args.quick, "repeats": repeats, "minilm": baseline is not None,
+                      **{f"minilm_sentence_transformers_{backend}": left_out.get(backend, "measured")
+                         for backend in ("onnx", "openvino")}})
         write_results(args.output, "encoding_throughput", rows, notes)  # each setting kept as it finishes
-    if "stsb_test_spearman" not in notes and "grounded MiniLM-L6" in models:
+    if "stsb_test_spearman" not in notes and "grounded MiniLM-L6" in arms_of:
         scores = {"grounded MiniLM-L6": stsb_test_spearman(models["grounded MiniLM-L6"][0].encode,
                                                           arms_of["grounded MiniLM-L6"])}
         if ANCHOR in arms_of:
