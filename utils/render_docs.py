@@ -99,7 +99,8 @@ def _arm_cell(row: dict, backend: str) -> str:
     if backend not in row:
         return ""
     precision = row.get("precision", {}).get(backend)
-    named = precision is None or precision == backend.split(" ", 1)[1]
+    label = backend.split(" ", 1)[1]
+    named = precision is None or precision == {"float": "float32"}.get(label, label)
     return _number(row[backend]["median"]) + ("" if named else f" ({precision})")
 
 
