@@ -8,9 +8,9 @@ times slower than float32's without VNNI (`hf_grounded.backend.int8_products_are
 everywhere, so the choice is measured where it runs: the first time a model encodes with a setting, every candidate
 embeds the call's first batch (at most `PROBE_ROWS` of its sentences) once to warm up, then in turn, `PROBE_ROUNDS`
 times and until each has run `PROBE_SECONDS`; of those whose smallest cosine to the float32 candidate's embeddings of
-that batch is at least `MIN_COSINE`, the fastest by median time is kept for the model's life in this process, and
-logged with what each gains. A setting with one candidate (float32 on torch or ONNX Runtime, or `quantize="int8"`)
-runs it without a probe.
+that batch is at least `MIN_COSINE`, the fastest by median time (a less exact one only where it is `PROBE_MARGIN`
+faster than the more exact one) is kept for the model's life in this process, and logged with what each gains. A
+setting with one candidate (float32 on torch or ONNX Runtime, or `quantize="int8"`) runs it without a probe.
 """
 
 import logging
@@ -33,6 +33,8 @@ PROBE_ROWS = 64
 PROBE_ROUNDS = 3
 #: The time each candidate's runs add up to at least (up to 100 rounds).
 PROBE_SECONDS = 0.05
+#: How much faster than the more exact precision chosen so far a less exact one must be to be chosen instead.
+PROBE_MARGIN = 1.1
 
 Embed = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -99,8 +101,13 @@ def _probe(candidates: list[Candidate], input_ids: torch.Tensor, attention_mask:
             embed(input_ids, attention_mask)
             timings[name].append(time.perf_counter() - started)
     seconds = {name: statistics.median(times) for name, times in timings.items()}
-    kept = [name for name in embeds if cosines[name] >= MIN_COSINE]
-    name = min(kept, key=seconds.__getitem__)
+    # Candidates come most exact first; a less exact one is chosen only when it is faster by PROBE_MARGIN, so that a
+    # tie (a bag of words, with nothing worth quantising) keeps the exact embeddings rather than the timer's noise.
+    name = candidates[0].name
+    for other in embeds:
+        if cosines[other] >= MIN_COSINE and seconds[other] * PROBE_MARGIN < seconds[name]:
+            name = other
+    kept = [other for other in embeds if cosines[other] >= MIN_COSINE]
     float32 = seconds[candidates[0].name]
     logger.info("encode(backend=%r, quantize=%r) runs %s on this CPU, chosen on a first batch of %d: %s", setting[0],
                 setting[1], name, len(input_ids), ", ".join(
@@ -109,4 +116,4 @@ def _probe(candidates: list[Candidate], input_ids: torch.Tensor, attention_mask:
     return name
 
 
-__all__ = ["MIN_COSINE", "PROBE_ROUNDS", "PROBE_ROWS", "PROBE_SECONDS", "Candidate", "chosen_embedding", "ran_precision"]
+__all__ = ["MIN_COSINE", "PROBE_MARGIN", "PROBE_ROUNDS", "PROBE_ROWS", "PROBE_SECONDS", "Candidate", "chosen_embedding", "ran_precision"]
