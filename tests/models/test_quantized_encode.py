@@ -221,6 +221,15 @@ def test_quantize_true_runs_the_fastest_precision_that_keeps_a_cosine_of_099_and
     assert made == ["int8"] and ran_precision(model, "torch", "int8") == "int8"
 
 
+def test_a_less_exact_precision_must_be_ten_percent_faster_to_be_chosen():
+    """A tie (a bag of words, with nothing worth quantising) keeps float32 rather than the timer's noise."""
+    model, made = SimpleNamespace(weights_fingerprint=lambda: "weights"), []
+    inputs = torch.tensor([[1, 0], [2, 1]]), torch.ones(2, 2, dtype=torch.long)
+    tie = [timed_candidate("float32", 0.02, 0.0, made), timed_candidate("int8", 0.019, 0.01, made)]
+    chosen_embedding(model, ("onnx", True), tie)(*inputs)
+    assert ran_precision(model, "onnx", True) == "float32"
+
+
 def test_quantize_true_keeps_float32_where_the_int8_copy_is_slower(monkeypatch):
     model, tokenizer = family("char_gru")
     exact = model.encode(SENTENCES, tokenizer=tokenizer)
