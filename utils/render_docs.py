@@ -75,7 +75,10 @@ def _provenance(result: dict, benchmark: str) -> str:
     if result.get("command"):
         commit = result["commit"].removesuffix("+changes")
         changes = " with uncommitted changes" if result["commit"].endswith("+changes") else ""
-        made = f"written by {_code(result['command'])} at commit {commit[:10]}{changes} on {result['date'][:10]}"
+        # A file filled by several runs (a benchmark that goes on from a stopped run) names each of their commands.
+        commands = result.get("notes", {}).get("commands") or [result["command"]]
+        made = (f"written by {' then '.join(map(_code, commands))} at commit {commit[:10]}{changes} on "
+                f"{result['date'][:10]}")
     else:
         made = f"made by {_code(benchmark)} (the file records no command, commit or date)"
     return f"Source: `{result['_source']}`, {made}; {machine}."
