@@ -90,7 +90,10 @@ class VETEConvolutionalEncoder(nn.Module):
             activations = F.relu(conv(words))
             last_start = (lengths - conv.kernel_size[0]).clamp(min=0)
             inside = torch.arange(activations.size(2), device=input_ids.device).unsqueeze(0) <= last_start
-            pooled.append(activations.masked_fill(~inside.unsqueeze(1), float("-inf")).max(dim=2).values)
+            # Windows past the end read as 0, not -inf: after the ReLU every window is >= 0 and the first one is always
+            # inside, so the max is the same, and a graph holds no infinity (NNCF's int8 calibration of one turned
+            # every OpenVINO int8 embedding into NaN).
+            pooled.append(activations.masked_fill(~inside.unsqueeze(1), 0.0).max(dim=2).values)
         return self.projection(torch.cat(pooled, dim=1))
 
 

@@ -79,6 +79,33 @@ def tiny_model(name: str):
     return model
 
 
+@pytest.fixture(scope="module")
+def variant_openvino_cosines(tmp_path_factory) -> dict[str, dict[str, float]]:
+    """Each variant the registry leaves out, exported with its OpenVINO int8 graph calibrated on the captions it
+    then embeds: the smallest cosine to torch's by space, `quantize` and precision (`runtime_cosines`)."""
+    pytest.importorskip("openvino")
+    pytest.importorskip("nncf")
+    from .test_family_contract import runtime_cosines
+
+    folders = {}
+    for name in VARIANTS:
+        folder = tmp_path_factory.mktemp(name)
+        tiny_model(name).save_pretrained(folder)
+        export_onnx(AutoModel.from_pretrained(folder), folder, calibration_sentences=CAPTIONS)
+        folders[name] = str(folder)
+    return runtime_cosines(folders, CAPTIONS, ["openvino"])
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_openvino_runs_every_encoder_variant_as_torch_does(variant_openvino_cosines, name):
+    """The LSTM, max pooling, ensemble, bag of words, stacked RNN and CNN encoders in OpenVINO, its int8 graph
+    included: a CNN's windows past the sentence's end masked with -inf made every int8 embedding NaN."""
+    cosines = variant_openvino_cosines[name]
+    assert len(cosines) == 6
+    for setting, cosine in cosines.items():
+        assert cosine >= (0.999 if setting.endswith(": float32") else 0.99), (setting, cosine)
+
+
 @pytest.mark.parametrize("name", [*families(), *VARIANTS])
 def test_the_onnx_graph_gives_the_torch_embeddings(tmp_path, name):
     tiny_model(name).save_pretrained(tmp_path)
