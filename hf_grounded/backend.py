@@ -30,6 +30,11 @@ from .precision_choice import Candidate, chosen_embedding
 
 logger = logging.getLogger(__name__)
 
+# The graphs `hf_grounded.onnx_export.export_onnx` writes beside a model, in ONNX_FOLDER, and encode() reads: float32,
+# ONNX Runtime's dynamic int8 copy, and OpenVINO's int8 graph (NNCF's static quantisation of the float32 one).
+ONNX_FOLDER, FLOAT_FILE, INT8_FILE, OPENVINO_INT8_FILE = ("onnx", "model.onnx", "model_qint8.onnx",
+                                                          "model_qint8_openvino.onnx")
+
 if TYPE_CHECKING:
     import onnx
     import onnxruntime
@@ -131,22 +136,20 @@ def embedding_function(model: nn.Module, backend: str, quantize: bool | str, spa
     `quantize=True`, the float precisions and int8 (on OpenVINO, its int8 graph's other operations in float32 and,
     where the CPU has it, bfloat16); with `quantize="int8"`, int8 alone (other operations in float32). Of several,
     the fastest on this CPU at a cosine of 0.99 to float32 (`hf_grounded.precision_choice`)."""
-    candidates = []
     if backend == "torch":
-        candidates.append(Candidate("float32", lambda: model._space_embeddings(space, normalize)))
-        candidates.append(Candidate("int8", lambda: int8_copy(model)._space_embeddings(space, normalize)))
+        floats = [Candidate("float32", lambda: model._space_embeddings(space, normalize))]
+        int8s = [Candidate("int8", lambda: int8_copy(model)._space_embeddings(space, normalize))]
     else:
-        hints = [None] if backend == "onnx" else ["f32", "bf16"] if openvino_has_bf16() else ["f32"]
-        for quantized in (False, True):
-            for hint in hints:
-                name = ("int8" if quantized else "float32") if hint in (None, "f32") else \
-                    "int8 (other operations bf16)" if quantized else "bf16"
-                candidates.append(Candidate(name, functools.partial(onnx_text_features, model, quantized, space,
-                                                                    normalize, runtime=backend, precision=hint)))
-    if quantize == "int8":
-        candidates = [candidate for candidate in candidates if candidate.name == "int8"]
-    elif not quantize:
-        candidates = [candidate for candidate in candidates if "int8" not in candidate.name]
+        def graph(name: str, quantized: bool, hint: str | None) -> Candidate:
+            return Candidate(name, functools.partial(onnx_text_features, model, quantized, space, normalize,
+                                                     runtime=backend, precision=hint))
+
+        hint = None if backend == "onnx" else "f32"
+        floats, int8s = [graph("float32", False, hint)], [graph("int8", True, hint)]
+        if backend == "openvino" and openvino_has_bf16():
+            floats.append(graph("bf16", False, "bf16"))
+            int8s.append(graph("int8 (other operations bf16)", True, "bf16"))
+    candidates = {False: floats, True: floats + int8s, "int8": int8s[:1]}[quantize]
     return chosen_embedding(model, (backend, quantize, space, normalize), candidates)
 
 
@@ -169,7 +172,7 @@ def onnx_text_features(model: nn.Module, quantize: bool, space: str = "sentence"
         raise ValueError("normalize_embeddings=False needs backend='torch': the exported graph gives unit-length "
                          "embeddings")
     # OpenVINO's int8 graph is NNCF's static quantisation: it runs ONNX Runtime's dynamic one slower than float32.
-    name = f"onnx/{INT8_GRAPHS[runtime] if quantize else 'model.onnx'}"
+    name = f"{ONNX_FOLDER}/{INT8_GRAPHS[runtime] if quantize else FLOAT_FILE}"
     source = model.config.name_or_path
     path = (cached_file(source, name, revision=getattr(model.config, "_commit_hash", None),
                         _raise_exceptions_for_missing_entries=False) if source else None)
@@ -283,9 +286,9 @@ def _openvino_runner(path: str | os.PathLike, threads: int | None = None,
     return (lambda inputs, output: compiled(inputs)[output]), outputs, weights_sha256
 
 
-# What `encode(backend=...)` runs an exported graph with, and its int8 graph (`hf_grounded.onnx_export`).
+# What `encode(backend=...)` runs an exported graph with, and its int8 graph there.
 RUNTIMES = {"onnx": _onnxruntime_runner, "openvino": _openvino_runner}
-INT8_GRAPHS = {"onnx": "model_qint8.onnx", "openvino": "model_qint8_openvino.onnx"}
+INT8_GRAPHS = {"onnx": INT8_FILE, "openvino": OPENVINO_INT8_FILE}
 
 
 class _NotCopied(dict):

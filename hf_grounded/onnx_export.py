@@ -26,18 +26,20 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from .backend import (
+    FLOAT_FILE,
+    INT8_FILE,
+    ONNX_FOLDER,
+    OPENVINO_INT8_FILE,
+    exported_session,
+    graph_sha256,
+)
 from .extras import has_extra
-from .models.sentence_encoding import _one_unknown_token_for_empty_rows
 from .files import MARKER_NAME, refuse_foreign_folder, replace_entries, staging_folder
-from .backend import exported_session, graph_sha256
+from .models.sentence_encoding import _one_unknown_token_for_empty_rows
 
 logger = logging.getLogger(__name__)
 
-ONNX_FOLDER = "onnx"
-FLOAT_FILE = "model.onnx"
-INT8_FILE = "model_qint8.onnx"
-# OpenVINO's int8 graph: NNCF's post-training static quantisation of the float32 graph, calibrated on sentences.
-OPENVINO_INT8_FILE = "model_qint8_openvino.onnx"
 # How many calibration sentences NNCF reads, in batches of a few.
 CALIBRATION_SENTENCES, CALIBRATION_BATCH = 300, 8
 # The image side of a model that carries its backbone (float32 only).
